@@ -1,0 +1,98 @@
+// parasim: the command line. Dispatches to subcommands and turns every error
+// into one line on stderr and an exit code: 2 for bad input (command line,
+// scenario, model or topology files), 3 for an internal error.
+#include "apps/cli.h"
+#include "sim/core/error.h"
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+#include <yaml-cpp/exceptions.h>
+
+#include <cstdio>
+#include <iostream>
+
+namespace po = boost::program_options;
+using namespace parasim_cli;
+
+namespace {
+
+constexpr const char* kUsage = R"(parasim - discrete-event simulator of multi-GPU clusters running transformers
+
+Usage: parasim [--help] [--version] COMMAND [ARGS...]
+
+Commands:
+  run SCENARIO        simulate every strategy of a scenario and report metrics
+  sweep SCENARIO      run a scenario's sweep (cross product of overrides) in parallel
+  validate DATASET    simulate published measurements and report the error
+  bench engine|scale  benchmark the event engine or whole-simulation speed
+  list gpus|clusters|models|schedules|collectives   show what is available by name
+
+Run 'parasim COMMAND --help' for the options of a command.
+)";
+
+int dispatch(int argc, char** argv) {
+    po::options_description global("Global options");
+    global.add_options()("help,h", "show this help")("version", "print the version")(
+        "command", po::value<std::string>(), "subcommand")("args", po::value<std::vector<std::string>>(), "arguments");
+    po::positional_options_description pos;
+    pos.add("command", 1).add("args", -1);
+    po::variables_map vm;
+    po::parsed_options parsed =
+        po::command_line_parser(argc, argv).options(global).positional(pos).allow_unregistered().run();
+    po::store(parsed, vm);
+    po::notify(vm);
+
+    if (!vm.count("command")) {
+        if (vm.count("version")) {
+            fmt::print("parasim {}\n", PARASIM_VERSION);
+            return 0;
+        }
+        if (vm.count("help")) {
+            fmt::print("{}", kUsage);
+            return 0;
+        }
+        throw UsageError("no command given (try 'parasim --help')");
+    }
+    const std::string command = vm["command"].as<std::string>();
+    // Everything after the command name belongs to the command.
+    Args rest = po::collect_unrecognized(parsed.options, po::include_positional);
+    rest.erase(rest.begin());
+    if (command == "run") return cmd_run(rest);
+    if (command == "sweep") return cmd_sweep(rest);
+    if (command == "validate") return cmd_validate(rest);
+    if (command == "bench") return cmd_bench(rest);
+    if (command == "list") return cmd_list(rest);
+    throw UsageError(fmt::format("unknown command '{}' (expected run, sweep, validate, bench or list)", command));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        return dispatch(argc, argv);
+    } catch (const UsageError& e) {
+        fmt::print(stderr, "parasim: {}\n", e.what());
+        return 2;
+    } catch (const po::error& e) {
+        fmt::print(stderr, "parasim: {}\n", e.what());
+        return 2;
+    } catch (const sim::ConfigError& e) {
+        fmt::print(stderr, "{}\n", e.what());
+        return 2;
+    } catch (const sim::ModelError& e) {
+        fmt::print(stderr, "parasim: {}\n", e.what());
+        return 2;
+    } catch (const YAML::Exception& e) {
+        fmt::print(stderr, "parasim: YAML error: {}\n", e.what());
+        return 2;
+    } catch (const sim::InternalError& e) {
+        fmt::print(stderr, "parasim: {}\n", e.what());
+        return 3;
+    } catch (const std::bad_alloc&) {
+        fmt::print(stderr, "parasim: out of host memory\n");
+        return 3;
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "parasim: {}\n", e.what());
+        return 3;
+    }
+}

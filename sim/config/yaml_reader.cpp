@@ -1,0 +1,257 @@
+// YAML access with locations, unknown-key rejection and unit parsing.
+#include "sim/config/yaml_reader.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+namespace sim::config {
+
+namespace {
+
+std::string join(const std::vector<std::string>& v) {
+    std::string out;
+    for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + v[i];
+    return out;
+}
+
+struct UnitEntry {
+    const char* suffix;
+    double factor;
+};
+
+// Factors to base units: bytes, bytes/s, picoseconds... seconds, FLOP/s, Hz.
+const std::vector<UnitEntry>& units_of(Dimension dim) {
+    static const std::vector<UnitEntry> bytes = {{"B", 1},         {"kB", 1e3},          {"KB", 1e3},
+                                                 {"MB", 1e6},      {"GB", 1e9},          {"TB", 1e12},
+                                                 {"KiB", 1024.0},  {"MiB", 1048576.0},   {"GiB", 1073741824.0},
+                                                 {"TiB", 1099511627776.0}};
+    static const std::vector<UnitEntry> bandwidth = {
+        {"B/s", 1},        {"kB/s", 1e3},       {"MB/s", 1e6},          {"GB/s", 1e9},
+        {"TB/s", 1e12},    {"GiB/s", 1073741824.0}, {"b/s", 0.125},     {"kb/s", 125.0},
+        {"Mb/s", 1.25e5},  {"Gb/s", 1.25e8},    {"Tb/s", 1.25e11}};
+    static const std::vector<UnitEntry> time = {{"ps", 1e-12}, {"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}};
+    static const std::vector<UnitEntry> flops = {
+        {"FLOP/s", 1}, {"GFLOP/s", 1e9}, {"TFLOP/s", 1e12}, {"PFLOP/s", 1e15}, {"TOP/s", 1e12}};
+    static const std::vector<UnitEntry> freq = {{"Hz", 1}, {"kHz", 1e3}, {"MHz", 1e6}, {"GHz", 1e9}};
+    switch (dim) {
+        case Dimension::bytes: return bytes;
+        case Dimension::bandwidth: return bandwidth;
+        case Dimension::time: return time;
+        case Dimension::flop_rate: return flops;
+        case Dimension::frequency: return freq;
+    }
+    return bytes;
+}
+
+const char* example_of(Dimension dim) {
+    switch (dim) {
+        case Dimension::bytes: return "'80 GiB'";
+        case Dimension::bandwidth: return "'450 GB/s' or '400 Gb/s'";
+        case Dimension::time: return "'2 us'";
+        case Dimension::flop_rate: return "'989.4 TFLOP/s'";
+        case Dimension::frequency: return "'1830 MHz'";
+    }
+    return "";
+}
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+    std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        cur[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            const std::size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+            cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+        }
+        std::swap(prev, cur);
+    }
+    return prev[b.size()];
+}
+
+}  // namespace
+
+std::string nearest(const std::string& word, const std::vector<std::string>& candidates) {
+    std::string best;
+    std::size_t best_d = std::string::npos;
+    for (const auto& c : candidates) {
+        const std::size_t d = edit_distance(word, c);
+        if (d < best_d) {
+            best_d = d;
+            best = c;
+        }
+    }
+    if (best.empty() || best_d > std::max<std::size_t>(2, word.size() / 2)) return "";
+    return best;
+}
+
+double parse_quantity(const std::string& text, Dimension dim, std::string& error) {
+    std::size_t i = 0;
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+    const char* begin = text.c_str() + i;
+    char* end = nullptr;
+    const double value = std::strtod(begin, &end);
+    if (end == begin || !std::isfinite(value)) {
+        error = fmt::format("expected a quantity like {}, got '{}'", example_of(dim), text);
+        return 0;
+    }
+    std::string unit(end);
+    unit.erase(std::remove_if(unit.begin(), unit.end(), [](unsigned char c) { return std::isspace(c); }), unit.end());
+    if (unit.empty()) {
+        error = fmt::format("'{}' has no unit; write it with one, like {}", text, example_of(dim));
+        return 0;
+    }
+    if (value < 0) {
+        error = fmt::format("'{}' is negative", text);
+        return 0;
+    }
+    std::vector<std::string> names;
+    for (const auto& u : units_of(dim)) {
+        if (unit == u.suffix) return value * u.factor;
+        names.emplace_back(u.suffix);
+    }
+    error = fmt::format("unknown unit '{}' in '{}' (expected one of {})", unit, text, join(names));
+    return 0;
+}
+
+Node::Node(YAML::Node node, std::shared_ptr<const std::string> file, std::string path)
+    : node_(std::move(node)), file_(std::move(file)), path_(std::move(path)) {}
+
+SourceLocation Node::location() const {
+    const YAML::Mark m = node_.Mark();
+    if (m.line < 0) return SourceLocation{"--set " + path_, 0, 0};
+    return SourceLocation{*file_, m.line + 1, m.column + 1};
+}
+
+void Node::fail(const std::string& message) const {
+    throw ConfigError(location(), path_.empty() ? message : path_ + ": " + message);
+}
+
+std::string Node::as_string() const {
+    if (!node_.IsScalar()) fail("expected a single value, not a list or map");
+    return node_.Scalar();
+}
+
+std::string Node::as_enum(const std::vector<std::string>& allowed) const {
+    const std::string v = as_string();
+    if (std::find(allowed.begin(), allowed.end(), v) != allowed.end()) return v;
+    const std::string hint = nearest(v, allowed);
+    fail(fmt::format("'{}' is not one of {}{}", v, join(allowed), hint.empty() ? "" : " (did you mean '" + hint + "'?)"));
+}
+
+std::int64_t Node::as_int(std::int64_t min, std::int64_t max) const {
+    const std::string s = as_string();
+    std::size_t used = 0;
+    long long v = 0;
+    try {
+        v = std::stoll(s, &used);
+    } catch (const std::exception&) {
+        used = 0;
+    }
+    if (used == 0 || used != s.size()) fail(fmt::format("expected a whole number, got '{}'", s));
+    if (v < min || v > max) fail(fmt::format("{} is out of range [{}, {}]", v, min, max));
+    return v;
+}
+
+double Node::as_number(double min, double max) const {
+    const std::string s = as_string();
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (end == s.c_str() || *end != '\0' || !std::isfinite(v)) fail(fmt::format("expected a number, got '{}'", s));
+    if (v < min || v > max) fail(fmt::format("{} is out of range [{}, {}]", s, min, max));
+    return v;
+}
+
+bool Node::as_bool() const {
+    const std::string s = as_string();
+    if (s == "true") return true;
+    if (s == "false") return false;
+    fail(fmt::format("expected true or false, got '{}'", s));
+}
+
+namespace {
+double quantity(const Node& n, Dimension dim) {
+    std::string err;
+    const double v = parse_quantity(n.as_string(), dim, err);
+    if (!err.empty()) n.fail(err);
+    return v;
+}
+}  // namespace
+
+Bytes Node::as_bytes() const { return Bytes::ceil(quantity(*this, Dimension::bytes)); }
+Bandwidth Node::as_bandwidth() const {
+    const double v = quantity(*this, Dimension::bandwidth);
+    if (v <= 0) fail("a bandwidth must be positive");
+    return Bandwidth{v};
+}
+Time Node::as_time() const { return Time::from_seconds_ceil(quantity(*this, Dimension::time)); }
+FlopRate Node::as_flop_rate() const { return FlopRate{quantity(*this, Dimension::flop_rate)}; }
+double Node::as_frequency_hz() const { return quantity(*this, Dimension::frequency); }
+
+std::size_t Node::size() const { return node_.size(); }
+
+Node Node::at(std::size_t index) const {
+    return Node(node_[index], file_, fmt::format("{}[{}]", path_, index));
+}
+
+std::vector<Node> Node::elements() const {
+    if (!node_.IsSequence()) fail("expected a list");
+    std::vector<Node> out;
+    for (std::size_t i = 0; i < node_.size(); ++i) out.push_back(at(i));
+    return out;
+}
+
+MapReader::MapReader(const Node& map) : map_(map) {
+    if (!map.is_map()) map.fail("expected a map of 'key: value' entries");
+}
+
+bool MapReader::has(const std::string& key) const { return static_cast<bool>(map_.yaml()[key]); }
+
+Node MapReader::required(const std::string& key) {
+    auto n = optional(key);
+    if (!n) map_.fail(fmt::format("missing required field '{}'", key));
+    return *n;
+}
+
+std::optional<Node> MapReader::optional(const std::string& key) {
+    consumed_.insert(key);
+    const YAML::Node child = map_.yaml()[key];
+    if (!child) return std::nullopt;
+    return Node(child, std::make_shared<const std::string>(map_.file()), map_.path().empty() ? key : map_.path() + "." + key);
+}
+
+void MapReader::finish() const {
+    std::vector<std::string> valid(consumed_.begin(), consumed_.end());
+    for (const auto& kv : map_.yaml()) {
+        const std::string key = kv.first.as<std::string>();
+        if (consumed_.count(key)) continue;
+        const std::string hint = nearest(key, valid);
+        const std::string path = map_.path().empty() ? key : map_.path() + "." + key;
+        const YAML::Mark m = kv.first.Mark();
+        const SourceLocation where = m.line < 0 ? SourceLocation{"--set " + path, 0, 0}
+                                                : SourceLocation{map_.file(), m.line + 1, m.column + 1};
+        throw ConfigError(where, fmt::format("unknown key '{}'{}", path,
+                                             hint.empty() ? fmt::format(" (valid keys: {})", join(valid))
+                                                          : fmt::format(" (did you mean '{}'?)", hint)));
+    }
+}
+
+Node load_string(const std::string& text, const std::string& name) {
+    try {
+        return Node(YAML::Load(text), std::make_shared<const std::string>(name), "");
+    } catch (const YAML::ParserException& e) {
+        throw ConfigError(SourceLocation{name, e.mark.line + 1, e.mark.column + 1}, "YAML syntax error: " + e.msg);
+    }
+}
+
+Node load_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw ConfigError(SourceLocation{path, 0, 0}, "cannot open file (does it exist?)");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return load_string(ss.str(), path);
+}
+
+}  // namespace sim::config

@@ -1,0 +1,43 @@
+// The run loop, with its cheap invariant checks kept in Release builds.
+#include "sim/core/simulation.h"
+
+#include "sim/core/error.h"
+
+namespace sim {
+
+EventId Simulation::schedule_at(Time at, Callback cb) {
+    if (at < now_)
+        throw InternalError(fmt::format("event scheduled in the past: at {} ps while the clock is at {} ps",
+                                        at.count_ps(), now_.count_ps()));
+    return queue_.push(at, cb);
+}
+
+bool Simulation::step(Time limit) {
+    Callback cb;
+    Time t;
+    if (!queue_.pop_until(limit, t, cb)) return false;
+    if (t < now_) throw InternalError("event queue returned an event earlier than the clock");
+    now_ = t;
+    ++events_;
+    cb();
+    return true;
+}
+
+void Simulation::run() {
+    while (step(Time::max())) {
+    }
+}
+
+void Simulation::run_until(Time until) {
+    while (step(until)) {
+    }
+    if (until > now_) now_ = until;
+}
+
+std::uint64_t Simulation::run_events(std::uint64_t n) {
+    std::uint64_t ran = 0;
+    while (ran < n && step(Time::max())) ++ran;
+    return ran;
+}
+
+}  // namespace sim

@@ -1,0 +1,70 @@
+// Conversions between physical quantities and integer picoseconds.
+#include "sim/core/units.h"
+
+#include "sim/core/error.h"
+
+#include <cmath>
+
+namespace sim {
+
+Time Time::from_seconds_ceil(double seconds) {
+    if (!(seconds >= 0.0) || !std::isfinite(seconds))
+        throw InternalError(fmt::format("duration of {} s is not a finite non-negative number", seconds));
+    const double ps = std::ceil(seconds * 1e12 - 1e-6);  // tolerate binary noise on exact values
+    if (ps >= 1.8e19) throw InternalError(fmt::format("duration of {} s overflows the picosecond clock", seconds));
+    return Time(ps <= 0.0 ? 0 : static_cast<std::uint64_t>(ps));
+}
+
+Time Time::operator+(Time o) const {
+    if (ps_ > std::numeric_limits<std::uint64_t>::max() - o.ps_)
+        throw InternalError("simulated time overflowed 2^64 ps");
+    return Time(ps_ + o.ps_);
+}
+
+Time Time::operator-(Time o) const {
+    if (o.ps_ > ps_) throw InternalError(fmt::format("negative duration: {} ps - {} ps", ps_, o.ps_));
+    return Time(ps_ - o.ps_);
+}
+
+Bytes Bytes::ceil(double b) {
+    if (!(b >= 0.0) || !std::isfinite(b)) throw InternalError(fmt::format("byte count {} is invalid", b));
+    return Bytes{static_cast<std::uint64_t>(std::ceil(b))};
+}
+
+Time transfer_time(Bytes size, Bandwidth bw) {
+    if (size.value == 0) return Time{};
+    if (!(bw.bytes_per_s > 0.0)) throw InternalError("transfer over a link with zero bandwidth");
+    return Time::from_seconds_ceil(size.as_double() / bw.bytes_per_s);
+}
+
+Time compute_time(Flops work, FlopRate rate) {
+    if (work.value <= 0.0) return Time{};
+    if (!(rate.per_s > 0.0)) throw InternalError("compute at a zero FLOP rate");
+    return Time::from_seconds_ceil(work.value / rate.per_s);
+}
+
+std::string format_time(Time t) {
+    const double s = t.seconds();
+    if (s >= 1.0) return fmt::format("{:.3f} s", s);
+    if (s >= 1e-3) return fmt::format("{:.3f} ms", s * 1e3);
+    if (s >= 1e-6) return fmt::format("{:.3f} us", s * 1e6);
+    return fmt::format("{} ps", t.count_ps());
+}
+
+std::string format_bytes(double b) {
+    if (b >= 1e12) return fmt::format("{:.2f} TB", b / 1e12);
+    if (b >= 1e9) return fmt::format("{:.2f} GB", b / 1e9);
+    if (b >= 1e6) return fmt::format("{:.2f} MB", b / 1e6);
+    if (b >= 1e3) return fmt::format("{:.2f} kB", b / 1e3);
+    return fmt::format("{:.0f} B", b);
+}
+
+std::string SourceLocation::to_string() const {
+    if (line <= 0) return file;
+    return fmt::format("{}:{}:{}", file, line, column);
+}
+
+ConfigError::ConfigError(const SourceLocation& where, const std::string& what)
+    : std::runtime_error(where.to_string() + ": " + what), where_(where) {}
+
+}  // namespace sim

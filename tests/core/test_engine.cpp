@@ -1,0 +1,176 @@
+// Engine: ordering, ties, cancellation, run-until, determinism, time arithmetic.
+#include "sim/core/error.h"
+#include "sim/core/hold_bench.h"
+#include "sim/core/simulation.h"
+
+#include <doctest/doctest.h>
+
+#include <random>
+#include <set>
+#include <vector>
+
+using sim::Simulation;
+using sim::Time;
+
+TEST_CASE("events run in time order whatever the order they were scheduled in") {
+    Simulation s;
+    std::vector<int> seen;
+    s.schedule_at(Time::ns(30), [&seen] { seen.push_back(30); });
+    s.schedule_at(Time::ns(10), [&seen] { seen.push_back(10); });
+    s.schedule_at(Time::ns(20), [&seen] { seen.push_back(20); });
+    s.run();
+    CHECK(seen == std::vector<int>{10, 20, 30});
+    CHECK(s.now() == Time::ns(30));
+    CHECK(s.events_processed() == 3);
+}
+
+TEST_CASE("events at equal times run in insertion order") {
+    Simulation s;
+    std::vector<int> seen;
+    for (int i = 0; i < 100; ++i) s.schedule_at(Time::ns(5), [&seen, i] { seen.push_back(i); });
+    s.run();
+    REQUIRE(seen.size() == 100);
+    for (int i = 0; i < 100; ++i) CHECK(seen[static_cast<std::size_t>(i)] == i);
+}
+
+TEST_CASE("an event scheduled from a callback at the current time runs after those already queued") {
+    Simulation s;
+    std::vector<int> seen;
+    s.schedule_at(Time::ns(1), [&] {
+        seen.push_back(1);
+        s.schedule_after(Time{}, [&seen] { seen.push_back(3); });
+    });
+    s.schedule_at(Time::ns(1), [&seen] { seen.push_back(2); });
+    s.run();
+    CHECK(seen == std::vector<int>{1, 2, 3});
+}
+
+TEST_CASE("a cancelled event does not run, and cancelling twice or after running is harmless") {
+    Simulation s;
+    int ran = 0;
+    auto a = s.schedule_at(Time::ns(1), [&ran] { ran += 1; });
+    auto b = s.schedule_at(Time::ns(2), [&ran] { ran += 10; });
+    CHECK(s.pending() == 2);
+    CHECK(s.cancel(b));
+    CHECK_FALSE(s.cancel(b));
+    CHECK(s.pending() == 1);
+    s.run();
+    CHECK(ran == 1);
+    CHECK_FALSE(s.cancel(a));
+    // The slot of `b` is reused; the old handle must not cancel the new event.
+    s.schedule_after(Time::ns(1), [&ran] { ran += 100; });
+    s.schedule_after(Time::ns(1), [&ran] { ran += 100; });
+    CHECK_FALSE(s.cancel(b));
+    s.run();
+    CHECK(ran == 201);
+}
+
+TEST_CASE("run_until stops at the limit, includes events at the limit, and advances the clock") {
+    Simulation s;
+    std::vector<int> seen;
+    s.schedule_at(Time::ns(10), [&seen] { seen.push_back(10); });
+    s.schedule_at(Time::ns(20), [&seen] { seen.push_back(20); });
+    s.schedule_at(Time::ns(30), [&seen] { seen.push_back(30); });
+    s.run_until(Time::ns(20));
+    CHECK(seen == std::vector<int>{10, 20});
+    CHECK(s.now() == Time::ns(20));
+    s.run_until(Time::ns(25));
+    CHECK(s.now() == Time::ns(25));
+    CHECK(s.pending() == 1);
+    s.run();
+    CHECK(seen.back() == 30);
+}
+
+TEST_CASE("scheduling in the past is an internal error naming both times") {
+    Simulation s;
+    s.schedule_at(Time::ns(10), [] {});
+    s.run();
+    CHECK_THROWS_WITH_AS(s.schedule_at(Time::ns(5), [] {}),
+                         "internal error: event scheduled in the past: at 5000 ps while the clock is at 10000 ps",
+                         sim::InternalError);
+}
+
+namespace {
+std::vector<std::uint64_t> random_trace(std::uint64_t seed) {
+    Simulation s;
+    std::mt19937_64 rng(seed);
+    std::vector<std::uint64_t> trace;
+    std::vector<sim::EventId> ids;
+    for (int i = 0; i < 2000; ++i) {
+        const auto t = Time::ps(rng() % 1000);  // many ties on purpose
+        ids.push_back(s.schedule_at(t, [&trace, &s, i] { trace.push_back(s.now().count_ps() * 10000 + static_cast<std::uint64_t>(i)); }));
+    }
+    for (std::size_t i = 0; i < ids.size(); i += 7) s.cancel(ids[i]);
+    s.run();
+    return trace;
+}
+}  // namespace
+
+TEST_CASE("the same input gives the same trace") {
+    const auto a = random_trace(42);
+    const auto b = random_trace(42);
+    CHECK(a.size() == 2000 - 286);
+    CHECK(a == b);
+    for (std::size_t i = 1; i < a.size(); ++i) CHECK(a[i - 1] < a[i]);  // time then insertion order
+}
+
+TEST_CASE("durations from bandwidths round up to the next picosecond") {
+    // 1000 bytes at 3 bytes/ps = 333.33 ps -> 334 ps.
+    CHECK(sim::transfer_time(sim::Bytes{1000}, sim::Bandwidth{3e12}) == Time::ps(334));
+    CHECK(sim::transfer_time(sim::Bytes{1000}, sim::Bandwidth{1e12}) == Time::ps(1000));
+    CHECK(sim::transfer_time(sim::Bytes{0}, sim::Bandwidth{1e12}) == Time{});
+    CHECK_THROWS_AS(sim::transfer_time(sim::Bytes{1}, sim::Bandwidth{0.0}), sim::InternalError);
+    CHECK_THROWS_AS(Time::max() + Time::ps(1), sim::InternalError);
+    CHECK_THROWS_AS(Time::ps(1) - Time::ps(2), sim::InternalError);
+}
+
+TEST_CASE("the hold model does the same work on the engine and the baseline") {
+    const auto r = sim::run_hold_benchmark(1000, 20000, 7);
+    CHECK(r.engine_checksum == r.baseline_checksum);
+    CHECK(r.engine_events_per_s > 0.0);
+}
+
+TEST_CASE("the queue matches a reference ordered set under random pushes, cancels and run_until") {
+    // Reference: std::set of (time, insertion index); the engine must run the
+    // same events in the same order, including after run_until leaves the
+    // clock between events and after cancelling the earliest event.
+    struct Rec {
+        std::vector<std::uint64_t> ran;
+    } rec;
+    Simulation s;
+    std::set<std::pair<std::uint64_t, std::uint64_t>> ref;
+    std::vector<sim::EventId> ids;
+    std::vector<std::uint64_t> times;
+    std::mt19937_64 rng(3);
+    std::vector<std::uint64_t> expected;
+    std::uint64_t now = 0;
+    for (int round = 0; round < 3000; ++round) {
+        const int op = static_cast<int>(rng() % 10);
+        if (op < 5) {
+            const std::uint64_t t = now + (rng() % 3 == 0 ? 0 : rng() % (1ULL << (rng() % 40)));
+            const std::uint64_t idx = ids.size();
+            ids.push_back(s.schedule_at(Time::ps(t), [&rec, idx] { rec.ran.push_back(idx); }));
+            times.push_back(t);
+            ref.insert({t, idx});
+        } else if (op < 7 && !ref.empty()) {
+            // Cancel the earliest pending event half the time, a random one otherwise.
+            auto it = ref.begin();
+            if (rng() % 2) std::advance(it, static_cast<long>(rng() % ref.size()));
+            CHECK(s.cancel(ids[it->second]));
+            ref.erase(it);
+        } else {
+            const std::uint64_t until = now + rng() % (1ULL << 20);
+            s.run_until(Time::ps(until));
+            while (!ref.empty() && ref.begin()->first <= until) {
+                expected.push_back(ref.begin()->second);
+                ref.erase(ref.begin());
+            }
+            now = until;
+            CHECK(s.now() == Time::ps(now));
+        }
+        CHECK(s.pending() == ref.size());
+    }
+    s.run();
+    for (const auto& e : ref) expected.push_back(e.second);
+    CHECK(rec.ran == expected);
+}
