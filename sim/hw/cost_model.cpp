@@ -1,0 +1,305 @@
+// The roofline cost model with measured efficiencies, and the registry of
+// cost models by name. Every formula here is written out, with its
+// assumptions and the origin of each constant, in docs/hardware-model.md;
+// section numbers below refer to that file.
+#include "sim/hw/cost_model.h"
+
+#include "sim/core/error.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace sim::hw {
+
+namespace {
+
+// §3: flash-attention kernels. Query and key blocks of 128 rows (FA2/FA3 on
+// Ampere and Hopper); a kv-loop prologue worth 128 keys and a head_dim
+// half-efficiency point of 64, both fitted to the FlashAttention-3 H100
+// forward points of /work/shared/validation/published.yaml (head_dim 64 /
+// 128 / 256 reach 0.77 / 1 / 1.17 of the head_dim-128 rate; seq 512 reaches
+// ~0.75 of seq 16k); the backward kernel at 0.85 of the forward rate, from
+// the FlashAttention-2 A100 fwd+bwd points of the same file.
+constexpr double kAttnBlock = 128.0;
+constexpr double kAttnSeq0 = 128.0;
+constexpr double kAttnHeadDim0 = 64.0;
+constexpr double kAttnRefHeadDim = 128.0;
+constexpr double kAttnBackwardShare = 0.85;
+// Split-K partial sums are FP32.
+constexpr double kAccumBytes = 4.0;
+// Smallest k per split worth a split-K candidate.
+constexpr std::int64_t kMinSplitK = 128;
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+double per_s(double amount, double rate) { return amount <= 0.0 ? 0.0 : amount / rate; }
+
+// Tile sizes tried along one GEMM dimension: halvings of the GPU's tile
+// dimensions down to 64, and down to 16 when the problem dimension itself is
+// below 64 (skinny kernels).
+std::vector<int> tile_dims(const GpuSpec& gpu, std::int64_t extent) {
+    std::vector<int> dims;
+    for (int start : {gpu.gemm_tile_m, gpu.gemm_tile_n}) {
+        for (int d = start; d >= 16; d /= 2) {
+            if (d < 64 && extent >= 64) break;
+            if (std::find(dims.begin(), dims.end(), d) == dims.end()) dims.push_back(d);
+            if (d % 2 != 0) break;
+        }
+    }
+    return dims;
+}
+
+struct Work {
+    double flops = 0, efficiency = 0, rate = 0;  // compute: flops / (rate * efficiency)
+    double hbm_read = 0, hbm_write = 0, l2 = 0;   // bytes
+};
+
+double sustained_l2(const GpuSpec& gpu) { return gpu.l2_bandwidth.bytes_per_s * gpu.efficiency.l2; }
+double sustained_hbm(const GpuSpec& gpu) { return gpu.memory_bandwidth.bytes_per_s * gpu.efficiency.hbm; }
+
+double kernel_flops(const KernelDesc& k) {
+    if (k.flops.value > 0.0) return k.flops.value;
+    if (k.kind == KernelKind::gemm && k.m > 0 && k.n > 0 && k.k > 0)
+        return 2.0 * static_cast<double>(k.m) * static_cast<double>(k.n) * static_cast<double>(k.k) *
+               static_cast<double>(std::max<std::int64_t>(1, k.batch));
+    return 0.0;
+}
+
+bool has_gemm_shape(const KernelDesc& k) { return k.m > 0 && k.n > 0 && k.k > 0 && k.batch > 0; }
+
+// §3: fused attention. Compute at the attention ceiling scaled by head_dim,
+// kv length, the causal diagonal, waves and the backward share.
+Work attention_work(const GpuSpec& gpu, const KernelDesc& kd) {
+    const double ceiling = gpu.gemm_ceiling(kd.dtype);
+    const double share = gpu.efficiency.attention.value_or(kDefaultAttentionShare * ceiling);
+    double eff = share;
+    if (kd.k > 0) {
+        const double d = static_cast<double>(kd.k);
+        const double ref = kAttnRefHeadDim / (kAttnRefHeadDim + kAttnHeadDim0);
+        eff = share * (d / (d + kAttnHeadDim0)) / ref;
+    }
+    eff = std::min(eff, ceiling);
+    const double m = static_cast<double>(kd.m);
+    if (kd.n > 0) {
+        const double n = static_cast<double>(kd.n);
+        const double kv = kd.causal && kd.m > 0 ? std::max(1.0, n - m / 2.0) : n;
+        eff *= kv / (kv + kAttnSeq0);
+    }
+    if (kd.causal && m >= kAttnBlock) {
+        const double qb = std::ceil(m / kAttnBlock);
+        eff *= qb / (qb + 1.0);
+    }
+    if (kd.m >= 64 && kd.batch > 0) {
+        const std::int64_t ctas = kd.batch * ceil_div(kd.m, static_cast<std::int64_t>(kAttnBlock));
+        const std::int64_t waves = ceil_div(ctas, gpu.sm_count);
+        eff *= static_cast<double>(ctas) / (static_cast<double>(waves) * gpu.sm_count);
+    }
+    if (kd.backward) eff *= kAttnBackwardShare;
+    Work w;
+    w.flops = kernel_flops(kd);
+    w.efficiency = eff;
+    w.rate = gpu.peak_of(kd.dtype).per_s;
+    w.hbm_read = kd.bytes_read.as_double();
+    w.hbm_write = kd.bytes_written.as_double();
+    w.l2 = w.hbm_read + w.hbm_write;
+    return w;
+}
+
+// §4: memory-bound kernels run their few FLOPs on the CUDA cores (FP32
+// vector peak) and move every byte once through L2 and HBM.
+Work streaming_work(const GpuSpec& gpu, const KernelDesc& kd) {
+    Work w;
+    w.flops = kernel_flops(kd);
+    w.efficiency = 1.0;
+    w.rate = gpu.supports(DType::fp32) ? gpu.peak_of(DType::fp32).per_s : gpu.peak_of(kd.dtype).per_s;
+    w.hbm_read = kd.bytes_read.as_double();
+    w.hbm_write = kd.bytes_written.as_double();
+    w.l2 = w.hbm_read + w.hbm_write;
+    return w;
+}
+
+class RooflineCostModel final : public CostModel {
+public:
+    explicit RooflineCostModel(bool search) : search_(search) {}
+    std::string name() const override { return search_ ? "roofline" : "roofline-fixed-tile"; }
+
+    KernelCost cost(const GpuSpec& gpu, const KernelDesc& kd, const L2Residency& l2) const override {
+        check(gpu.sm_count > 0, "GPU spec without SMs");
+        gpu.peak_of(kd.dtype);  // every kind: an unsupported dtype is an error
+        KernelCost c;
+        Work w;
+        switch (kd.kind) {
+            case KernelKind::gemm:
+                if (has_gemm_shape(kd)) {
+                    const GemmPlan p = search_ ? choose_gemm_plan(gpu, kd)
+                                               : evaluate_gemm_plan(gpu, kd, gpu.gemm_tile_m, gpu.gemm_tile_n, 1);
+                    w.flops = kernel_flops(kd);
+                    w.efficiency = p.efficiency;
+                    w.rate = gpu.peak_of(kd.dtype).per_s;
+                    w.hbm_read = p.hbm_read_bytes;
+                    w.hbm_write = p.hbm_write_bytes;
+                    w.l2 = p.l2_request_bytes;
+                    c.tile_m = p.tile_m;
+                    c.tile_n = p.tile_n;
+                    c.split_k = p.split_k;
+                    c.waves = p.waves;
+                } else {
+                    w = streaming_work(gpu, kd);
+                    w.efficiency = gpu.gemm_ceiling(kd.dtype);
+                    w.rate = gpu.peak_of(kd.dtype).per_s;
+                }
+                break;
+            case KernelKind::attention: w = attention_work(gpu, kd); break;
+            case KernelKind::elementwise:
+            case KernelKind::embedding:
+            case KernelKind::communication: w = streaming_work(gpu, kd); break;
+        }
+        const double hbm = std::max(0.0, w.hbm_read - l2.resident_read_bytes.as_double()) + w.hbm_write;
+        c.launch_overhead = gpu.efficiency.launch_overhead;
+        c.compute_efficiency = w.efficiency;
+        c.compute_time = w.flops > 0 ? compute_time(Flops{w.flops}, FlopRate{w.rate * w.efficiency}) : Time{};
+        c.hbm_bytes = Bytes::ceil(hbm);
+        c.l2_request_bytes = Bytes::ceil(w.l2);
+        c.memory_time = transfer_time(c.hbm_bytes, Bandwidth{sustained_hbm(gpu)});
+        c.l2_time = transfer_time(c.l2_request_bytes, Bandwidth{sustained_l2(gpu)});
+        c.duration = c.launch_overhead + std::max({c.compute_time, c.memory_time, c.l2_time});
+        return c;
+    }
+
+private:
+    bool search_;
+};
+
+struct Registered {
+    const char* name;
+    const char* description;
+    std::unique_ptr<CostModel> (*make)();
+};
+
+const std::vector<Registered>& registry() {
+    static const std::vector<Registered> models = {
+        {"roofline", "roofline with measured efficiencies; GEMM tile and split-K chosen per shape",
+         [] { return std::unique_ptr<CostModel>(new RooflineCostModel(true)); }},
+        {"roofline-fixed-tile", "the same roofline, always with the GPU file's gemm_tile and no split-K",
+         [] { return std::unique_ptr<CostModel>(new RooflineCostModel(false)); }},
+    };
+    return models;
+}
+
+}  // namespace
+
+double GemmPlan::time_s() const { return std::max({compute_s, hbm_s, l2_s}); }
+
+// §2: one tiling of C[m,n] += A[m,k] B[k,n] (x batch).
+GemmPlan evaluate_gemm_plan(const GpuSpec& gpu, const KernelDesc& kd, int tm, int tn, int s) {
+    check(has_gemm_shape(kd), "GEMM plan for a kernel without m, n, k and batch");
+    check(tm > 0 && tn > 0 && s >= 1, "GEMM plan with an empty tile or split");
+    check(gpu.sm_count > 0, "GPU spec without SMs");
+    const double peak = gpu.peak_of(kd.dtype).per_s;
+    const double ceiling = gpu.gemm_ceiling(kd.dtype);
+    const double e = bytes_per_element(kd.dtype);
+    const std::int64_t m = kd.m, n = kd.n, k = kd.k, b = kd.batch;
+    const double md = static_cast<double>(m), nd = static_cast<double>(n), kd_ = static_cast<double>(k),
+                 bd = static_cast<double>(b), sm = static_cast<double>(gpu.sm_count);
+
+    GemmPlan p;
+    p.tile_m = tm;
+    p.tile_n = tn;
+    p.split_k = s;
+    const std::int64_t tiles_m = ceil_div(m, tm), tiles_n = ceil_div(n, tn);
+    const std::int64_t out_tiles = tiles_m * tiles_n;  // per batch element
+    p.tiles = out_tiles * b * s;
+    p.waves = ceil_div(p.tiles, gpu.sm_count);
+    p.wave_eff = static_cast<double>(p.tiles) / (static_cast<double>(p.waves) * sm);
+    p.fill_eff = md * nd / (static_cast<double>(tiles_m * tm) * static_cast<double>(tiles_n * tn));
+    const std::int64_t k_split = ceil_div(k, s);
+    const double ks = static_cast<double>(k_split);
+    p.k_eff = kd_ / (ks * s) * ks / (ks + kGemmK0);
+    p.efficiency = ceiling * p.wave_eff * p.fill_eff * p.k_eff;
+    p.compute_s = kernel_flops(kd) / (peak * p.efficiency);
+
+    // Traffic. Shape bytes use the dtype's element size; the workload's own
+    // compulsory bytes (which may mix dtypes) scale them.
+    const double a_bytes = md * kd_ * e, b_bytes = kd_ * nd * e;
+    const double footprint = a_bytes + b_bytes;  // per batch element
+    const double given_read = kd.bytes_read.value > 0 ? kd.bytes_read.as_double() : footprint * bd;
+    const double scale = given_read / (footprint * bd);
+    const double out_bytes = kd.bytes_written.value > 0 ? kd.bytes_written.as_double() : md * nd * e * bd;
+    const std::int64_t cluster = std::max(1, gpu.gemm_cluster);
+    const double b_panel_reads = static_cast<double>(ceil_div(tiles_m, cluster));
+    const double l2_reads = a_bytes * static_cast<double>(tiles_n) + b_bytes * b_panel_reads;  // per batch
+    const double partials = s > 1 ? static_cast<double>(s) * md * nd * kAccumBytes * bd : 0.0;
+
+    const double l2_size = gpu.l2_size.as_double();
+    double reads = footprint;
+    if (footprint > l2_size) {
+        // The output tiles one wave computes, as a block of rows_w x cols_w
+        // tiles about square in elements.
+        const double w_out = std::min(static_cast<double>(out_tiles), std::max(1.0, std::floor(sm / s)));
+        const double rows_w = std::clamp(std::round(std::sqrt(w_out * tn / tm)), 1.0, static_cast<double>(tiles_m));
+        const double cols_w = std::min(static_cast<double>(tiles_n), std::ceil(w_out / rows_w));
+        const double wave_set = (std::min(rows_w * tm, md) + std::min(cols_w * tn, nd)) * kd_ * e;
+        if (wave_set <= l2_size) {
+            // A wave's panels fit: one operand's block stays resident while
+            // the other streams, once per block.
+            reads = std::min(a_bytes + b_bytes * std::ceil(static_cast<double>(tiles_m) / rows_w),
+                             b_bytes + a_bytes * std::ceil(static_cast<double>(tiles_n) / cols_w));
+        } else {
+            // They do not: every wave fetches its own panels.
+            reads = std::ceil(static_cast<double>(out_tiles) / w_out) * wave_set;
+        }
+        reads = std::clamp(reads, footprint, l2_reads);
+    }
+    p.l2_request_bytes = l2_reads * bd * scale + out_bytes + 2.0 * partials;
+    p.hbm_read_bytes = reads * bd * scale + (partials > l2_size ? partials : 0.0);
+    p.hbm_write_bytes = out_bytes + (partials > l2_size ? partials : 0.0);
+    p.hbm_s = per_s(p.hbm_read_bytes + p.hbm_write_bytes, sustained_hbm(gpu));
+    p.l2_s = per_s(p.l2_request_bytes, sustained_l2(gpu));
+    return p;
+}
+
+GemmPlan choose_gemm_plan(const GpuSpec& gpu, const KernelDesc& kd) {
+    GemmPlan best = evaluate_gemm_plan(gpu, kd, gpu.gemm_tile_m, gpu.gemm_tile_n, 1);
+    // Fastest first; among equally fast plans (memory-bound GEMMs) the one
+    // with the least compute time, then the earlier candidate.
+    const auto consider = [&](int tm, int tn, int s) {
+        const GemmPlan p = evaluate_gemm_plan(gpu, kd, tm, tn, s);
+        const double t = p.time_s(), t_best = best.time_s();
+        if (t < t_best * (1.0 - 1e-6) || (t <= t_best * (1.0 + 1e-6) && p.compute_s < best.compute_s * (1.0 - 1e-6)))
+            best = p;
+    };
+    const int native_area = gpu.gemm_tile_m * gpu.gemm_tile_n;
+    const std::vector<int> dims_m = tile_dims(gpu, kd.m), dims_n = tile_dims(gpu, kd.n);
+    for (int tm : dims_m) {
+        for (int tn : dims_n) {
+            if (tm * tn > native_area) continue;
+            consider(tm, tn, 1);
+            const std::int64_t out = ceil_div(kd.m, tm) * ceil_div(kd.n, tn) * kd.batch;
+            if (out >= gpu.sm_count) continue;
+            for (int s : {2, 4, 8, 16}) {
+                if (ceil_div(kd.k, s) < kMinSplitK) break;
+                consider(tm, tn, s);
+            }
+        }
+    }
+    return best;
+}
+
+std::unique_ptr<CostModel> make_roofline_cost_model() { return std::make_unique<RooflineCostModel>(true); }
+
+std::unique_ptr<CostModel> make_cost_model(const std::string& name) {
+    std::string names;
+    for (const auto& r : registry()) {
+        if (name == r.name) return r.make();
+        names += (names.empty() ? "" : ", ") + std::string(r.name);
+    }
+    throw ModelError(fmt::format("unknown cost model '{}' (registered: {})", name, names));
+}
+
+std::vector<CostModelInfo> list_cost_models() {
+    std::vector<CostModelInfo> out;
+    for (const auto& r : registry()) out.push_back({r.name, r.description});
+    return out;
+}
+
+}  // namespace sim::hw

@@ -1,0 +1,68 @@
+// One GPU model's figures, loaded from topologies/gpus/<name>.yaml. Plain
+// data: the cost model and the memory accounting read it; nothing here
+// computes.
+#pragma once
+
+#include "sim/core/units.h"
+#include "sim/hw/dtype.h"
+
+#include <array>
+#include <optional>
+#include <string>
+
+namespace sim::hw {
+
+struct GpuEfficiency {
+    // Best fraction of dense peak reached by library GEMMs on large square
+    // shapes, per dtype (index = DType); 0 where the dtype is unsupported.
+    std::array<double, kDTypeCount> gemm{};
+    double hbm = 0.9;           // sustained fraction of peak memory bandwidth
+    double l2 = 0.8;            // sustained fraction of L2 bandwidth
+    Time launch_overhead{};     // per kernel
+    double nccl_nvlink = 0.0;   // fraction of per-direction NVLink rate NCCL rings reach (0: no NVLink)
+    double nccl_pcie = 0.8;
+    // Fraction of dense fp16/bf16 (or the kernel dtype's) peak that the best
+    // fused (flash) attention kernel reaches at head_dim 128 on long
+    // sequences. Optional in the GPU file; when absent the cost model uses
+    // kDefaultAttentionShare x the GPU's GEMM ceiling for the dtype.
+    std::optional<double> attention;
+};
+
+inline constexpr double kDefaultAttentionShare = 0.8;
+
+struct GpuSpec {
+    std::string name;           // catalog name, e.g. "h100-sxm"
+    std::string architecture;   // volta | turing | ampere | ada | hopper
+    int sm_count = 0;
+    double tensor_clock_hz = 0.0;
+    // Dense peak per dtype; nullopt where the hardware does not support it.
+    std::array<std::optional<FlopRate>, kDTypeCount> peak{};
+    std::string memory_kind;
+    Bytes memory_capacity;
+    Bandwidth memory_bandwidth;
+    Bytes l2_size;
+    Bandwidth l2_bandwidth;
+    int nvlink_generation = 0;  // 0: none
+    int nvlink_links = 0;
+    Bandwidth nvlink_bandwidth; // per direction, whole GPU
+    int pcie_generation = 0;
+    Bandwidth pcie_bandwidth;   // per direction, x16
+    GpuEfficiency efficiency;
+    int gemm_tile_m = 128;
+    int gemm_tile_n = 128;
+    // CTAs per thread-block cluster along m that receive each B tile once
+    // through TMA multicast (Hopper and later: 2; earlier: 1). It divides the
+    // L2 reads of B panels. Optional in the GPU file (gemm_tile.cluster); the
+    // loader defaults it by architecture.
+    int gemm_cluster = 1;
+
+    bool supports(DType t) const { return peak[static_cast<std::size_t>(t)].has_value(); }
+    // Peak for `t`; ModelError naming the GPU and dtype when unsupported.
+    FlopRate peak_of(DType t) const;
+    // efficiency.gemm for `t`; ModelError when unsupported.
+    double gemm_ceiling(DType t) const;
+    // "fp32, fp16, int8": the supported dtypes, for messages.
+    std::string supported_dtypes() const;
+};
+
+}  // namespace sim::hw

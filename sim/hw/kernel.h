@@ -1,0 +1,51 @@
+// What a kernel asks of a GPU: the operator's work and traffic, as the
+// workload layer describes it, plus the tensors it touches so the L2 model can
+// tell hits from misses across kernels.
+#pragma once
+
+#include "sim/core/units.h"
+#include "sim/hw/dtype.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sim::hw {
+
+enum class KernelKind {
+    gemm,          // dense matmul (possibly batched): uses m, n, k, batch
+    attention,     // fused (flash) or unfused attention core
+    elementwise,   // norms, activations, residual adds, softmax, optimizer: memory-bound
+    embedding,     // gather from a table
+    communication  // a collective's reduction kernel (SMs + HBM while it runs)
+};
+
+// A named tensor a kernel reads or writes, for L2 residency across kernels.
+// `id` is unique within a simulation (the workload layer assigns it).
+struct TensorUse {
+    std::uint64_t id = 0;
+    Bytes size;
+    bool write = false;
+};
+
+struct KernelDesc {
+    std::string name;
+    KernelKind kind = KernelKind::elementwise;
+    DType dtype = DType::fp16;
+    Flops flops;
+    Bytes bytes_read;     // compulsory bytes read from memory (before L2 reuse)
+    Bytes bytes_written;
+    // GEMM shape (C[m,n] += A[m,k] B[k,n]) repeated `batch` times.
+    // Attention uses the same fields: m = query tokens per sequence, n = key
+    // tokens (KV length), k = head_dim, batch = sequences x query heads.
+    // 0 means "shape unknown": the cost model then applies its ceilings
+    // without the shape factors.
+    std::int64_t m = 0, n = 0, k = 0, batch = 1;
+    // Attention only: causal mask (flops already halved by the workload), and
+    // whether this is the backward kernel (dQ, dK, dV).
+    bool causal = false;
+    bool backward = false;
+    std::vector<TensorUse> tensors;
+};
+
+}  // namespace sim::hw

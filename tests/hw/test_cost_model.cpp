@@ -1,0 +1,262 @@
+// Shape tests of the roofline cost model (docs/hardware-model.md): each case
+// states the closed-form expectation next to the model's answer.
+#include "sim/core/error.h"
+#include "sim/hw/cost_model.h"
+#include "tests/hw/hw_test_gpus.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+using namespace sim;
+using namespace sim::hw;
+
+namespace {
+
+KernelDesc gemm(std::int64_t m, std::int64_t n, std::int64_t k, DType t = DType::bf16) {
+    KernelDesc d;
+    d.name = "gemm";
+    d.kind = KernelKind::gemm;
+    d.dtype = t;
+    d.m = m;
+    d.n = n;
+    d.k = k;
+    const double e = bytes_per_element(t);
+    d.flops = Flops{2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k)};
+    d.bytes_read = Bytes::ceil(static_cast<double>(m * k + k * n) * e);
+    d.bytes_written = Bytes::ceil(static_cast<double>(m * n) * e);
+    return d;
+}
+
+// FlashAttention benchmark convention: 4*b*s^2*h*d FLOPs, halved if causal.
+KernelDesc attention(std::int64_t b, std::int64_t h, std::int64_t d, std::int64_t s, bool causal) {
+    KernelDesc k;
+    k.name = "attention";
+    k.kind = KernelKind::attention;
+    k.dtype = DType::fp16;
+    k.m = s;
+    k.n = s;
+    k.k = d;
+    k.batch = b * h;
+    k.causal = causal;
+    const double bsd = static_cast<double>(b * s * h * d);
+    k.flops = Flops{4.0 * bsd * static_cast<double>(s) / (causal ? 2.0 : 1.0)};
+    k.bytes_read = Bytes::ceil(3.0 * bsd * 2.0);
+    k.bytes_written = Bytes::ceil(bsd * 2.0);
+    return k;
+}
+
+double achieved_share(const GpuSpec& g, const KernelDesc& k, const KernelCost& c) {
+    return k.flops.value / c.duration.seconds() / g.peak_of(k.dtype).per_s;
+}
+
+double body_us(const KernelCost& c) { return (c.duration - c.launch_overhead).us_f(); }
+
+}  // namespace
+
+TEST_CASE("a large square BF16 GEMM on H100 lands between 60% and 85% of dense peak") {
+    const GpuSpec g = test::h100();
+    const auto model = make_cost_model("roofline");
+    const KernelDesc k = gemm(8192, 8192, 8192);
+    const KernelCost c = model->cost(g, k, {});
+    // Expectation: ceiling 0.803 x waves 2048/(16*132) = 0.970 x k 8192/8256 = 0.992 -> 77.3%.
+    const double share = achieved_share(g, k, c);
+    MESSAGE("H100 8192^3 bf16: " << share * 100 << "% of peak, tile " << c.tile_m << "x" << c.tile_n);
+    CHECK(share > 0.60);
+    CHECK(share < 0.85);
+    CHECK(c.compute_bound());
+    CHECK(c.compute_efficiency == doctest::Approx(0.803 * 2048.0 / (16 * 132) * 8192.0 / (8192.0 + kGemmK0)));
+}
+
+TEST_CASE("small GEMMs run far below the ceiling") {
+    const GpuSpec g = test::h100();
+    const auto model = make_cost_model("roofline");
+    const KernelDesc k = gemm(1024, 1024, 1024);
+    CHECK(achieved_share(g, k, model->cost(g, k, {})) < 0.4);
+}
+
+TEST_CASE("a GEMM one tile too large for a whole wave loses what wave quantization says") {
+    const GpuSpec g = test::h100();
+    const std::int64_t k = 8192;
+    // 12 x 11 = 132 tiles of 128x256 (one full wave) and 7 x 19 = 133 tiles (two waves).
+    const KernelDesc one_wave = gemm(12 * 128, 11 * 256, k);
+    const KernelDesc two_waves = gemm(7 * 128, 19 * 256, k);
+    // Closed form: time = waves * tile FLOPs / (peak per SM * ceiling * k/(k+k0)).
+    const double tile_s = 2.0 * 128 * 256 * k / (989.4e12 / 132 * 0.803 * (k / (k + kGemmK0)));
+
+    SUBCASE("with the GPU's tile: exactly twice the time") {
+        const auto model = make_cost_model("roofline-fixed-tile");
+        const KernelCost a = model->cost(g, one_wave, {});
+        const KernelCost b = model->cost(g, two_waves, {});
+        CHECK(a.waves == 1);
+        CHECK(b.waves == 2);
+        CHECK(a.compute_time.seconds() == doctest::Approx(1 * tile_s).epsilon(1e-6));
+        CHECK(b.compute_time.seconds() == doctest::Approx(2 * tile_s).epsilon(1e-6));
+        CHECK(a.compute_bound());
+        CHECK(b.compute_bound());
+        CHECK(body_us(b) / body_us(a) == doctest::Approx(2.0).epsilon(1e-6));
+    }
+    SUBCASE("with tile selection: smaller tiles recover part of the loss, as the chosen plan's waves say") {
+        const auto model = make_cost_model("roofline");
+        const KernelCost a = model->cost(g, one_wave, {});
+        const KernelCost b = model->cost(g, two_waves, {});
+        CHECK(a.tile_m * a.tile_n == 128 * 256);
+        CHECK(b.tile_m * b.tile_n < 128 * 256);
+        const double ratio = body_us(b) / body_us(a);
+        CHECK(ratio > 1.0);
+        CHECK(ratio < 2.0);
+        // The chosen plan's compute time is its own waves x its own tile time.
+        const double k_split = std::ceil(static_cast<double>(k) / b.split_k);
+        const double b_tile_s =
+            2.0 * b.tile_m * b.tile_n * k_split / (989.4e12 / 132 * 0.803 * (k_split / (k_split + kGemmK0)));
+        CHECK(b.compute_time.seconds() == doctest::Approx(static_cast<double>(b.waves) * b_tile_s).epsilon(1e-6));
+    }
+}
+
+TEST_CASE("tile selection is never slower than the GPU's fixed tile") {
+    const GpuSpec g = test::h100();
+    const auto search = make_cost_model("roofline");
+    const auto fixed = make_cost_model("roofline-fixed-tile");
+    for (const auto& k : {gemm(8192, 8192, 8192), gemm(896, 4864, 8192), gemm(1024, 1024, 16384), gemm(4096, 128, 4096),
+                          gemm(1, 4096, 4096), gemm(16, 14336, 4096), gemm(3000, 5000, 700)}) {
+        CAPTURE(k.m);
+        CAPTURE(k.n);
+        CHECK(search->cost(g, k, {}).duration <= fixed->cost(g, k, {}).duration);
+    }
+}
+
+TEST_CASE("split-K fills the SMs when a GEMM has few output tiles and a deep k") {
+    const GpuSpec g = test::h100();
+    const GemmPlan p = choose_gemm_plan(g, gemm(1024, 1024, 32768));
+    CHECK(p.split_k > 1);
+    CHECK(p.wave_eff > 0.5);
+}
+
+TEST_CASE("a decode GEMV (m = 1) is bound by HBM: time = launch + weight bytes / (bw * eff)") {
+    const GpuSpec g = test::h100();
+    const auto model = make_cost_model("roofline");
+    const KernelDesc k = gemm(1, 8192, 8192);
+    const KernelCost c = model->cost(g, k, {});
+    const double weight_bytes = 8192.0 * 8192.0 * 2.0;
+    const double expected_us = 4.0 + weight_bytes / (3350e9 * 0.91) * 1e6;  // 44.03 us + launch
+    MESSAGE("decode GEMV 1x8192x8192 bf16 on H100: " << c.duration.us_f() << " us (expected ~" << expected_us << ")");
+    CHECK(c.duration.us_f() == doctest::Approx(expected_us).epsilon(0.01));
+    CHECK(c.memory_time > c.compute_time);
+    CHECK(c.memory_time > c.l2_time);
+    CHECK_FALSE(c.compute_bound());
+}
+
+TEST_CASE("memory-bound kernels stream at the achievable fraction of HBM bandwidth") {
+    const GpuSpec g = test::h100();
+    KernelDesc k;
+    k.kind = KernelKind::elementwise;
+    k.dtype = DType::bf16;
+    k.flops = Flops{5e8};
+    k.bytes_read = Bytes{1'000'000'000};
+    k.bytes_written = Bytes{1'000'000'000};
+    const KernelCost c = make_cost_model("roofline")->cost(g, k, {});
+    CHECK(c.memory_time == transfer_time(Bytes{2'000'000'000}, Bandwidth{3350e9 * 0.91}));
+    CHECK(c.duration == Time::us(4) + c.memory_time);
+    CHECK(c.hbm_bytes.value == 2'000'000'000);
+    CHECK(c.l2_request_bytes.value == 2'000'000'000);
+}
+
+TEST_CASE("bytes already resident in L2 are not read from HBM") {
+    const GpuSpec g = test::h100();
+    const auto model = make_cost_model("roofline");
+    // A (512x4096) + B (4096x4096) bf16 = 36 MiB: fits the 50 MiB L2, so HBM sees compulsory traffic only.
+    const KernelDesc k = gemm(512, 4096, 4096);
+    const KernelCost cold = model->cost(g, k, {});
+    CHECK(cold.hbm_bytes.value == k.bytes_read.value + k.bytes_written.value);
+    const Bytes weights{4096ULL * 4096 * 2};
+    const KernelCost warm = model->cost(g, k, L2Residency{weights});
+    CHECK(warm.hbm_bytes.value == cold.hbm_bytes.value - weights.value);
+    CHECK(warm.l2_request_bytes == cold.l2_request_bytes);
+}
+
+TEST_CASE("a GEMM whose operands overflow L2 re-reads panels from HBM") {
+    const GpuSpec g = test::h100();
+    const KernelDesc k = gemm(16384, 16384, 16384);
+    const GemmPlan p = choose_gemm_plan(g, k);
+    CHECK(p.hbm_read_bytes > k.bytes_read.as_double());
+    CHECK(p.hbm_read_bytes <= p.l2_request_bytes);
+}
+
+TEST_CASE("asking for a dtype the GPU does not support is a ModelError naming GPU and dtype") {
+    const GpuSpec g = test::t4();
+    const auto model = make_cost_model("roofline");
+    for (KernelKind kind : {KernelKind::gemm, KernelKind::attention, KernelKind::elementwise}) {
+        KernelDesc k = gemm(1024, 1024, 1024, DType::bf16);
+        k.kind = kind;
+        try {
+            model->cost(g, k, {});
+            FAIL("no error for bf16 on a T4");
+        } catch (const ModelError& e) {
+            const std::string what = e.what();
+            CHECK(what.find("t4-test") != std::string::npos);
+            CHECK(what.find("bf16") != std::string::npos);
+            CHECK(what.find("fp16") != std::string::npos);  // the supported list
+        }
+    }
+    CHECK_NOTHROW(model->cost(g, gemm(1024, 1024, 1024, DType::fp16), {}));
+    CHECK_THROWS_AS(g.peak_of(DType::fp8), ModelError);
+}
+
+TEST_CASE("cost models are found by name; an unknown name lists the registered ones") {
+    CHECK(make_cost_model("roofline")->name() == "roofline");
+    CHECK(make_cost_model("roofline-fixed-tile")->name() == "roofline-fixed-tile");
+    CHECK(list_cost_models().size() == 2);
+    CHECK_THROWS_WITH_AS(make_cost_model("rooflin"),
+                         "unknown cost model 'rooflin' (registered: roofline, roofline-fixed-tile)", ModelError);
+}
+
+TEST_CASE("flash attention on H100 follows the FlashAttention-3 forward measurements") {
+    GpuSpec g = test::h100();
+    g.efficiency.attention = 0.66;
+    const auto model = make_cost_model("roofline");
+    // Dao-AILab/flash-attention FA3 H100 fp16 forward (validation/published.yaml, kind: attention).
+    struct Point {
+        std::int64_t b, h, d, s;
+        bool causal;
+        double us;
+    };
+    for (const Point& p : {Point{1, 16, 128, 16384, false, 3393.6}, Point{4, 32, 64, 4096, false, 1154.9},
+                           Point{8, 16, 128, 2048, true, 263.8}, Point{32, 16, 128, 512, false, 147.2}}) {
+        CAPTURE(p.d);
+        CAPTURE(p.s);
+        const KernelCost c = model->cost(g, attention(p.b, p.h, p.d, p.s, p.causal), {});
+        CHECK(c.duration.us_f() / p.us == doctest::Approx(1.0).epsilon(0.15));
+        CHECK(c.compute_bound());
+    }
+}
+
+TEST_CASE("attention efficiency falls for short sequences, small heads and backward kernels") {
+    const GpuSpec g = test::h100();  // no efficiency.attention: default 0.8 x GEMM ceiling
+    const auto model = make_cost_model("roofline");
+    const double long_eff = model->cost(g, attention(1, 16, 128, 16384, false), {}).compute_efficiency;
+    // share x kv 16384/(16384+128) x waves 2048 CTAs / (16 x 132).
+    CHECK(long_eff == doctest::Approx(kDefaultAttentionShare * 0.803 * 16384.0 / (16384 + 128) * 2048 / (16 * 132)));
+    CHECK(model->cost(g, attention(32, 16, 128, 512, false), {}).compute_efficiency < long_eff);
+    CHECK(model->cost(g, attention(2, 32, 64, 8192, false), {}).compute_efficiency < long_eff);
+    KernelDesc bwd = attention(1, 16, 128, 16384, false);
+    bwd.backward = true;
+    CHECK(model->cost(g, bwd, {}).compute_efficiency == doctest::Approx(0.85 * long_eff));
+}
+
+TEST_CASE("decode attention is bound by reading the KV cache") {
+    const GpuSpec g = test::h100();
+    KernelDesc k;
+    k.kind = KernelKind::attention;
+    k.dtype = DType::bf16;
+    k.m = 1;
+    k.n = 8192;
+    k.k = 128;
+    k.batch = 64 * 32;  // 64 sequences x 32 query heads over 8 KV heads
+    k.flops = Flops{4.0 * 64 * 32 * 8192 * 128};
+    k.bytes_read = Bytes::ceil(2.0 * 64 * 8 * 8192 * 128 * 2);
+    k.bytes_written = Bytes::ceil(64.0 * 32 * 128 * 2);
+    const KernelCost c = make_cost_model("roofline")->cost(g, k, {});
+    CHECK(c.memory_time > c.compute_time);
+    CHECK(c.memory_time == transfer_time(Bytes{k.bytes_read.value + k.bytes_written.value}, Bandwidth{3350e9 * 0.91}));
+}
