@@ -1,0 +1,85 @@
+// Collectives lowered to flows on the topology: each algorithm is a sequence
+// of steps; each step is a set of concurrent flows, and the next step starts
+// when all flows of the step are done plus a per-step latency. Choosing an
+// algorithm by name ("ring", "tree", "hierarchical", "in-switch", "direct",
+// "auto"). docs/network-model.md gives each algorithm's flows and time.
+//
+//   ring          all-reduce: 2(n-1) steps, reduce-scatter / all-gather: n-1
+//                 steps, each rank sending ceil(size/n) to the next rank;
+//                 broadcast: a pipelined chain, every hop carrying size at once
+//   tree          all-reduce: NCCL's double binary tree, pipelined: every tree
+//                 edge carries size/2 up and size/2 down at once; the step
+//                 pays 2 x depth step latencies (pipeline fill); broadcast:
+//                 one binary tree, every edge carrying size
+//   hierarchical  all-reduce: ring reduce-scatter inside each node, ring
+//                 all-reduce of the node's shard across nodes (one ring per
+//                 local rank, i.e. per rail), ring all-gather inside each node
+//   in-switch     all-reduce with NVLink SHARP on one NVSwitch node: each rank
+//                 sends (n+1)/n x size up to the switch and receives as much,
+//                 concurrently (multimem reduce + multicast), in one step
+//   direct        all-to-all: one step of n(n-1) flows of ceil(size/n);
+//                 send-recv: one flow of size from gpus[0] to gpus[1]
+//   auto          as NCCL: in-switch for all-reduce over > 4 GPUs of one
+//                 NVSwitch node with reduction support, hierarchical when the
+//                 group spans nodes (same rank count on each), ring otherwise
+//
+// Flows between nodes use network_efficiency (when set), all others
+// protocol_efficiency. A 1-rank collective completes at once, via an event.
+#pragma once
+
+#include "sim/core/callback.h"
+#include "sim/core/simulation.h"
+#include "sim/net/flow_network.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace sim::net {
+
+enum class CollectiveOp { all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, send_recv };
+const char* to_string(CollectiveOp op);
+
+struct CollectiveRequest {
+    CollectiveOp op = CollectiveOp::all_reduce;
+    std::vector<int> gpus;   // participants, in rank order
+    Bytes size;              // nccl-tests convention: the buffer size per rank
+    std::string algorithm = "auto";
+    double protocol_efficiency = 1.0;  // NCCL's achievable fraction of link rate
+    Time step_latency{};               // per-step software latency (NCCL per-step cost)
+    double network_efficiency = 0.0;   // for flows between nodes; 0 = protocol_efficiency
+    // In-switch reduction: the switch path reaches protocol_efficiency x
+    // in_switch_efficiency of the link rate (NCCL: 0.85 Hopper, 0.74
+    // Blackwell), and its single step costs in_switch_latency (NCCL: 25 us).
+    double in_switch_efficiency = 1.0;
+    Time in_switch_latency{};
+};
+
+class CollectiveEngine {
+public:
+    CollectiveEngine(Simulation& sim, FlowNetwork& flows, const Topology& topo);
+    ~CollectiveEngine();
+    // Starts the collective now; `on_done` runs when every rank has finished.
+    // ModelError for an unknown algorithm, one that does not implement the
+    // operation or cannot run on the group, or a bad group.
+    void start(const CollectiveRequest& req, Callback on_done);
+    std::vector<std::string> algorithms() const;
+    // The algorithm `req` runs with ("auto" resolved); validates like start().
+    std::string resolve(const CollectiveRequest& req) const;
+    std::size_t active() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+// nccl-tests bus bandwidth of a collective of `size` per rank over `n` ranks
+// that took `t`: algbw = size / t; busbw = algbw x 2(n-1)/n for all-reduce,
+// x (n-1)/n for all-gather, reduce-scatter and all-to-all, x 1 otherwise.
+double bus_bandwidth(CollectiveOp op, Bytes size, int n, Time t);
+
+// Runs `req` alone on a fresh Simulation over `topo` (the nccl-tests
+// situation) and returns how long it took.
+Time simulate_collective(const Topology& topo, const CollectiveRequest& req);
+
+}  // namespace sim::net

@@ -1,0 +1,380 @@
+// Max-min fair flows over the topology's directed links (see flow_network.h).
+//
+// Each flow slot keeps its payload bytes left at `updated` and its payload
+// rate; bytes move lazily, and are booked on the links whenever the rate
+// changes or the flow ends. Slots, per-link flow lists and the filling
+// scratch are reused, so a steady-state run allocates nothing per flow.
+#include "sim/net/flow_network.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+
+namespace sim::net {
+
+namespace {
+
+enum class FlowState : std::uint8_t { free, latency, active };
+
+struct FlowSlot {
+    const std::vector<LinkId>* route = nullptr;
+    std::vector<std::uint32_t> pos;  // index of this flow in each route link's list
+    double remaining = 0.0;          // payload bytes left at `updated`
+    double rate = 0.0;               // payload bytes per second
+    double efficiency = 1.0;
+    double new_wire = 0.0;           // filling scratch: < 0 while unfrozen
+    Time updated;
+    EventId done_event;
+    bool has_event = false;
+    Callback on_done;
+    std::uint32_t generation = 0;
+    std::uint32_t mark = 0;
+    FlowState state = FlowState::free;
+};
+
+struct LinkState {
+    std::vector<std::uint32_t> flows;  // active flows (past their latency)
+    double capacity = 0.0;
+    double bytes = 0.0;
+    Time busy;
+    Time busy_since;
+    double max_load = 0.0;
+    // filling scratch
+    double rem = 0.0;
+    std::uint32_t unfrozen = 0;
+    std::uint32_t mark = 0;
+};
+
+// Relative change below which a recomputed rate counts as unchanged (keeps
+// completion events, and hand-computable times, stable under float noise).
+constexpr double kRateTolerance = 1e-12;
+
+}  // namespace
+
+struct FlowNetwork::Impl {
+    Simulation& sim;
+    const Topology& topo;
+    std::vector<FlowSlot> flows;
+    std::vector<std::uint32_t> free_slots;
+    std::vector<LinkState> links;
+    std::vector<LinkId> dirty;
+    std::vector<LinkId> comp_links;
+    std::vector<std::uint32_t> comp_flows;
+    std::vector<std::pair<double, LinkId>> heap;
+    std::uint32_t epoch = 0;
+    bool recompute_pending = false;
+    std::size_t live = 0;
+    double max_load = 0.0;
+    std::uint64_t recomputes = 0;
+    std::uint64_t rerated = 0;
+
+    Impl(Simulation& s, const Topology& t) : sim(s), topo(t), links(t.link_count()) {
+        for (LinkId id = 0; id < links.size(); ++id) links[id].capacity = t.link(id).bandwidth.bytes_per_s;
+    }
+
+    FlowId start(const std::vector<LinkId>& route, Time latency, Bytes size, Callback on_done, double efficiency);
+    void activate(std::uint32_t slot);
+    void complete(std::uint32_t slot);
+    void book_progress(FlowSlot& f);
+    void request_recompute();
+    void recompute();
+    void fill();
+    void freeze(LinkState& l, double share);
+    void release(std::uint32_t slot);
+};
+
+FlowId FlowNetwork::Impl::start(const std::vector<LinkId>& route, Time latency, Bytes size, Callback on_done,
+                                double efficiency) {
+    if (!(efficiency > 0.0 && efficiency <= 1.0))
+        throw InternalError(fmt::format("flow efficiency {} is outside (0, 1]", efficiency));
+    std::uint32_t slot;
+    if (!free_slots.empty()) {
+        slot = free_slots.back();
+        free_slots.pop_back();
+    } else {
+        slot = static_cast<std::uint32_t>(flows.size());
+        flows.emplace_back();
+    }
+    FlowSlot& f = flows[slot];
+    f.route = &route;
+    f.pos.resize(route.size());
+    f.remaining = size.as_double();
+    f.rate = 0.0;
+    f.efficiency = efficiency;
+    f.on_done = on_done;
+    f.has_event = false;
+    f.state = FlowState::latency;
+    ++live;
+    const std::uint32_t gen = f.generation;
+    sim.schedule_after(latency, [this, slot, gen] {
+        if (flows[slot].generation == gen) activate(slot);
+    });
+    return slot;
+}
+
+void FlowNetwork::Impl::activate(std::uint32_t slot) {
+    FlowSlot& f = flows[slot];
+    if (f.remaining <= 0.0 || f.route->empty()) {
+        release(slot);
+        return;
+    }
+    f.state = FlowState::active;
+    f.updated = sim.now();
+    const auto& route = *f.route;
+    for (std::size_t i = 0; i < route.size(); ++i) {
+        LinkState& l = links[route[i]];
+        f.pos[i] = static_cast<std::uint32_t>(l.flows.size());
+        l.flows.push_back(slot);
+        if (l.flows.size() == 1) l.busy_since = sim.now();
+        dirty.push_back(route[i]);
+    }
+    request_recompute();
+}
+
+void FlowNetwork::Impl::book_progress(FlowSlot& f) {
+    const Time now = sim.now();
+    if (now > f.updated && f.rate > 0.0) {
+        const double moved = std::min(f.remaining, f.rate * (now - f.updated).seconds());
+        for (LinkId id : *f.route) links[id].bytes += moved;
+        f.remaining -= moved;
+    }
+    f.updated = now;
+}
+
+void FlowNetwork::Impl::complete(std::uint32_t slot) {
+    FlowSlot& f = flows[slot];
+    f.has_event = false;
+    // The rest of the payload arrives now (the event time was rounded up).
+    for (LinkId id : *f.route) links[id].bytes += std::max(0.0, f.remaining);
+    f.remaining = 0.0;
+    const auto& route = *f.route;
+    for (std::size_t i = 0; i < route.size(); ++i) {
+        LinkState& l = links[route[i]];
+        const std::uint32_t at = f.pos[i];
+        const std::uint32_t moved = l.flows.back();
+        l.flows[at] = moved;
+        l.flows.pop_back();
+        if (moved != slot) {
+            FlowSlot& m = flows[moved];
+            const auto& mr = *m.route;
+            for (std::size_t j = 0; j < mr.size(); ++j)
+                if (mr[j] == route[i]) m.pos[j] = at;
+        }
+        if (l.flows.empty()) l.busy += sim.now() - l.busy_since;
+        dirty.push_back(route[i]);
+    }
+    request_recompute();
+    release(slot);
+}
+
+void FlowNetwork::Impl::release(std::uint32_t slot) {
+    FlowSlot& f = flows[slot];
+    Callback cb = f.on_done;
+    f.state = FlowState::free;
+    f.route = nullptr;
+    f.on_done = Callback{};
+    ++f.generation;
+    free_slots.push_back(slot);
+    --live;
+    if (cb) cb();
+}
+
+void FlowNetwork::Impl::request_recompute() {
+    if (recompute_pending) return;
+    recompute_pending = true;
+    sim.schedule_after(Time{}, [this] { recompute(); });
+}
+
+void FlowNetwork::Impl::recompute() {
+    recompute_pending = false;
+    ++recomputes;
+    if (++epoch == 0) {
+        for (auto& l : links) l.mark = 0;
+        for (auto& f : flows) f.mark = 0;
+        epoch = 1;
+    }
+
+    // The connected component of the changed links: links -> flows -> links.
+    comp_links.clear();
+    comp_flows.clear();
+    for (LinkId id : dirty) {
+        if (links[id].mark == epoch) continue;
+        links[id].mark = epoch;
+        comp_links.push_back(id);
+    }
+    dirty.clear();
+    for (std::size_t i = 0; i < comp_links.size(); ++i) {
+        for (std::uint32_t fs : links[comp_links[i]].flows) {
+            FlowSlot& f = flows[fs];
+            if (f.mark == epoch) continue;
+            f.mark = epoch;
+            f.new_wire = -1.0;
+            comp_flows.push_back(fs);
+            for (LinkId id : *f.route) {
+                if (links[id].mark == epoch) continue;
+                links[id].mark = epoch;
+                comp_links.push_back(id);
+            }
+        }
+    }
+    if (comp_flows.empty()) return;
+
+    for (LinkId id : comp_links) {
+        LinkState& l = links[id];
+        l.rem = l.capacity;
+        l.unfrozen = static_cast<std::uint32_t>(l.flows.size());
+    }
+    fill();
+    for (LinkId id : comp_links) {
+        LinkState& l = links[id];
+        if (l.flows.empty() || l.capacity <= 0.0) continue;
+        const double load = (l.capacity - l.rem) / l.capacity;
+        l.max_load = std::max(l.max_load, load);
+        max_load = std::max(max_load, load);
+    }
+
+    // New rates: only flows whose rate changed get a new completion event.
+    for (std::uint32_t fs : comp_flows) {
+        FlowSlot& f = flows[fs];
+        const double rate = f.new_wire * f.efficiency;
+        if (f.has_event && std::abs(rate - f.rate) <= kRateTolerance * f.rate) continue;
+        book_progress(f);
+        f.rate = rate;
+        if (f.has_event) sim.cancel(f.done_event);
+        check(rate > 0.0, "flow network: a flow got no bandwidth");
+        const Time left = Time::from_seconds_ceil(std::max(0.0, f.remaining) / rate);
+        const std::uint32_t gen = f.generation;
+        f.done_event = sim.schedule_after(left, [this, fs, gen] {
+            if (flows[fs].generation == gen) complete(fs);
+        });
+        f.has_event = true;
+        ++rerated;
+    }
+}
+
+// Freezes every unfrozen flow crossing `l` at wire rate `share`.
+void FlowNetwork::Impl::freeze(LinkState& l, double share) {
+    for (std::uint32_t fs : l.flows) {
+        FlowSlot& f = flows[fs];
+        if (f.new_wire >= 0.0) continue;
+        f.new_wire = share;
+        for (LinkId other : *f.route) {
+            links[other].rem -= share;
+            --links[other].unfrozen;
+        }
+    }
+}
+
+// Progressive filling over comp_links (rem and unfrozen initialised). A
+// link's fair share rem/unfrozen only grows as flows freeze elsewhere.
+// Collectives have few bottleneck levels, so first scan level by level,
+// O(links) each: find the smallest share, freeze the links at it (within
+// tolerance), drop the finished links. After kLevelScans levels switch to a
+// min-heap with lazy re-insertion, O(log links) per freeze.
+void FlowNetwork::Impl::fill() {
+    constexpr int kLevelScans = 8;
+    heap.clear();
+    for (LinkId id : comp_links)
+        if (links[id].unfrozen > 0) heap.emplace_back(0.0, id);  // the scan's working list
+    for (int level = 0; level < kLevelScans && !heap.empty(); ++level) {
+        double least = std::numeric_limits<double>::infinity();
+        for (const auto& [key, id] : heap) least = std::min(least, std::max(0.0, links[id].rem) / links[id].unfrozen);
+        const double limit = least * (1.0 + kRateTolerance);
+        for (const auto& [key, id] : heap) {
+            LinkState& l = links[id];
+            if (l.unfrozen == 0) continue;
+            const double share = std::max(0.0, l.rem) / l.unfrozen;
+            if (share <= limit) freeze(l, share);
+        }
+        std::erase_if(heap, [this](const auto& e) { return links[e.second].unfrozen == 0; });
+    }
+    if (heap.empty()) return;
+
+    const auto later = std::greater<std::pair<double, LinkId>>();
+    for (auto& [key, id] : heap) key = std::max(0.0, links[id].rem) / links[id].unfrozen;
+    std::make_heap(heap.begin(), heap.end(), later);
+    while (!heap.empty()) {
+        std::pop_heap(heap.begin(), heap.end(), later);
+        const auto [key, id] = heap.back();
+        heap.pop_back();
+        LinkState& l = links[id];
+        if (l.unfrozen == 0) continue;
+        const double share = std::max(0.0, l.rem) / l.unfrozen;
+        if (share > key * (1.0 + kRateTolerance)) {
+            heap.emplace_back(share, id);
+            std::push_heap(heap.begin(), heap.end(), later);
+            continue;
+        }
+        freeze(l, share);
+    }
+}
+
+FlowNetwork::FlowNetwork(Simulation& sim, const Topology& topo) : impl_(std::make_unique<Impl>(sim, topo)) {}
+FlowNetwork::~FlowNetwork() = default;
+
+FlowId FlowNetwork::start(int src, int dst, Bytes size, Callback on_done, double efficiency) {
+    const Topology& t = impl_->topo;
+    return impl_->start(t.route(src, dst), t.route_latency(src, dst), size, on_done, efficiency);
+}
+
+FlowId FlowNetwork::start_on(const std::vector<LinkId>& links, Bytes size, Callback on_done, double efficiency) {
+    Time latency;
+    for (LinkId id : links) latency += impl_->topo.link(id).latency;
+    return impl_->start(links, latency, size, on_done, efficiency);
+}
+
+std::size_t FlowNetwork::active_flows() const { return impl_->live; }
+
+double FlowNetwork::link_bytes(LinkId id) const {
+    check(id < impl_->links.size(), "flow network: link id out of range");
+    const LinkState& l = impl_->links[id];
+    double bytes = l.bytes;
+    const Time now = impl_->sim.now();
+    for (std::uint32_t fs : l.flows) {
+        const FlowSlot& f = impl_->flows[fs];
+        if (now > f.updated) bytes += std::min(f.remaining, f.rate * (now - f.updated).seconds());
+    }
+    return bytes;
+}
+
+Time FlowNetwork::link_busy_time(LinkId id) const {
+    check(id < impl_->links.size(), "flow network: link id out of range");
+    const LinkState& l = impl_->links[id];
+    return l.flows.empty() ? l.busy : l.busy + (impl_->sim.now() - l.busy_since);
+}
+
+double FlowNetwork::class_bytes(LinkClass c) const {
+    double sum = 0.0;
+    for (LinkId id = 0; id < impl_->links.size(); ++id)
+        if (impl_->topo.link(id).cls == c) sum += link_bytes(id);
+    return sum;
+}
+
+double FlowNetwork::class_utilization(LinkClass c, Time horizon) const {
+    if (horizon.count_ps() == 0) return 0.0;
+    double sum = 0.0;
+    int used = 0;
+    for (LinkId id = 0; id < impl_->links.size(); ++id) {
+        if (impl_->topo.link(id).cls != c) continue;
+        const double bytes = link_bytes(id);
+        if (bytes <= 0.0) continue;
+        sum += bytes / (impl_->links[id].capacity * horizon.seconds());
+        ++used;
+    }
+    return used == 0 ? 0.0 : sum / used;
+}
+
+double FlowNetwork::max_link_load() const { return impl_->max_load; }
+
+double FlowNetwork::link_max_load(LinkId id) const {
+    check(id < impl_->links.size(), "flow network: link id out of range");
+    return impl_->links[id].max_load;
+}
+
+std::uint64_t FlowNetwork::recomputations() const { return impl_->recomputes; }
+std::uint64_t FlowNetwork::flows_rerated() const { return impl_->rerated; }
+
+}  // namespace sim::net

@@ -1,0 +1,67 @@
+// Flow-level network: each transfer is a flow on a route; concurrent flows
+// share every directed link max-min fairly, and rates are recomputed when a
+// flow starts or ends. A flow first waits its route latency, then drains at
+// its fair rate. Per-link bytes and busy time are recorded for utilisation.
+//
+// Efficiency: a flow with efficiency e moves e payload bytes per byte of link
+// capacity it holds (protocol overhead), so alone on a link it drains at
+// e x bandwidth. Max-min fairness is computed on link capacity ("wire rate"):
+// progressive filling raises every unfrozen flow's wire rate equally until a
+// link saturates, freezes the flows crossing it, and repeats. Payload rate =
+// e x wire rate. Completion times are rounded up to the picosecond.
+//
+// Rates are recomputed once per instant at which flows start or end, and
+// only for the connected component (flows linked through shared links) that
+// the change touches; flows whose rate is unchanged keep their completion
+// event. The FlowNetwork must outlive the events it scheduled.
+#pragma once
+
+#include "sim/core/callback.h"
+#include "sim/core/simulation.h"
+#include "sim/net/topology.h"
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace sim::net {
+
+using FlowId = std::uint32_t;
+
+class FlowNetwork {
+public:
+    FlowNetwork(Simulation& sim, const Topology& topo);
+    ~FlowNetwork();
+
+    // Starts a transfer of `size` from GPU `src` to GPU `dst`; `on_done` runs
+    // when the last byte arrives. `efficiency` (0, 1] scales the bandwidth the
+    // flow can use on each link (protocol efficiency, e.g. NCCL's).
+    FlowId start(int src, int dst, Bytes size, Callback on_done, double efficiency = 1.0);
+    // Same on an explicit list of links (e.g. a GPU's link up to its NVSwitch);
+    // the flow waits the sum of their latencies. `links` must outlive the flow.
+    FlowId start_on(const std::vector<LinkId>& links, Bytes size, Callback on_done, double efficiency = 1.0);
+
+    std::size_t active_flows() const;
+    // Bytes carried so far by each link, and time each link had at least one flow.
+    double link_bytes(LinkId id) const;
+    Time link_busy_time(LinkId id) const;
+    // Bytes and busy time summed over the links of a class.
+    double class_bytes(LinkClass c) const;
+    // Average utilisation of the class's links over [0, horizon]: carried
+    // bytes / (bandwidth x horizon), averaged over links that carried anything.
+    double class_utilization(LinkClass c, Time horizon) const;
+    // Largest rate ever assigned to a link divided by its capacity (an
+    // invariant: never above 1 + 1e-9).
+    double max_link_load() const;
+    double link_max_load(LinkId id) const;
+    // How many times the fair shares were recomputed (one per batch of
+    // starts/ends at the same instant) and how many flows that touched.
+    std::uint64_t recomputations() const;
+    std::uint64_t flows_rerated() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sim::net

@@ -1,0 +1,467 @@
+// The cluster graph (Boost.Graph) and its routes.
+//
+// Vertex order: GPUs 0..gpu_count-1, then per node [NVSwitch, PCIe switches,
+// host root, NICs], then the network switches (one switch, or leaves then
+// spines). Every physical link is a pair of directed edges of its class.
+#include "sim/net/topology.h"
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/breadth_first_search.hpp>
+#include <boost/graph/filtered_graph.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <unordered_map>
+
+namespace sim::net {
+
+namespace {
+
+struct EdgeProps {
+    LinkId id = 0;
+};
+using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, boost::no_property, EdgeProps>;
+using Vertex = Graph::vertex_descriptor;
+using Edge = Graph::edge_descriptor;
+
+constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
+// Up to this many vertices, every route is a BFS on the whole graph.
+constexpr std::size_t kFullBfsVertexLimit = 1024;
+
+enum class Kind : std::uint8_t { gpu, nvswitch, pcie_switch, host, nic, leaf, spine, net_switch };
+
+struct RouteEntry {
+    std::vector<LinkId> links;
+    Time latency;
+    Bandwidth bandwidth;
+};
+
+// Per-search state, reset in O(1) by bumping the generation.
+struct BfsScratch {
+    std::uint32_t generation = 0;
+    std::vector<std::uint32_t> seen;        // == generation: dist/width valid
+    std::vector<std::uint32_t> colored;     // == generation: discovered by Boost
+    std::vector<boost::default_color_type> color;
+    std::vector<std::uint32_t> dist;
+    std::vector<double> width;               // widest bottleneck among fewest-hop paths
+    std::vector<Vertex> queue;
+    Vertex target = 0;
+    std::uint32_t target_dist = kNone;
+
+    void begin(std::size_t vertices) {
+        if (seen.size() != vertices || generation == kNone - 1) {
+            seen.assign(vertices, 0);
+            colored.assign(vertices, 0);
+            color.assign(vertices, boost::white_color);
+            dist.assign(vertices, 0);
+            width.assign(vertices, 0.0);
+            generation = 0;
+        }
+        ++generation;
+        queue.clear();
+        target_dist = kNone;
+    }
+};
+
+// Colour map over BfsScratch: vertices not coloured in this generation are white.
+struct StampedColorMap {
+    using key_type = Vertex;
+    using value_type = boost::default_color_type;
+    using reference = value_type;
+    using category = boost::read_write_property_map_tag;
+    BfsScratch* s = nullptr;
+};
+inline boost::default_color_type get(const StampedColorMap& m, Vertex v) {
+    return m.s->colored[v] == m.s->generation ? m.s->color[v] : boost::white_color;
+}
+inline void put(const StampedColorMap& m, Vertex v, boost::default_color_type c) {
+    m.s->colored[v] = m.s->generation;
+    m.s->color[v] = c;
+}
+
+// FIFO that reports itself empty once the target's level is reached: every
+// vertex closer than the target has then been expanded, which is all the
+// back-walk needs.
+struct StopAtTargetLevel {
+    BfsScratch* s = nullptr;
+    std::size_t head = 0;
+    void push(Vertex v) { s->queue.push_back(v); }
+    Vertex& top() { return s->queue[head]; }
+    void pop() { ++head; }
+    bool empty() const {
+        if (head == s->queue.size()) return true;
+        return s->target_dist != kNone && s->dist[s->queue[head]] >= s->target_dist;
+    }
+};
+
+}  // namespace
+
+struct Topology::Impl {
+    ClusterSpec spec;
+    int gpus = 0;
+    int nodes = 0;
+    Graph g;
+    std::vector<Link> links;
+    std::vector<std::string> names;
+    std::vector<Kind> kinds;
+
+    // NICs: per GPU the NIC it uses, and per NIC its switch-side links.
+    std::vector<std::uint32_t> nic_of_gpu;  // index into nic_*; kNone without a network
+    std::vector<Vertex> nic_vertex;
+    std::vector<std::uint32_t> nic_leaf;    // leaf index (0 for a single switch)
+    std::vector<LinkId> nic_up, nic_down;   // NIC -> switch, switch -> NIC
+    std::uint32_t spines = 0;
+    std::vector<LinkId> leaf_up, leaf_down;  // [leaf * spines + s]: leaf -> spine s, spine s -> leaf
+
+    std::vector<std::vector<LinkId>> to_switch, from_switch;
+    std::vector<LinkId> no_links;
+
+    mutable std::unordered_map<std::uint64_t, RouteEntry> cache;
+    mutable BfsScratch scratch;
+    mutable std::vector<std::pair<Edge, Vertex>> candidates;
+
+    Vertex add_vertex(Kind kind, std::string name) {
+        const Vertex v = boost::add_vertex(g);
+        kinds.push_back(kind);
+        names.push_back(std::move(name));
+        return v;
+    }
+
+    // Adds a -> b and b -> a; returns the id of a -> b (b -> a is id + 1).
+    LinkId add_link(Vertex a, Vertex b, LinkClass cls, Bandwidth bw) {
+        const LinkClassSpec* c = spec.link(cls);
+        check(c != nullptr, "topology: link of a class the cluster does not define");
+        const auto id = static_cast<LinkId>(links.size());
+        links.push_back(Link{static_cast<std::uint32_t>(a), static_cast<std::uint32_t>(b), cls, bw, c->latency});
+        links.push_back(Link{static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(a), cls, bw, c->latency});
+        boost::add_edge(a, b, EdgeProps{id}, g);
+        boost::add_edge(b, a, EdgeProps{id + 1}, g);
+        return id;
+    }
+
+    void build(int gpu_count);
+    void bfs_path(Vertex from, Vertex to, std::uint64_t tie_key, Vertex affinity_a, Vertex affinity_b,
+                  std::vector<LinkId>& out) const;
+    std::vector<LinkId> full_bfs(int src, int dst) const;
+    std::vector<LinkId> structural(int src, int dst) const;
+    const RouteEntry& entry(int src, int dst) const;
+    void check_gpu(int gpu) const {
+        if (gpu < 0 || gpu >= gpus)
+            throw ModelError(fmt::format("GPU {} is not in the cluster '{}' of {} GPUs", gpu, spec.name, gpus));
+    }
+};
+
+namespace {
+
+void validate(const ClusterSpec& spec, int gpu_count) {
+    const auto fail = [&](const std::string& what) { throw ConfigError(spec.where, fmt::format("cluster '{}': {}", spec.name, what)); };
+    if (gpu_count < 1) fail("a cluster needs at least one GPU");
+    if (spec.gpus_per_node < 1) fail("gpus_per_node must be at least 1");
+    const int needed = (gpu_count + spec.gpus_per_node - 1) / spec.gpus_per_node;
+    if (spec.nodes > 0 && needed > spec.nodes)
+        fail(fmt::format("it holds {} GPUs ({} nodes x {}), but {} were asked for", spec.nodes * spec.gpus_per_node,
+                         spec.nodes, spec.gpus_per_node, gpu_count));
+    if (needed > 1 && spec.inter_node == InterNode::none)
+        fail(fmt::format("{} GPUs need {} nodes of {}, but inter_node is 'none'", gpu_count, needed, spec.gpus_per_node));
+    if (spec.intra_node != IntraNode::pcie && !spec.link(LinkClass::nvlink))
+        fail(fmt::format("intra_node '{}' needs links.nvlink", to_string(spec.intra_node)));
+    if ((spec.intra_node == IntraNode::pcie || spec.intra_node == IntraNode::nvlink_pairs) && !spec.link(LinkClass::pcie))
+        fail(fmt::format("intra_node '{}' needs links.pcie", to_string(spec.intra_node)));
+    if (spec.inter_node != InterNode::none && needed > 1) {
+        if (!spec.link(LinkClass::network) || !spec.link(LinkClass::pcie) || spec.nics_per_node < 1)
+            fail("a network needs links.network, links.pcie and nics_per_node >= 1");
+        if (spec.nics_per_node > spec.gpus_per_node) fail("nics_per_node must not exceed gpus_per_node");
+        if (spec.inter_node == InterNode::fat_tree && (spec.leaf_switch_ports < 2 || spec.leaf_switch_ports % 2 != 0))
+            fail("leaf_switch_ports must be even and at least 2");
+    }
+    if (spec.pcie_switches_per_node < 1) fail("pcie_switches_per_node must be at least 1");
+}
+
+}  // namespace
+
+void Topology::Impl::build(int gpu_count) {
+    gpus = gpu_count;
+    const int gpn = spec.gpus_per_node;
+    nodes = (gpu_count + gpn - 1) / gpn;
+    const bool network = spec.inter_node != InterNode::none && nodes > 1;
+    const bool pcie = spec.link(LinkClass::pcie) != nullptr;
+    const int pcie_per_node = std::min(spec.pcie_switches_per_node, gpn);
+    const int nics_per_node = network ? spec.nics_per_node : 0;
+
+    for (int gpu = 0; gpu < gpus; ++gpu) add_vertex(Kind::gpu, fmt::format("gpu{}", gpu));
+    to_switch.resize(static_cast<std::size_t>(gpus));
+    from_switch.resize(static_cast<std::size_t>(gpus));
+    nic_of_gpu.assign(static_cast<std::size_t>(gpus), kNone);
+
+    for (int node = 0; node < nodes; ++node) {
+        const int first = node * gpn;
+        const int count = std::min(gpn, gpus - first);
+        const auto gpu_v = [&](int local) { return static_cast<Vertex>(first + local); };
+
+        if (spec.intra_node == IntraNode::nvswitch) {
+            const Vertex sw = add_vertex(Kind::nvswitch, fmt::format("node{}.nvswitch", node));
+            const Bandwidth bw = spec.link(LinkClass::nvlink)->bandwidth;
+            for (int l = 0; l < count; ++l) {
+                const LinkId up = add_link(gpu_v(l), sw, LinkClass::nvlink, bw);
+                to_switch[static_cast<std::size_t>(first + l)] = {up};
+                from_switch[static_cast<std::size_t>(first + l)] = {up + 1};
+            }
+        } else if (spec.intra_node == IntraNode::nvlink_mesh && gpn > 1) {
+            // The GPU's NVLink bandwidth is split evenly over its gpn - 1 peers.
+            const Bandwidth bw{spec.link(LinkClass::nvlink)->bandwidth.bytes_per_s / (gpn - 1)};
+            for (int a = 0; a < count; ++a)
+                for (int b = a + 1; b < count; ++b) add_link(gpu_v(a), gpu_v(b), LinkClass::nvlink, bw);
+        } else if (spec.intra_node == IntraNode::nvlink_pairs) {
+            const Bandwidth bw = spec.link(LinkClass::nvlink)->bandwidth;
+            for (int a = 0; a + 1 < count; a += 2) add_link(gpu_v(a), gpu_v(a + 1), LinkClass::nvlink, bw);
+        }
+
+        if (!pcie) continue;
+        const Bandwidth pcie_bw = spec.link(LinkClass::pcie)->bandwidth;
+        std::vector<Vertex> switches;
+        for (int p = 0; p < pcie_per_node; ++p)
+            switches.push_back(add_vertex(Kind::pcie_switch, fmt::format("node{}.pcie{}", node, p)));
+        const Vertex host = add_vertex(Kind::host, fmt::format("node{}.host", node));
+        const auto switch_of = [&](int local) { return switches[static_cast<std::size_t>(local * pcie_per_node / gpn)]; };
+        for (int l = 0; l < count; ++l) add_link(gpu_v(l), switch_of(l), LinkClass::pcie, pcie_bw);
+        for (Vertex sw : switches) add_link(sw, host, LinkClass::pcie, pcie_bw);
+
+        // NIC k serves the GPUs l with l * nics / gpn == k and sits on the PCIe
+        // switch of the first of them; NICs of absent GPUs are not built.
+        for (int k = 0; k < nics_per_node; ++k) {
+            const int first_local = (k * gpn + nics_per_node - 1) / nics_per_node;
+            if (first_local >= count) break;
+            const Vertex nic = add_vertex(Kind::nic, fmt::format("node{}.nic{}", node, k));
+            add_link(nic, switch_of(first_local), LinkClass::pcie, pcie_bw);
+            const auto index = static_cast<std::uint32_t>(nic_vertex.size());
+            nic_vertex.push_back(nic);
+            for (int l = first_local; l < count && l * nics_per_node / gpn == k; ++l)
+                nic_of_gpu[static_cast<std::size_t>(first + l)] = index;
+        }
+    }
+
+    if (!network) return;
+    const Bandwidth net_bw = spec.link(LinkClass::network)->bandwidth;
+    const auto nic_count = static_cast<std::uint32_t>(nic_vertex.size());
+    std::vector<Vertex> edge_switches;
+    if (spec.inter_node == InterNode::single_switch) {
+        edge_switches.push_back(add_vertex(Kind::net_switch, "switch"));
+        nic_leaf.assign(nic_count, 0);
+    } else {
+        // Two-level fat tree with full bisection: each leaf has ports/2 NIC
+        // ports and one uplink to each of ports/2 spines.
+        const auto down = static_cast<std::uint32_t>(spec.leaf_switch_ports / 2);
+        const std::uint32_t leaves = (nic_count + down - 1) / down;
+        for (std::uint32_t i = 0; i < leaves; ++i) edge_switches.push_back(add_vertex(Kind::leaf, fmt::format("leaf{}", i)));
+        for (std::uint32_t i = 0; i < nic_count; ++i) nic_leaf.push_back(i / down);
+        if (leaves > 1) {
+            spines = down;
+            std::vector<Vertex> spine_v;
+            for (std::uint32_t s = 0; s < spines; ++s) spine_v.push_back(add_vertex(Kind::spine, fmt::format("spine{}", s)));
+            for (std::uint32_t leaf = 0; leaf < leaves; ++leaf) {
+                for (std::uint32_t s = 0; s < spines; ++s) {
+                    const LinkId up = add_link(edge_switches[leaf], spine_v[s], LinkClass::network, net_bw);
+                    leaf_up.push_back(up);
+                    leaf_down.push_back(up + 1);
+                }
+            }
+        }
+    }
+    for (std::uint32_t i = 0; i < nic_count; ++i) {
+        const LinkId up = add_link(nic_vertex[i], edge_switches[nic_leaf[i]], LinkClass::network, net_bw);
+        nic_up.push_back(up);
+        nic_down.push_back(up + 1);
+    }
+}
+
+namespace {
+
+struct NotThroughGpus {
+    const std::vector<Kind>* kinds = nullptr;
+    const Graph* g = nullptr;
+    Vertex from = 0;
+    bool operator()(const Edge& e) const {
+        const Vertex u = boost::source(e, *g);
+        return u == from || (*kinds)[u] != Kind::gpu;
+    }
+};
+
+struct LevelVisitor : boost::default_bfs_visitor {
+    BfsScratch* s = nullptr;
+    const std::vector<Link>* links = nullptr;
+    template <typename G>
+    void examine_edge(const Edge& e, const G& g) const {
+        const Vertex u = boost::source(e, g), v = boost::target(e, g);
+        const double through = std::min(s->width[u], (*links)[g[e].id].bandwidth.bytes_per_s);
+        if (s->seen[v] != s->generation) {
+            s->seen[v] = s->generation;
+            s->dist[v] = s->dist[u] + 1;
+            s->width[v] = through;
+            if (v == s->target) s->target_dist = s->dist[v];
+        } else if (s->dist[v] == s->dist[u] + 1) {
+            s->width[v] = std::max(s->width[v], through);
+        }
+    }
+};
+
+}  // namespace
+
+void Topology::Impl::bfs_path(Vertex from, Vertex to, std::uint64_t tie_key, Vertex affinity_a, Vertex affinity_b,
+                              std::vector<LinkId>& out) const {
+    if (from == to) return;
+    BfsScratch& s = scratch;
+    s.begin(boost::num_vertices(g));
+    s.target = to;
+    s.seen[from] = s.generation;
+    s.dist[from] = 0;
+    s.width[from] = std::numeric_limits<double>::infinity();
+
+    NotThroughGpus pred{&kinds, &g, from};
+    boost::filtered_graph<Graph, NotThroughGpus> fg(g, pred);
+    StopAtTargetLevel queue{&s, 0};
+    LevelVisitor vis;
+    vis.s = &s;
+    vis.links = &links;
+    boost::breadth_first_visit(fg, from, queue, vis, StampedColorMap{&s});
+    if (s.target_dist == kNone)
+        throw InternalError(fmt::format("topology: no route from {} to {} in cluster '{}'", names[from], names[to], spec.name));
+
+    // Walk back from the target, choosing among the predecessors one level up.
+    const std::size_t start = out.size();
+    for (Vertex v = to; v != from;) {
+        candidates.clear();
+        double best = -1.0;
+        for (auto [it, end] = boost::in_edges(v, g); it != end; ++it) {
+            const Vertex u = boost::source(*it, g);
+            if (s.seen[u] != s.generation || s.dist[u] + 1 != s.dist[v]) continue;
+            if (kinds[u] == Kind::gpu && u != from) continue;
+            const double through = std::min(s.width[u], links[g[*it].id].bandwidth.bytes_per_s);
+            if (through > best) {
+                best = through;
+                candidates.clear();
+            }
+            if (through == best) candidates.emplace_back(*it, u);
+        }
+        check(!candidates.empty(), "topology: broken BFS predecessor chain");
+        const auto affine = std::find_if(candidates.begin(), candidates.end(),
+                                         [&](const auto& c) { return c.second == affinity_a || c.second == affinity_b; });
+        std::pair<Edge, Vertex> chosen;
+        if (affine != candidates.end()) {
+            chosen = *affine;
+        } else {
+            std::sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+            chosen = candidates[tie_key % candidates.size()];
+        }
+        out.push_back(g[chosen.first].id);
+        v = chosen.second;
+    }
+    std::reverse(out.begin() + static_cast<std::ptrdiff_t>(start), out.end());
+}
+
+std::vector<LinkId> Topology::Impl::full_bfs(int src, int dst) const {
+    std::vector<LinkId> out;
+    const auto nic = [&](int gpu) {
+        const std::uint32_t i = nic_of_gpu[static_cast<std::size_t>(gpu)];
+        return i == kNone ? std::numeric_limits<Vertex>::max() : nic_vertex[i];
+    };
+    bfs_path(static_cast<Vertex>(src), static_cast<Vertex>(dst), static_cast<std::uint64_t>(dst), nic(src), nic(dst), out);
+    return out;
+}
+
+std::vector<LinkId> Topology::Impl::structural(int src, int dst) const {
+    const int gpn = spec.gpus_per_node;
+    if (src == dst) return {};
+    if (src / gpn == dst / gpn) return full_bfs(src, dst);
+    const std::uint32_t a = nic_of_gpu[static_cast<std::size_t>(src)];
+    const std::uint32_t b = nic_of_gpu[static_cast<std::size_t>(dst)];
+    check(a != kNone && b != kNone, "topology: a GPU on a multi-node cluster has no NIC");
+    const auto key = static_cast<std::uint64_t>(dst);
+    const Vertex none = std::numeric_limits<Vertex>::max();
+    std::vector<LinkId> out;
+    bfs_path(static_cast<Vertex>(src), nic_vertex[a], key, nic_vertex[a], none, out);
+    out.push_back(nic_up[a]);
+    if (nic_leaf[a] != nic_leaf[b]) {
+        const std::uint32_t s = static_cast<std::uint32_t>(key % spines);
+        out.push_back(leaf_up[nic_leaf[a] * spines + s]);
+        out.push_back(leaf_down[nic_leaf[b] * spines + s]);
+    }
+    out.push_back(nic_down[b]);
+    bfs_path(nic_vertex[b], static_cast<Vertex>(dst), key, nic_vertex[b], none, out);
+    return out;
+}
+
+const RouteEntry& Topology::Impl::entry(int src, int dst) const {
+    check_gpu(src);
+    check_gpu(dst);
+    const std::uint64_t key = (static_cast<std::uint64_t>(src) << 32) | static_cast<std::uint32_t>(dst);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+    RouteEntry e;
+    e.links = boost::num_vertices(g) <= kFullBfsVertexLimit ? full_bfs(src, dst) : structural(src, dst);
+    e.bandwidth = Bandwidth{std::numeric_limits<double>::infinity()};
+    for (LinkId id : e.links) {
+        e.latency += links[id].latency;
+        e.bandwidth.bytes_per_s = std::min(e.bandwidth.bytes_per_s, links[id].bandwidth.bytes_per_s);
+    }
+    if (e.links.empty()) e.bandwidth = Bandwidth{};
+    return cache.emplace(key, std::move(e)).first->second;
+}
+
+Topology::Topology(const ClusterSpec& spec, int gpu_count) : impl_(std::make_unique<Impl>()) {
+    validate(spec, gpu_count);
+    impl_->spec = spec;
+    impl_->build(gpu_count);
+}
+
+Topology::~Topology() = default;
+Topology::Topology(Topology&&) noexcept = default;
+Topology& Topology::operator=(Topology&&) noexcept = default;
+
+const ClusterSpec& Topology::spec() const { return impl_->spec; }
+int Topology::gpu_count() const { return impl_->gpus; }
+int Topology::node_count() const { return impl_->nodes; }
+int Topology::node_of(int gpu) const {
+    impl_->check_gpu(gpu);
+    return gpu / impl_->spec.gpus_per_node;
+}
+std::size_t Topology::vertex_count() const { return boost::num_vertices(impl_->g); }
+std::size_t Topology::link_count() const { return impl_->links.size(); }
+const Link& Topology::link(LinkId id) const {
+    check(id < impl_->links.size(), "topology: link id out of range");
+    return impl_->links[id];
+}
+const std::string& Topology::vertex_name(std::uint32_t v) const {
+    check(v < impl_->names.size(), "topology: vertex id out of range");
+    return impl_->names[v];
+}
+
+const std::vector<LinkId>& Topology::route(int src, int dst) const { return impl_->entry(src, dst).links; }
+Time Topology::route_latency(int src, int dst) const { return impl_->entry(src, dst).latency; }
+Bandwidth Topology::route_bandwidth(int src, int dst) const { return impl_->entry(src, dst).bandwidth; }
+
+std::vector<LinkId> Topology::bfs_route(int src, int dst) const {
+    impl_->check_gpu(src);
+    impl_->check_gpu(dst);
+    return impl_->full_bfs(src, dst);
+}
+
+std::vector<LinkId> Topology::structural_route(int src, int dst) const {
+    impl_->check_gpu(src);
+    impl_->check_gpu(dst);
+    return impl_->structural(src, dst);
+}
+
+std::size_t Topology::cached_routes() const { return impl_->cache.size(); }
+
+const std::vector<LinkId>& Topology::to_switch(int gpu) const {
+    impl_->check_gpu(gpu);
+    return impl_->to_switch[static_cast<std::size_t>(gpu)];
+}
+
+const std::vector<LinkId>& Topology::from_switch(int gpu) const {
+    impl_->check_gpu(gpu);
+    return impl_->from_switch[static_cast<std::size_t>(gpu)];
+}
+
+}  // namespace sim::net

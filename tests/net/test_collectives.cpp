@@ -1,0 +1,266 @@
+// Collectives: closed-form times on ideal topologies, algorithm choice, and the
+// nccl-tests bus bandwidths of the shipped clusters against measurements
+// (hardware.md §5.3, §7.3).
+#include "net_fixtures.h"
+
+#include "sim/config/cluster_loader.h"
+#include "sim/core/error.h"
+#include "sim/core/simulation.h"
+#include "sim/net/collective.h"
+
+#include <doctest/doctest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <numeric>
+#include <string>
+
+using namespace net_fixtures;
+using sim::Bytes;
+using sim::Simulation;
+using sim::net::bus_bandwidth;
+using sim::net::CollectiveEngine;
+using sim::net::CollectiveOp;
+using sim::net::CollectiveRequest;
+using sim::net::FlowNetwork;
+using sim::net::simulate_collective;
+using sim::net::Topology;
+
+namespace {
+
+constexpr std::uint64_t kGiB = 1ULL << 30;
+constexpr std::uint64_t kMiB = 1ULL << 20;
+
+std::vector<int> first(int n) {
+    std::vector<int> v(static_cast<std::size_t>(n));
+    std::iota(v.begin(), v.end(), 0);
+    return v;
+}
+
+CollectiveRequest request(CollectiveOp op, std::vector<int> gpus, Bytes size, std::string algo = "auto") {
+    CollectiveRequest r;
+    r.op = op;
+    r.gpus = std::move(gpus);
+    r.size = size;
+    r.algorithm = std::move(algo);
+    return r;
+}
+
+Time times(int k, Time t) {
+    Time out;
+    for (int i = 0; i < k; ++i) out += t;
+    return out;
+}
+
+// The GPU file's NCCL ring efficiency over NVLink (topologies/gpus/<gpu>.yaml).
+double nccl_nvlink(const std::string& gpu) {
+    const auto y = YAML::LoadFile(std::string(PARASIM_DATA_DIR) + "/topologies/gpus/" + gpu + ".yaml");
+    return y["efficiency"]["nccl_nvlink"].as<double>();
+}
+
+// nccl-tests settings for large messages: Simple protocol, NCCL's per-step
+// NVLink ring latency 3.4 us, NVLS efficiency 0.85 and latency 25 us (hardware.md §5.3, §6).
+CollectiveRequest nccl_all_reduce(const sim::net::ClusterSpec& c, int n, std::uint64_t bytes, std::string algo) {
+    auto r = request(CollectiveOp::all_reduce, first(n), Bytes{bytes}, std::move(algo));
+    r.protocol_efficiency = nccl_nvlink(c.gpu);
+    r.step_latency = Time::ns(3400);
+    r.in_switch_efficiency = 0.85;
+    r.in_switch_latency = Time::us(25);
+    return r;
+}
+
+double busbw_gbps(const Topology& t, const CollectiveRequest& r) {
+    return bus_bandwidth(r.op, r.size, static_cast<int>(r.gpus.size()), simulate_collective(t, r)) / 1e9;
+}
+
+}  // namespace
+
+TEST_CASE("collective: ring all-reduce on an NVSwitch node takes 2(n-1)/n S/B + 2(n-1)(step + route latency)") {
+    const int n = 8;
+    const Topology t(nvswitch_node(n, gbps(450), Time::ns(600)), n);
+    auto r = request(CollectiveOp::all_reduce, first(n), Bytes{3'600'000}, "ring");  // 450 kB chunks: 1 us each
+    r.step_latency = Time::us(2);
+    const Time got = simulate_collective(t, r);
+    const Time step = r.step_latency + t.route_latency(0, 1) + sim::transfer_time(Bytes{450'000}, gbps(450));
+    CHECK(got == times(2 * (n - 1), step));
+    CHECK(got == Time::ns(14 * (2000 + 1200 + 1000)));
+    // With a protocol efficiency the data term scales by 1/e.
+    r.protocol_efficiency = 0.5;
+    CHECK(simulate_collective(t, r) == Time::ns(14 * (2000 + 1200 + 2000)));
+}
+
+TEST_CASE("collective: ring reduce-scatter and all-gather take n-1 steps") {
+    const int n = 4;
+    const Topology t(nvswitch_node(n, gbps(100), Time::us(1)), n);
+    for (auto op : {CollectiveOp::reduce_scatter, CollectiveOp::all_gather}) {
+        auto r = request(op, first(n), Bytes{4'000'000}, "ring");
+        r.step_latency = Time::us(3);
+        CHECK(simulate_collective(t, r) == times(n - 1, Time::us(3 + 2 + 10)));
+    }
+}
+
+TEST_CASE("collective: all-to-all, broadcast, send-recv and tree have their closed forms") {
+    const int n = 4;
+    const Topology t(nvswitch_node(n, gbps(100), Time::us(1)), n);
+    const Time step = Time::us(3);
+    {  // every uplink carries n-1 flows of S/n: (n-1) S/n / B
+        auto r = request(CollectiveOp::all_to_all, first(n), Bytes{4'000'000});
+        r.step_latency = step;
+        CHECK(simulate_collective(t, r) == step + Time::us(2) + Time::us(30));
+    }
+    {  // pipelined chain: n-1 fill latencies, every hop carries S at once
+        auto r = request(CollectiveOp::broadcast, first(n), Bytes{1'000'000});
+        r.step_latency = step;
+        CHECK(simulate_collective(t, r) == times(n - 1, step) + Time::us(2) + Time::us(10));
+    }
+    {
+        auto r = request(CollectiveOp::send_recv, {2, 0}, Bytes{1'000'000});
+        r.step_latency = step;
+        CHECK(simulate_collective(t, r) == step + Time::us(2) + Time::us(10));
+    }
+    {  // 2 ranks, double binary tree: each direction carries S/2 of each tree -> S / B
+        auto r = request(CollectiveOp::all_reduce, {0, 1}, Bytes{1'000'000}, "tree");
+        r.step_latency = step;
+        CHECK(simulate_collective(t, r) == times(2, step) + Time::us(2) + Time::us(10));
+    }
+    {  // 8 ranks: completes, and is no faster than the bandwidth-optimal ring
+        const Topology t8(nvswitch_node(8, gbps(100), Time::us(1)), 8);
+        const auto tree = simulate_collective(t8, request(CollectiveOp::all_reduce, first(8), Bytes{kGiB}, "tree"));
+        const auto ring = simulate_collective(t8, request(CollectiveOp::all_reduce, first(8), Bytes{kGiB}, "ring"));
+        CHECK(tree >= ring);
+        CHECK(tree.seconds() < 2.0 * ring.seconds());
+    }
+}
+
+TEST_CASE("collective: in-switch all-reduce moves (n+1)/n S each way per rank in one step") {
+    const int n = 8;
+    auto spec = nvswitch_node(n, gbps(450), Time::ns(600));
+    spec.in_switch_reduction = true;
+    const Topology t(spec, n);
+    auto r = request(CollectiveOp::all_reduce, first(n), Bytes{8'000'000}, "in-switch");
+    r.in_switch_latency = Time::us(25);
+    r.protocol_efficiency = 0.8;
+    r.in_switch_efficiency = 0.5;
+    // 9 MB per direction at 0.4 x 450 GB/s = 50 us; one link latency each way, concurrently.
+    CHECK(simulate_collective(t, r) == Time::us(25) + Time::ns(600) + Time::us(50));
+}
+
+TEST_CASE("collective: a 1-rank collective completes at once, through an event") {
+    const Topology t(nvswitch_node(8, gbps(450), Time::ns(600)), 8);
+    Simulation sim;
+    FlowNetwork net(sim, t);
+    CollectiveEngine engine(sim, net, t);
+    bool done = false;
+    engine.start(request(CollectiveOp::all_reduce, {3}, Bytes{kGiB}), [&done] { done = true; });
+    CHECK_FALSE(done);
+    sim.run();
+    CHECK(done);
+    CHECK(sim.now() == Time{});
+}
+
+TEST_CASE("collective: concurrent collectives share links; disjoint ones do not") {
+    const Topology t(nvswitch_node(8, gbps(100), Time::us(1)), 8);
+    const auto alone = simulate_collective(t, request(CollectiveOp::all_reduce, {0, 1, 2, 3}, Bytes{kGiB}, "ring"));
+    Simulation sim;
+    FlowNetwork net(sim, t);
+    CollectiveEngine engine(sim, net, t);
+    Time a, b, c;
+    engine.start(request(CollectiveOp::all_reduce, {0, 1, 2, 3}, Bytes{kGiB}, "ring"), [&a, &sim] { a = sim.now(); });
+    engine.start(request(CollectiveOp::all_reduce, {4, 5, 6, 7}, Bytes{kGiB}, "ring"), [&b, &sim] { b = sim.now(); });
+    engine.start(request(CollectiveOp::all_reduce, {3, 2, 1, 0}, Bytes{kGiB}, "ring"), [&c, &sim] { c = sim.now(); });
+    CHECK(engine.active() == 3);
+    sim.run();
+    CHECK(b == alone);
+    CHECK(a.seconds() == doctest::Approx(2.0 * alone.seconds()).epsilon(0.01));
+    CHECK(engine.active() == 0);
+    CHECK(net.max_link_load() <= 1.0 + 1e-9);
+}
+
+TEST_CASE("collective: auto chooses like NCCL") {
+    const auto h100 = sim::config::load_cluster_file("dgx-h100");
+    const auto a100 = sim::config::load_cluster_file("dgx-a100");
+    const auto x2 = sim::config::load_cluster_file("dgx-h100-x2");
+    const Topology th(h100, 8), ta(a100, 8), tx(x2, 16);
+    Simulation sim;
+    FlowNetwork nh(sim, th), na(sim, ta), nx(sim, tx);
+    CollectiveEngine eh(sim, nh, th), ea(sim, na, ta), ex(sim, nx, tx);
+    const Bytes s{kMiB};
+    CHECK(eh.resolve(request(CollectiveOp::all_reduce, first(8), s)) == "in-switch");
+    CHECK(eh.resolve(request(CollectiveOp::all_reduce, first(5), s)) == "in-switch");
+    CHECK(eh.resolve(request(CollectiveOp::all_reduce, first(4), s)) == "ring");
+    CHECK(ea.resolve(request(CollectiveOp::all_reduce, first(8), s)) == "ring");
+    CHECK(ex.resolve(request(CollectiveOp::all_reduce, first(16), s)) == "hierarchical");
+    CHECK(ex.resolve(request(CollectiveOp::all_reduce, {0, 1, 2, 8}, s)) == "ring");  // uneven: 3 + 1
+    CHECK(ex.resolve(request(CollectiveOp::reduce_scatter, first(16), s)) == "ring");
+    CHECK(ex.resolve(request(CollectiveOp::all_to_all, first(16), s)) == "direct");
+    CHECK(ex.resolve(request(CollectiveOp::send_recv, {0, 9}, s)) == "direct");
+}
+
+TEST_CASE("collective: impossible requests are ModelErrors that say why") {
+    const Topology ta(sim::config::load_cluster_file("dgx-a100"), 8);
+    Simulation sim;
+    FlowNetwork net(sim, ta);
+    CollectiveEngine e(sim, net, ta);
+    const Bytes s{kMiB};
+    CHECK_THROWS_WITH_AS(e.start(request(CollectiveOp::all_reduce, first(8), s, "ring2"), [] {}),
+                         doctest::Contains("unknown collective algorithm 'ring2'"), sim::ModelError);
+    CHECK_THROWS_WITH_AS(e.start(request(CollectiveOp::all_reduce, first(8), s, "in-switch"), [] {}),
+                         doctest::Contains("no in-switch reduction"), sim::ModelError);
+    CHECK_THROWS_WITH_AS(e.start(request(CollectiveOp::all_to_all, first(8), s, "ring"), [] {}),
+                         doctest::Contains("does not implement all-to-all"), sim::ModelError);
+    CHECK_THROWS_AS(e.start(request(CollectiveOp::all_reduce, {0, 1, 1}, s), [] {}), sim::ModelError);
+    CHECK_THROWS_AS(e.start(request(CollectiveOp::all_reduce, {0, 8}, s), [] {}), sim::ModelError);
+    CHECK_THROWS_AS(e.start(request(CollectiveOp::send_recv, {0, 1, 2}, s), [] {}), sim::ModelError);
+    CHECK_THROWS_AS(e.start(request(CollectiveOp::all_reduce, {}, s), [] {}), sim::ModelError);
+}
+
+TEST_CASE("collective: nccl-tests busbw of the shipped clusters is within 15% of the measurements") {
+    const auto h100 = sim::config::load_cluster_file("dgx-h100");
+    const auto a100 = sim::config::load_cluster_file("dgx-a100");
+    const Topology th(h100, 8), ta(a100, 8);
+
+    const double h_ring = busbw_gbps(th, nccl_all_reduce(h100, 8, kGiB, "ring"));
+    const double h_nvls = busbw_gbps(th, nccl_all_reduce(h100, 8, kGiB, "auto"));
+    const double a_ring = busbw_gbps(ta, nccl_all_reduce(a100, 8, kGiB, "auto"));
+    MESSAGE("busbw 1 GiB: H100 ring ", h_ring, " GB/s, H100 NVLS ", h_nvls, " GB/s, A100 ring ", a_ring, " GB/s");
+    CHECK(h_ring == doctest::Approx(367.4).epsilon(0.15));  // 8xH200 ring, NVLS off [STAS-NET]
+    CHECK(h_nvls == doctest::Approx(480.0).epsilon(0.15));  // 8xH200 / 8xH100 NVLS [STAS-NET][AZ-H100]
+    CHECK(a_ring == doctest::Approx(231.6).epsilon(0.15));  // 8xA100 [AZ-A100]
+    CHECK(h_nvls > h_ring);
+
+    // Small messages are latency-bound: busbw at 1 MiB is far below 1 GiB.
+    const double h_small = busbw_gbps(th, nccl_all_reduce(h100, 8, kMiB, "ring"));
+    const double h_small_nvls = busbw_gbps(th, nccl_all_reduce(h100, 8, kMiB, "auto"));
+    MESSAGE("busbw 1 MiB: H100 ring ", h_small, " GB/s, NVLS ", h_small_nvls, " GB/s");
+    CHECK(h_small < 0.25 * h_ring);
+    CHECK(h_small_nvls < 0.25 * h_nvls);
+}
+
+TEST_CASE("collective: hierarchical all-reduce across two DGX H100 beats a flat ring through one NIC") {
+    const auto x2 = sim::config::load_cluster_file("dgx-h100-x2");
+    const Topology t(x2, 16);
+    auto r = nccl_all_reduce(x2, 16, kGiB, "hierarchical");
+    const double hier = busbw_gbps(t, r);
+    r.algorithm = "ring";
+    const double ring = busbw_gbps(t, r);
+    MESSAGE("busbw 1 GiB on 2 x DGX H100: hierarchical ", hier, " GB/s, flat ring ", ring, " GB/s");
+    // The flat ring is limited by one 50 GB/s NIC; the hierarchical one uses all 8 rails.
+    CHECK(ring < 0.82 * 50.0 * 1.01);
+    CHECK(hier > 4.0 * ring);
+}
+
+TEST_CASE("collective: hierarchical all-reduce over 256 GPUs of a fat tree runs") {
+    const Topology t(sim::config::load_cluster_file("dgx-h100-pod"), 256);
+    auto r = request(CollectiveOp::all_reduce, first(256), Bytes{64 * kMiB});
+    r.protocol_efficiency = 0.82;
+    r.step_latency = Time::ns(3400);
+    Simulation sim;
+    FlowNetwork net(sim, t);
+    CollectiveEngine e(sim, net, t);
+    CHECK(e.resolve(r) == "hierarchical");
+    bool done = false;
+    e.start(r, [&done] { done = true; });
+    sim.run();
+    CHECK(done);
+    CHECK(net.max_link_load() <= 1.0 + 1e-9);
+    CHECK(net.class_bytes(LinkClass::network) > 0.0);
+}
