@@ -1,0 +1,272 @@
+// Model files and Hugging Face configs -> ModelSpec, with file:line:column errors.
+#include "sim/config/model_loader.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <optional>
+
+namespace sim::config {
+
+namespace {
+
+namespace fs = std::filesystem;
+using workload::FfnKind;
+using workload::ModelSpec;
+using workload::NormKind;
+using workload::PositionKind;
+
+constexpr std::int64_t kMaxDim = std::int64_t{1} << 40;
+
+std::string join(const std::vector<std::string>& v) {
+    std::string out;
+    for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + v[i];
+    return out;
+}
+
+// Checks shared by both formats; `heads_node` and `kv_node` are where a
+// contradiction is reported.
+void check_shape(const ModelSpec& m, const Node& heads_node, const std::optional<Node>& kv_node, bool head_dim_given) {
+    if (!head_dim_given && m.hidden % m.heads != 0) {
+        heads_node.fail(
+            fmt::format("heads ({}) does not divide hidden ({}); give head_dim explicitly", m.heads, m.hidden));
+    }
+    if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0) {
+        const Node& where = kv_node ? *kv_node : heads_node;
+        where.fail(fmt::format("kv_heads ({}) does not divide heads ({})", m.kv_heads, m.heads));
+    }
+}
+
+// A field of a HF config, absent when missing or null.
+std::optional<Node> hf_field(MapReader& r, const std::string& key) {
+    auto n = r.optional(key);
+    if (!n || n->is_null()) return std::nullopt;
+    return n;
+}
+
+std::int64_t hf_int(MapReader& r, const std::string& key) {
+    auto n = hf_field(r, key);
+    if (!n) r.node().fail(fmt::format("missing required field '{}'", key));
+    return n->as_int(1, kMaxDim);
+}
+
+std::int64_t hf_int_or(MapReader& r, const std::string& key, std::int64_t fallback) {
+    auto n = hf_field(r, key);
+    return n ? n->as_int(1, kMaxDim) : fallback;
+}
+
+bool hf_bool_or(MapReader& r, const std::string& key, bool fallback) {
+    auto n = hf_field(r, key);
+    return n ? n->as_bool() : fallback;
+}
+
+std::string hf_name(MapReader& r) {
+    if (auto n = hf_field(r, "_name_or_path")) {
+        std::string s = n->as_string();
+        while (!s.empty() && s.back() == '/') s.pop_back();
+        if (!s.empty()) return fs::path(s).filename().string();
+    }
+    const fs::path file(r.node().file());
+    const std::string dir = file.parent_path().filename().string();
+    return dir.empty() ? file.stem().string() : dir;
+}
+
+std::string architecture_of(MapReader& r, std::optional<Node>& where) {
+    where = hf_field(r, "architectures");
+    if (where) {
+        if (where->is_sequence()) {
+            if (where->size() == 0) where->fail("an empty list: cannot tell the architecture");
+            return where->at(0).as_string();
+        }
+        return where->as_string();
+    }
+    where = hf_field(r, "model_type");
+    if (!where) r.node().fail("neither 'architectures' nor 'model_type' is given: cannot tell the architecture");
+    const std::string type = where->as_string();
+    if (type == "llama") return "LlamaForCausalLM";
+    if (type == "mistral") return "MistralForCausalLM";
+    if (type == "mixtral") return "MixtralForCausalLM";
+    if (type == "gpt2") return "GPT2LMHeadModel";
+    if (type == "gpt_neox") return "GPTNeoXForCausalLM";
+    return type;
+}
+
+}  // namespace
+
+const std::vector<std::string>& hf_architectures() {
+    static const std::vector<std::string> names = {"LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM",
+                                                   "GPT2LMHeadModel",  "GPT2Model",          "GPTNeoXForCausalLM"};
+    return names;
+}
+
+ModelSpec load_model(const Node& map) {
+    MapReader r(map);
+    ModelSpec m;
+    m.where = map.location();
+    m.name = r.required("name").as_string();
+    if (auto s = r.optional("source")) m.source = s->as_string();
+    m.layers = r.required("layers").as_int(1, kMaxDim);
+    m.hidden = r.required("hidden").as_int(1, kMaxDim);
+    const Node heads = r.required("heads");
+    m.heads = heads.as_int(1, kMaxDim);
+    const std::optional<Node> kv = r.optional("kv_heads");
+    m.kv_heads = kv ? kv->as_int(1, kMaxDim) : m.heads;
+    const std::optional<Node> head_dim = r.optional("head_dim");
+    m.head_dim = head_dim ? head_dim->as_int(1, kMaxDim) : 0;
+    m.ffn = r.required("ffn").as_int(1, kMaxDim);
+    m.ffn_kind = r.required("ffn_kind").as_enum({"gelu", "swiglu"}) == "gelu" ? FfnKind::gelu : FfnKind::swiglu;
+    m.vocab = r.required("vocab").as_int(1, kMaxDim);
+    m.max_seq = r.required("max_seq").as_int(1, kMaxDim);
+    m.norm =
+        r.required("norm").as_enum({"layernorm", "rmsnorm"}) == "layernorm" ? NormKind::layernorm : NormKind::rmsnorm;
+    m.tied_embeddings = r.required("tied_embeddings").as_bool();
+    m.position =
+        r.required("position").as_enum({"rope", "learned"}) == "rope" ? PositionKind::rope : PositionKind::learned;
+    m.bias = r.required("bias").as_bool();
+    if (auto moe = r.optional("moe")) {
+        MapReader mr(*moe);
+        m.experts = mr.required("experts").as_int(1, 1 << 16);
+        const Node top_k = mr.required("top_k");
+        m.top_k = top_k.as_int(1, 1 << 16);
+        mr.finish();
+        if (m.top_k > m.experts) {
+            top_k.fail(fmt::format("top_k ({}) exceeds experts ({})", m.top_k, m.experts));
+        }
+    }
+    r.finish();
+    check_shape(m, heads, kv, head_dim.has_value());
+    if (!head_dim) m.head_dim = m.hidden / m.heads;
+    return m;
+}
+
+ModelSpec load_hf_config(const Node& map) {
+    MapReader r(map);
+    ModelSpec m;
+    m.where = map.location();
+    std::optional<Node> arch_node;
+    const std::string arch = architecture_of(r, arch_node);
+    const auto& supported = hf_architectures();
+    if (std::find(supported.begin(), supported.end(), arch) == supported.end()) {
+        const std::string hint = nearest(arch, supported);
+        arch_node->fail(fmt::format("architecture '{}' is not supported (supported: {}){}", arch, join(supported),
+                                    hint.empty() ? "" : " (did you mean '" + hint + "'?)"));
+    }
+    m.name = hf_name(r);
+    m.source = "Hugging Face config " + map.file() + " (" + arch + ")";
+    std::optional<Node> heads_node;
+    std::optional<Node> kv_node;
+    bool head_dim_given = false;
+    if (arch == "GPT2LMHeadModel" || arch == "GPT2Model") {
+        m.layers = hf_int(r, "n_layer");
+        m.hidden = hf_int(r, "n_embd");
+        heads_node = hf_field(r, "n_head");
+        m.heads = hf_int(r, "n_head");
+        m.kv_heads = m.heads;
+        m.ffn = hf_int_or(r, "n_inner", 4 * m.hidden);
+        m.ffn_kind = FfnKind::gelu;
+        m.vocab = hf_int(r, "vocab_size");
+        m.max_seq = hf_int(r, "n_positions");
+        m.norm = NormKind::layernorm;
+        m.tied_embeddings = hf_bool_or(r, "tie_word_embeddings", true);
+        m.position = PositionKind::learned;
+        m.bias = true;
+    } else {
+        m.layers = hf_int(r, "num_hidden_layers");
+        m.hidden = hf_int(r, "hidden_size");
+        heads_node = hf_field(r, "num_attention_heads");
+        m.heads = hf_int(r, "num_attention_heads");
+        m.ffn = hf_int(r, "intermediate_size");
+        m.vocab = hf_int(r, "vocab_size");
+        m.max_seq = hf_int(r, "max_position_embeddings");
+        m.position = PositionKind::rope;
+        if (arch == "GPTNeoXForCausalLM") {
+            // Parallel residual (use_parallel_residual) is modelled as the sequential block: same kernels.
+            m.kv_heads = m.heads;
+            m.ffn_kind = FfnKind::gelu;
+            m.norm = NormKind::layernorm;
+            m.tied_embeddings = hf_bool_or(r, "tie_word_embeddings", false);
+            m.bias = true;
+        } else {
+            kv_node = hf_field(r, "num_key_value_heads");
+            m.kv_heads = hf_int_or(r, "num_key_value_heads", m.heads);
+            if (auto hd = hf_field(r, "head_dim")) {
+                m.head_dim = hd->as_int(1, kMaxDim);
+                head_dim_given = true;
+            }
+            m.ffn_kind = FfnKind::swiglu;
+            m.norm = NormKind::rmsnorm;
+            m.tied_embeddings = hf_bool_or(r, "tie_word_embeddings", false);
+            m.bias = hf_bool_or(r, "attention_bias", false) || hf_bool_or(r, "mlp_bias", false);
+            if (arch == "MixtralForCausalLM") {
+                m.experts = hf_int(r, "num_local_experts");
+                m.top_k = hf_int(r, "num_experts_per_tok");
+                if (m.top_k > m.experts) {
+                    r.node().fail(
+                        fmt::format("num_experts_per_tok ({}) exceeds num_local_experts ({})", m.top_k, m.experts));
+                }
+            }
+        }
+    }
+    check_shape(m, *heads_node, kv_node, head_dim_given);
+    if (!head_dim_given) m.head_dim = m.hidden / m.heads;
+    return m;
+}
+
+ModelSpec load_model_file(const std::string& path) {
+    const Node root = load_file(path);
+    if (fs::path(path).extension() == ".json") return load_hf_config(root);
+    return load_model(root);
+}
+
+std::vector<std::string> shipped_models() {
+    std::vector<std::string> names;
+    const fs::path dir = fs::path(PARASIM_DATA_DIR) / "models";
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+        if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+namespace {
+
+// The path a model reference names; "" and `error` set when a bare name is unknown.
+std::string resolve_model_path(const std::string& name_or_path, std::string& error) {
+    const fs::path p(name_or_path);
+    const std::string ext = p.extension().string();
+    const bool file_like = ext == ".yaml" || ext == ".yml" || ext == ".json";  // names may hold dots: gpt-1.3b
+    const bool bare = name_or_path.find('/') == std::string::npos && !file_like;
+    if (bare) {
+        const fs::path shipped = fs::path(PARASIM_DATA_DIR) / "models" / (name_or_path + ".yaml");
+        if (fs::exists(shipped)) return shipped.string();
+        if (!fs::exists(p)) {
+            const auto names = shipped_models();
+            const std::string hint = nearest(name_or_path, names);
+            error = fmt::format("no model named '{}' under {}/models{} (known: {})", name_or_path, PARASIM_DATA_DIR,
+                                hint.empty() ? "" : " (did you mean '" + hint + "'?)", join(names));
+            return "";
+        }
+    }
+    if (fs::is_directory(p)) return (p / "config.json").string();
+    return name_or_path;
+}
+
+}  // namespace
+
+std::string model_path(const std::string& name_or_path) {
+    std::string error;
+    std::string path = resolve_model_path(name_or_path, error);
+    if (!error.empty()) throw ConfigError(SourceLocation{name_or_path, 0, 0}, error);
+    return path;
+}
+
+ModelSpec load_model_ref(const Node& node) {
+    if (node.is_map()) return load_model(node);
+    std::string error;
+    const std::string path = resolve_model_path(node.as_string(), error);
+    if (!error.empty()) node.fail(error);
+    if (!fs::exists(path)) node.fail(fmt::format("model file '{}' does not exist", path));
+    return load_model_file(path);
+}
+
+}  // namespace sim::config

@@ -1,0 +1,114 @@
+// Memory closed forms per GPU: weights, activations stored for backward
+// (Korthikanti et al. 2022), KV cache, workspace. See docs/workload-model.md.
+#include <algorithm>
+
+#include "sim/workload/operators.h"
+
+namespace sim::workload {
+
+namespace {
+
+double as_d(std::int64_t v) { return static_cast<double>(v); }
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+double norm_params(const ModelSpec& m) { return as_d(m.norm == NormKind::layernorm ? 2 * m.hidden : m.hidden); }
+
+std::int64_t ffn_per_shard(const ModelSpec& m, int tp) { return ceil_div(m.ffn, tp); }
+
+std::int64_t ffn_up_per_shard(const ModelSpec& m, int tp) {
+    return (m.ffn_kind == FfnKind::swiglu ? 2 : 1) * ffn_per_shard(m, tp);
+}
+
+}  // namespace
+
+double layer_params_per_shard(const ModelSpec& m, const OperatorOptions& opt) {
+    const double a_p = as_d(heads_per_shard(m, opt.tp)), g_p = as_d(kv_heads_per_shard(m, opt.tp));
+    const double d = as_d(m.head_dim), h = as_d(m.hidden);
+    const double f_p = as_d(ffn_per_shard(m, opt.tp)), fup_p = as_d(ffn_up_per_shard(m, opt.tp));
+    const double attn = h * (a_p + 2 * g_p) * d + a_p * d * h + (m.bias ? (a_p + 2 * g_p) * d + h : 0.0);
+    const double mlp = h * fup_p + f_p * h + (m.bias ? fup_p + h : 0.0);
+    const double norms = 2 * norm_params(m);
+    if (m.experts > 0) return attn + norms + as_d(m.experts) * mlp + h * as_d(m.experts);
+    return attn + norms + mlp;
+}
+
+double layer_weight_bytes(const ModelSpec& m, const OperatorOptions& opt) {
+    return layer_params_per_shard(m, opt) * hw::bytes_per_element(opt.precision.weights);
+}
+
+double embedding_weight_bytes(const ModelSpec& m, const OperatorOptions& opt) {
+    const double h = as_d(m.hidden);
+    const double table = as_d(ceil_div(m.vocab, opt.tp)) * h;
+    const double pos = m.position == PositionKind::learned ? as_d(m.max_seq) * h : 0.0;
+    return (table + pos) * hw::bytes_per_element(opt.precision.weights);
+}
+
+double head_weight_bytes(const ModelSpec& m, const OperatorOptions& opt) {
+    const double matrix = m.tied_embeddings ? 0.0 : as_d(ceil_div(m.vocab, opt.tp)) * as_d(m.hidden);
+    return (matrix + norm_params(m)) * hw::bytes_per_element(opt.precision.weights);
+}
+
+double layer_kv_bytes(const ModelSpec& m, std::int64_t batch, std::int64_t context, const OperatorOptions& opt) {
+    return 2.0 * as_d(batch) * as_d(context) * as_d(kv_heads_per_shard(m, opt.tp)) * as_d(m.head_dim) *
+           hw::bytes_per_element(opt.precision.kv);
+}
+
+double boundary_activation_bytes(const ModelSpec& m, const PassShape& shape, const OperatorOptions& opt) {
+    const double ab = hw::bytes_per_element(activation_dtype(opt.precision));
+    const double sp = opt.sequence_parallel && opt.tp > 1 ? as_d(opt.tp) : 1.0;
+    return as_d(shape.batch) * as_d(shape.new_tokens) * as_d(m.hidden) * ab / sp;
+}
+
+// Korthikanti et al. 2022 (Reducing Activation Recomputation in Large
+// Transformer Models), Section 4, generalised from (16-bit, a*d = h, MHA,
+// 2-matrix MLP with ffn = 4h) to any activation size, GQA, head_dim and
+// SwiGLU. Per token, in bytes, with ab the activation size (2 in the paper)
+// and 1-byte dropout masks:
+//   replicated unless SP:  2 norm inputs 2*ab*h, QKV input ab*h, MLP input ab*h, 2 dropout masks 2*h
+//   split by TP:           Q,K ab*(a+g)*d, V ab*g*d, out-proj input ab*a*d,
+//                          activation input ab*f_up, down-proj input ab*f
+//   attention scores:      (2*ab + 1)*a*context (softmax output, dropout mask and output)
+// For the paper's shapes this is s*b*h*(34 + 5*a*s/h) (t = 1), and
+// s*b*h*(10 + 24/t + 5*a*s/(h*t)) with TP t, all / t with SP.
+double layer_activation_bytes(const ModelSpec& m, const PassShape& shape, const OperatorOptions& opt,
+                              Recompute recompute) {
+    const double ab = hw::bytes_per_element(activation_dtype(opt.precision));
+    const double tokens = as_d(shape.batch) * as_d(shape.new_tokens);
+    const double h = as_d(m.hidden), d = as_d(m.head_dim);
+    const double sp = opt.sequence_parallel && opt.tp > 1 ? as_d(opt.tp) : 1.0;
+    if (recompute == Recompute::full) return tokens * ab * h / sp;  // the layer input only
+    const double a_p = as_d(heads_per_shard(m, opt.tp)), g_p = as_d(kv_heads_per_shard(m, opt.tp));
+    const double k = m.experts > 0 ? as_d(m.top_k) : 1.0;  // MoE: each token's MLP tensors once per chosen expert
+    const double replicated = 2 * ab * h + ab * h + k * ab * h + 2 * h;
+    const double split = ab * (a_p + g_p) * d + ab * g_p * d + ab * a_p * d +
+                         k * ab * as_d(ffn_up_per_shard(m, opt.tp) + ffn_per_shard(m, opt.tp));
+    const double router = m.experts > 0 ? ab * as_d(m.experts) : 0.0;
+    const bool scores_stored = !opt.flash_attention && recompute == Recompute::none;
+    const double scores = scores_stored ? (2 * ab + 1) * a_p * as_d(shape.context) : 0.0;
+    return tokens * ((replicated + router) / sp + split + scores);
+}
+
+double workspace_bytes(const ModelSpec& m, const PassShape& shape, const OperatorOptions& opt, bool training) {
+    constexpr double kLibraryWorkspace = 32.0 * 1024 * 1024;  // cuBLAS(Lt) workspace
+    const double ab = hw::bytes_per_element(activation_dtype(opt.precision));
+    const double v_p = as_d(ceil_div(m.vocab, opt.tp));
+    const double tokens = as_d(shape.batch) * as_d(shape.new_tokens);
+    const double head_tokens = training ? tokens : as_d(shape.batch);
+    double transient = head_tokens * v_p * (ab + (training ? 4.0 : 0.0));  // logits (+ FP32 softmax)
+    if (!training) {
+        // One layer's live intermediates: residual, QKV output, MLP up output and activation.
+        const double a_p = as_d(heads_per_shard(m, opt.tp)), g_p = as_d(kv_heads_per_shard(m, opt.tp));
+        const double qkv = (a_p + 2 * g_p) * as_d(m.head_dim);
+        const double e = m.experts > 0 ? as_d(m.top_k) : 1.0;
+        double layer =
+            tokens * ab * (2 * as_d(m.hidden) + qkv + e * as_d(ffn_up_per_shard(m, opt.tp) + ffn_per_shard(m, opt.tp)));
+        if (!opt.flash_attention) {
+            layer += 2 * as_d(shape.batch) * a_p * as_d(shape.new_tokens) * as_d(shape.context) * ab;  // S and P
+        }
+        transient = std::max(transient, layer);
+    }
+    return kLibraryWorkspace + transient;
+}
+
+}  // namespace sim::workload

@@ -1,0 +1,64 @@
+// A transformer model description (models/<name>.yaml or a Hugging Face
+// config.json) and the closed forms derived from it: parameter counts and
+// model FLOPs per token.
+#pragma once
+
+#include "sim/core/error.h"
+
+#include <cstdint>
+#include <string>
+
+namespace sim::workload {
+
+enum class FfnKind { gelu, swiglu };
+enum class NormKind { layernorm, rmsnorm };
+enum class PositionKind { rope, learned };
+
+struct ModelSpec {
+    std::string name;
+    std::string source;  // free text: where the figures come from
+    std::int64_t layers = 0;
+    std::int64_t hidden = 0;
+    std::int64_t heads = 0;
+    std::int64_t kv_heads = 0;
+    std::int64_t head_dim = 0;
+    std::int64_t ffn = 0;
+    FfnKind ffn_kind = FfnKind::gelu;
+    std::int64_t vocab = 0;
+    std::int64_t max_seq = 0;
+    NormKind norm = NormKind::layernorm;
+    bool tied_embeddings = false;
+    PositionKind position = PositionKind::rope;
+    bool bias = false;
+    std::int64_t experts = 0;  // 0: dense
+    std::int64_t top_k = 0;
+    SourceLocation where;
+};
+
+struct ParamCount {
+    double per_layer = 0;       // one transformer layer (all experts)
+    double per_layer_active = 0;  // one layer, experts used per token only
+    double embedding = 0;       // token (+ position) embeddings
+    double lm_head = 0;         // 0 when tied
+    double final_norm = 0;
+    double total = 0;
+    double total_active = 0;    // for MoE FLOP counts
+    // Parameters that take part in a matmul per token: every layer's matrices
+    // (experts used per token only), biases and norms, plus the LM head
+    // matrix (tied or not). Excludes the embedding gathers, which cost no
+    // FLOPs. This is the N of the 6N / 2N FLOP rules below.
+    double flop_params = 0;
+};
+
+ParamCount count_parameters(const ModelSpec& m);
+
+// heads * head_dim: the width of the attention (equals hidden unless head_dim is given).
+std::int64_t attention_width(const ModelSpec& m);
+
+// Model FLOPs per token (MFU convention, no recompute), N = ParamCount::flop_params:
+// training: 6 * N_active + 12 * layers * hidden_attn * seq (attention scores and values, fwd+bwd, causal not halved)
+// inference: 2 * N_active + 4 * layers * hidden_attn * context
+double training_flops_per_token(const ModelSpec& m, std::int64_t seq_len);
+double inference_flops_per_token(const ModelSpec& m, std::int64_t context);
+
+}  // namespace sim::workload

@@ -1,0 +1,147 @@
+// Per-layer operators: the kernel sequence a transformer layer runs for one
+// micro-batch, with exact FLOPs, bytes and shapes, sharded for tensor
+// parallelism. The parallel layer places these on GPUs; the cost model times
+// them. Formulas are listed in docs/workload-model.md.
+#pragma once
+
+#include "sim/hw/kernel.h"
+#include "sim/workload/model.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace sim::workload {
+
+enum class Recompute { none, selective, full };
+
+struct Precision {
+    hw::DType compute = hw::DType::bf16;  // matmul inputs
+    hw::DType weights = hw::DType::bf16;  // stored weights (inference may quantize)
+    hw::DType kv = hw::DType::bf16;       // KV cache
+};
+
+struct OperatorOptions {
+    Precision precision;
+    bool flash_attention = true;
+    bool causal = true;
+    bool fuse_elementwise = true;  // fused chains drop intermediate HBM round trips and launches
+    int tp = 1;                    // tensor-parallel degree (heads and FFN split)
+    bool sequence_parallel = false;
+    // Inference: K and V go to the KV cache (precision.kv) and the LM head
+    // runs on the last token of each sequence only. Implied for the layers
+    // when context > new_tokens (decode, chunked prefill); set it for a
+    // prefill, whose shape (new_tokens == context) is the same as training's.
+    bool inference = false;
+};
+
+// The shape of one pass of a micro-batch through a layer.
+struct PassShape {
+    std::int64_t batch = 1;       // sequences
+    std::int64_t new_tokens = 1;  // tokens per sequence processed now (prompt for prefill, 1 for decode)
+    std::int64_t context = 1;     // tokens attended to, including the new ones (KV length)
+};
+
+// Where a tensor-parallel collective follows an operator (Megatron layout).
+enum class TpSync {
+    none,
+    after_row_parallel,   // forward: all-reduce (reduce-scatter under SP) of the output
+    after_column_input_grad,  // backward: all-reduce (reduce-scatter under SP) of the input gradient
+    before_column_parallel    // SP only: all-gather of the input before a column-parallel GEMM
+};
+
+struct Operator {
+    hw::KernelDesc kernel;
+    TpSync tp_sync = TpSync::none;
+    // Bytes per GPU of the activation the TP collective moves (full, unsharded size).
+    Bytes tp_sync_bytes;
+    bool is_weight_grad = false;  // backward weight-gradient GEMM (can overlap DP communication)
+};
+
+// Unique tensor ids, so that the L2 model sees the same weight of the same
+// layer as the same tensor across micro-batches and steps. `layer` is a layer
+// index, or kEmbeddingLayer / kHeadLayer for the embedding and the head. The
+// input of layer L (the residual stream) is activation (L, 0): what layer L-1
+// (or the embedding, for L = 0) writes and what the head reads as (layers, 0).
+inline constexpr std::int64_t kEmbeddingLayer = -1;
+inline constexpr std::int64_t kHeadLayer = -2;
+std::uint64_t weight_tensor_id(std::int64_t layer, int which);
+std::uint64_t activation_tensor_id(std::int64_t layer, int which, std::int64_t microbatch);
+std::uint64_t kv_tensor_id(std::int64_t layer, std::int64_t microbatch);
+
+std::vector<Operator> layer_forward(const ModelSpec& m, std::int64_t layer, std::int64_t microbatch,
+                                    const PassShape& shape, const OperatorOptions& opt);
+// Backward of one layer: input-gradient and weight-gradient GEMMs as separate
+// kernels; under Recompute::full the forward is recomputed first, under
+// selective only the attention core.
+std::vector<Operator> layer_backward(const ModelSpec& m, std::int64_t layer, std::int64_t microbatch,
+                                     const PassShape& shape, const OperatorOptions& opt, Recompute recompute);
+std::vector<Operator> embedding_forward(const ModelSpec& m, std::int64_t microbatch, const PassShape& shape,
+                                        const OperatorOptions& opt);
+// Final norm + LM head (+ loss in training).
+std::vector<Operator> head_forward(const ModelSpec& m, std::int64_t microbatch, const PassShape& shape,
+                                   const OperatorOptions& opt, bool training);
+std::vector<Operator> head_backward(const ModelSpec& m, std::int64_t microbatch, const PassShape& shape,
+                                    const OperatorOptions& opt);
+// Backward of the embedding gather: the scatter-add of the weight gradient.
+std::vector<Operator> embedding_backward(const ModelSpec& m, std::int64_t microbatch, const PassShape& shape,
+                                         const OperatorOptions& opt);
+// Adam step over `params` parameters held by this GPU (FP32 master weights).
+Operator optimizer_step(double params, const OperatorOptions& opt);
+
+// Shapes per tensor-parallel shard. ModelError when tp does not divide heads,
+// or neither divides the other for kv_heads (kv heads are replicated when
+// tp > kv_heads and kv_heads divides tp).
+std::int64_t heads_per_shard(const ModelSpec& m, int tp);
+std::int64_t kv_heads_per_shard(const ModelSpec& m, int tp);
+// Storage type of activations (and of their gradients): FP32 for fp32/tf32
+// math, the 16-bit type for fp16/bf16, and BF16 around FP8/INT8 matmuls.
+hw::DType activation_dtype(const Precision& p);
+
+// Sum of the operators' FLOPs (hardware FLOPs: recompute and the flash
+// backward's re-computation included, causal masking honoured).
+double total_flops(const std::vector<Operator>& ops);
+// Hardware FLOPs per token of one training step (forward, backward, recompute;
+// every layer, embedding and head), for HFU. Compare with
+// training_flops_per_token (model FLOPs, MFU).
+double training_hardware_flops_per_token(const ModelSpec& m, std::int64_t seq_len, const OperatorOptions& opt,
+                                         Recompute recompute);
+
+// Memory closed forms, per GPU, in bytes.
+// Activations stored for backward by one layer for one micro-batch
+// (Korthikanti et al. 2022: s*b*h*(34 + 5*a*s/h) / t without SP, with the
+// flash-attention and selective-recompute variants).
+double layer_activation_bytes(const ModelSpec& m, const PassShape& shape, const OperatorOptions& opt,
+                              Recompute recompute);
+// KV cache bytes per layer for `batch` sequences of `context` tokens, per TP shard.
+double layer_kv_bytes(const ModelSpec& m, std::int64_t batch, std::int64_t context, const OperatorOptions& opt);
+// Bytes of one layer's weights on one TP shard.
+double layer_weight_bytes(const ModelSpec& m, const OperatorOptions& opt);
+// Bytes of the activation crossing a pipeline boundary for one micro-batch.
+double boundary_activation_bytes(const ModelSpec& m, const PassShape& shape, const OperatorOptions& opt);
+// Parameters of one layer held by one TP shard (norms and row-parallel
+// biases are replicated; with MoE, all experts).
+double layer_params_per_shard(const ModelSpec& m, const OperatorOptions& opt);
+// Bytes of the embedding tables (token, + position when learned) on one TP
+// shard (the token table is split by vocabulary).
+double embedding_weight_bytes(const ModelSpec& m, const OperatorOptions& opt);
+// Bytes of the head on one TP shard: final norm, and the LM head matrix unless
+// tied (a tied head on another pipeline stage than the embedding holds a copy
+// of the embedding table: add embedding_weight_bytes there).
+double head_weight_bytes(const ModelSpec& m, const OperatorOptions& opt);
+
+// Training state per parameter, in bytes (ZeRO's accounting): weights in
+// precision.weights; gradients in the same 16- or 32-bit type (16-bit when the
+// weights are 8-bit); Adam's first and second moments in FP32 (8) plus an
+// FP32 master copy (4) unless the weights are already FP32.
+struct TrainingStateBytes {
+    double weights = 0, gradients = 0, optimizer = 0;
+    double total() const { return weights + gradients + optimizer; }
+};
+TrainingStateBytes training_state_bytes_per_param(const OperatorOptions& opt);
+// Transient memory besides stored activations, weights and KV cache: a fixed
+// library workspace (cuBLAS, 32 MiB) plus the largest short-lived tensor: the
+// logits (+ FP32 softmax in training) or, in inference, one layer's live
+// intermediates (and the naive attention score matrix).
+double workspace_bytes(const ModelSpec& m, const PassShape& shape, const OperatorOptions& opt, bool training);
+
+}  // namespace sim::workload
