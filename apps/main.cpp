@@ -31,32 +31,27 @@ Run 'parasim COMMAND --help' for the options of a command.
 )";
 
 int dispatch(int argc, char** argv) {
+    // Global options are those before the command; everything after the
+    // command name belongs to the command (so 'parasim run --help' is the
+    // command's help).
+    int command_at = 1;
+    while (command_at < argc && argv[command_at][0] == '-') ++command_at;
     po::options_description global("Global options");
-    global.add_options()("help,h", "show this help")("version", "print the version")(
-        "command", po::value<std::string>(), "subcommand")("args", po::value<std::vector<std::string>>(), "arguments");
-    po::positional_options_description pos;
-    pos.add("command", 1).add("args", -1);
+    global.add_options()("help,h", "show this help")("version", "print the version");
     po::variables_map vm;
-    po::parsed_options parsed =
-        po::command_line_parser(argc, argv).options(global).positional(pos).allow_unregistered().run();
-    po::store(parsed, vm);
+    po::store(po::command_line_parser(std::vector<std::string>(argv + 1, argv + command_at)).options(global).run(), vm);
     po::notify(vm);
-
-    if (!vm.count("command")) {
-        if (vm.count("version")) {
-            fmt::print("parasim {}\n", PARASIM_VERSION);
-            return 0;
-        }
-        if (vm.count("help")) {
-            fmt::print("{}", kUsage);
-            return 0;
-        }
-        throw UsageError("no command given (try 'parasim --help')");
+    if (vm.count("version")) {
+        fmt::print("parasim {}\n", PARASIM_VERSION);
+        return 0;
     }
-    const std::string command = vm["command"].as<std::string>();
-    // Everything after the command name belongs to the command.
-    Args rest = po::collect_unrecognized(parsed.options, po::include_positional);
-    rest.erase(rest.begin());
+    if (vm.count("help")) {
+        fmt::print("{}", kUsage);
+        return 0;
+    }
+    if (command_at >= argc) throw UsageError("no command given (try 'parasim --help')");
+    const std::string command = argv[command_at];
+    const Args rest(argv + command_at + 1, argv + argc);
     if (command == "run") return cmd_run(rest);
     if (command == "sweep") return cmd_sweep(rest);
     if (command == "validate") return cmd_validate(rest);

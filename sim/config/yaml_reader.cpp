@@ -211,8 +211,18 @@ bool MapReader::has(const std::string& key) const { return static_cast<bool>(map
 
 Node MapReader::required(const std::string& key) {
     auto n = optional(key);
-    if (!n) map_.fail(fmt::format("missing required field '{}'", key));
-    return *n;
+    if (n) return *n;
+    // A misspelt key is the likely cause: point at it rather than at the map.
+    for (const auto& kv : map_.yaml()) {
+        const std::string k = kv.first.as<std::string>();
+        if (consumed_.count(k) || nearest(k, {key}).empty()) continue;
+        const std::string path = map_.path().empty() ? k : map_.path() + "." + k;
+        const YAML::Mark m = kv.first.Mark();
+        const SourceLocation where = m.line < 0 ? SourceLocation{"--set " + path, 0, 0}
+                                                : SourceLocation{map_.file(), m.line + 1, m.column + 1};
+        throw ConfigError(where, fmt::format("unknown key '{}' (did you mean '{}'?)", path, key));
+    }
+    map_.fail(fmt::format("missing required field '{}'", key));
 }
 
 std::optional<Node> MapReader::optional(const std::string& key) {

@@ -147,8 +147,7 @@ TEST_CASE("malformed GPU files are refused at the offending value") {
               "'400 Gb/s'");
     }
     SUBCASE("a misspelt key") {
-        // A misspelt required key reports the required one as missing; a
-        // misspelt optional key is an unknown key with a suggestion.
+        // A misspelt key, required or optional, is an unknown key with a suggestion.
         CHECK(error_of(replace(kGood, "sm_count:", "sm_cout:")) ==
               "gpus/test-gpu.yaml:3:1: unknown key 'sm_cout' (did you mean 'sm_count'?)");
         CHECK(error_of(replace(kGood, "  nccl_pcie: 0.8\n", "  nccl_pcie: 0.8\n  atention: 0.6\n")) ==

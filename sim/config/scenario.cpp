@@ -1,0 +1,327 @@
+// Scenario loading: resolve cluster/model/GPU references, apply overrides,
+// validate every field (file:line:column on error).
+#include "sim/config/scenario.h"
+
+#include "sim/config/cluster_loader.h"
+#include "sim/config/gpu_loader.h"
+#include "sim/config/model_loader.h"
+
+#include <filesystem>
+
+namespace sim::config {
+
+namespace {
+
+// A deep copy without source marks (values that came from the command line).
+YAML::Node strip_marks(const YAML::Node& n) {
+    switch (n.Type()) {
+        case YAML::NodeType::Scalar: return YAML::Node(n.Scalar());
+        case YAML::NodeType::Sequence: {
+            YAML::Node out(YAML::NodeType::Sequence);
+            for (const auto& e : n) out.push_back(strip_marks(e));
+            return out;
+        }
+        case YAML::NodeType::Map: {
+            YAML::Node out(YAML::NodeType::Map);
+            for (const auto& kv : n) out[kv.first.Scalar()] = strip_marks(kv.second);
+            return out;
+        }
+        default: return YAML::Node();
+    }
+}
+
+struct PathToken {
+    std::string key;   // map key, or empty for an index
+    long index = -1;
+};
+
+std::vector<PathToken> split_path(const std::string& path) {
+    std::vector<PathToken> out;
+    std::size_t i = 0;
+    const SourceLocation where{"--set " + path, 0, 0};
+    while (i < path.size()) {
+        if (path[i] == '[') {
+            const std::size_t close = path.find(']', i);
+            if (close == std::string::npos) throw ConfigError(where, "unclosed '[' in the path");
+            const std::string num = path.substr(i + 1, close - i - 1);
+            if (num.empty() || num.find_first_not_of("0123456789") != std::string::npos)
+                throw ConfigError(where, fmt::format("'[{}]' is not a list index", num));
+            out.push_back(PathToken{"", std::stol(num)});
+            i = close + 1;
+            if (i < path.size() && path[i] == '.') ++i;
+            continue;
+        }
+        std::size_t end = path.find_first_of(".[", i);
+        if (end == std::string::npos) end = path.size();
+        if (end == i) throw ConfigError(where, "empty field name in the path");
+        out.push_back(PathToken{path.substr(i, end - i), -1});
+        i = end;
+        if (i < path.size() && path[i] == '.') ++i;
+    }
+    if (out.empty()) throw ConfigError(where, "empty path");
+    return out;
+}
+
+void apply(YAML::Node root, const std::string& full_path, const std::vector<PathToken>& tokens, std::size_t from,
+           const YAML::Node& value) {
+    YAML::Node cur;
+    cur.reset(root);
+    const SourceLocation where{"--set " + full_path, 0, 0};
+    for (std::size_t t = from; t < tokens.size(); ++t) {
+        const bool last = t + 1 == tokens.size();
+        const PathToken& tok = tokens[t];
+        if (tok.index >= 0) {
+            if (!cur.IsSequence() || static_cast<std::size_t>(tok.index) >= cur.size())
+                throw ConfigError(where, fmt::format("index [{}] does not exist", tok.index));
+            if (last) {
+                cur[static_cast<std::size_t>(tok.index)] = value;
+                return;
+            }
+            YAML::Node next = cur[static_cast<std::size_t>(tok.index)];
+            cur.reset(next);
+        } else {
+            if (!cur.IsMap() && !cur.IsNull())
+                throw ConfigError(where, fmt::format("'{}' cannot be set: its parent is not a map", tok.key));
+            if (last) {
+                cur[tok.key] = value;
+                return;
+            }
+            YAML::Node next = cur[tok.key];
+            cur.reset(next);
+        }
+    }
+}
+
+bool file_exists(const std::string& p) {
+    std::error_code ec;
+    return std::filesystem::is_regular_file(p, ec);
+}
+
+// The overrides that target a sub-document ("cluster.links..." when the
+// cluster is a referenced file), with the prefix token removed.
+struct Routed {
+    std::vector<std::pair<Override, std::vector<PathToken>>> root, cluster, model, gpu;
+};
+
+Routed route(const std::vector<Override>& overrides) {
+    Routed r;
+    for (const auto& o : overrides) {
+        auto tokens = split_path(o.path);
+        const std::string& head = tokens.front().key;
+        const bool sub = tokens.size() > 1;
+        if (sub && head == "cluster") r.cluster.emplace_back(o, tokens);
+        else if (sub && head == "model") r.model.emplace_back(o, tokens);
+        else if (head == "gpu") r.gpu.emplace_back(o, tokens);
+        else r.root.emplace_back(o, tokens);
+    }
+    return r;
+}
+
+// Loads a referenced document (cluster/model/GPU file) or uses the inline map,
+// then applies the overrides routed to it.
+Node resolve_document(const Node& ref, const std::string& what, const std::string& resolved_path,
+                      const std::vector<std::pair<Override, std::vector<PathToken>>>& overrides) {
+    Node doc = ref;
+    if (ref.is_scalar()) {
+        if (!file_exists(resolved_path))
+            ref.fail(fmt::format("{} '{}' not found (looked for {})", what, ref.as_string(), resolved_path));
+        doc = load_file(resolved_path);
+    } else if (!ref.is_map()) {
+        ref.fail(fmt::format("expected a {} name, a path, or an inline map", what));
+    }
+    for (const auto& [o, tokens] : overrides) {
+        if (!doc.is_map()) throw ConfigError({"--set " + o.path, 0, 0}, fmt::format("{} is not a map", what));
+        apply(doc.yaml(), o.path, tokens, 1, o.value);
+    }
+    return doc;
+}
+
+int positive_or_auto(const Node& n, int max) {
+    if (n.is_scalar() && n.as_string() == "auto") return 0;
+    return static_cast<int>(n.as_int(1, max));
+}
+
+WorkloadSpec read_workload(const Node& node) {
+    MapReader r(node);
+    WorkloadSpec w;
+    const std::string mode = r.required("mode").as_enum({"inference", "training"});
+    w.mode = mode == "inference" ? Mode::inference : Mode::training;
+    const std::vector<std::string> dtypes = {"fp32", "tf32", "fp16", "bf16", "fp8", "int8"};
+    const auto dtype = [&](const Node& n) { return *hw::parse_dtype(n.as_enum(dtypes)); };
+    w.precision.compute = dtype(r.required("dtype"));
+    w.precision.weights = w.precision.compute == hw::DType::tf32 ? hw::DType::fp32 : w.precision.compute;
+    w.precision.kv = w.precision.weights;
+    if (auto n = r.optional("weight_dtype")) w.precision.weights = dtype(*n);
+    if (auto n = r.optional("kv_dtype")) w.precision.kv = dtype(*n);
+    if (auto n = r.optional("flash_attention")) w.flash_attention = n->as_bool();
+    if (auto n = r.optional("fuse_elementwise")) w.fuse_elementwise = n->as_bool();
+    if (w.mode == Mode::inference) {
+        w.batch = r.required("batch").as_int(1, 1 << 24);
+        w.prompt_tokens = r.required("prompt_tokens").as_int(1, 1 << 24);
+        w.output_tokens = r.required("output_tokens").as_int(1, 1 << 24);
+        if (auto n = r.optional("decode_steps_simulated")) w.decode_steps_simulated = static_cast<int>(n->as_int(2, 4096));
+    } else {
+        w.seq_len = r.required("seq_len").as_int(1, 1 << 24);
+        w.global_batch = r.required("global_batch").as_int(1, 1 << 30);
+        if (auto n = r.optional("micro_batch")) w.micro_batch = n->as_int(1, 1 << 20);
+        if (auto n = r.optional("recompute")) {
+            const std::string v = n->as_enum({"none", "selective", "full"});
+            w.recompute = v == "none" ? workload::Recompute::none
+                        : v == "selective" ? workload::Recompute::selective
+                                           : workload::Recompute::full;
+        }
+        if (auto n = r.optional("optimizer")) n->as_enum({"adam"});
+        if (auto n = r.optional("host_time_per_batch")) w.host_time_per_batch = n->as_time();
+    }
+    r.finish();
+    return w;
+}
+
+StrategySpec read_strategy(const Node& node, std::size_t index) {
+    MapReader r(node);
+    StrategySpec s;
+    s.where = node.location();
+    s.name = r.optional("name") ? r.required("name").as_string() : fmt::format("strategy-{}", index + 1);
+    if (auto n = r.optional("tp")) s.tp = static_cast<int>(n->as_int(1, 1 << 20));
+    if (auto n = r.optional("pp")) s.pp = positive_or_auto(*n, 1 << 20);
+    if (auto n = r.optional("dp")) s.dp = positive_or_auto(*n, 1 << 24);
+    if (auto n = r.optional("sp")) s.sp = n->as_bool();
+    if (auto n = r.optional("zero")) s.zero = static_cast<int>(n->as_int(0, 3));
+    if (auto n = r.optional("schedule")) {
+        const std::string v = n->as_enum({"gpipe", "1f1b", "interleaved-1f1b"});
+        s.schedule = v == "gpipe" ? PipelineSchedule::gpipe
+                   : v == "1f1b" ? PipelineSchedule::one_f_one_b
+                                 : PipelineSchedule::interleaved_one_f_one_b;
+    }
+    if (auto n = r.optional("virtual_stages")) s.virtual_stages = static_cast<int>(n->as_int(1, 1024));
+    if (auto n = r.optional("microbatches")) s.microbatches = positive_or_auto(*n, 1 << 24);
+    if (auto n = r.optional("collective")) s.collective = n->as_enum({"auto", "ring", "tree", "hierarchical", "in-switch"});
+    if (auto n = r.optional("partition")) {
+        MapReader p(*n);
+        const std::string m = p.required("method").as_enum({"uniform", "cache-aware"});
+        s.partition = m == "uniform" ? PartitionMethod::uniform : PartitionMethod::cache_aware;
+        if (auto c = p.optional("capacity")) {
+            const std::string v = c->as_string();
+            if (v == "l2") s.capacity = CapacityLevel::l2;
+            else if (v == "hbm") s.capacity = CapacityLevel::hbm;
+            else {
+                s.capacity = CapacityLevel::bytes;
+                std::string err;
+                const double b = parse_quantity(v, Dimension::bytes, err);
+                if (!err.empty()) c->fail("expected l2, hbm or a size like '40 MiB': " + err);
+                s.capacity_bytes = Bytes::ceil(b);
+            }
+        }
+        p.finish();
+    }
+    if (s.schedule == PipelineSchedule::interleaved_one_f_one_b && s.virtual_stages < 2)
+        node.fail("schedule interleaved-1f1b needs virtual_stages >= 2");
+    r.finish();
+    return s;
+}
+
+}  // namespace
+
+const char* to_string(PipelineSchedule s) {
+    switch (s) {
+        case PipelineSchedule::gpipe: return "gpipe";
+        case PipelineSchedule::one_f_one_b: return "1f1b";
+        case PipelineSchedule::interleaved_one_f_one_b: return "interleaved-1f1b";
+    }
+    return "?";
+}
+
+Override make_override(const std::string& path, const YAML::Node& value) {
+    return Override{path, strip_marks(value)};
+}
+
+Override parse_override(const std::string& text) {
+    const std::size_t eq = text.find('=');
+    if (eq == std::string::npos || eq == 0)
+        throw ConfigError({"--set " + text, 0, 0}, "expected PATH=VALUE, e.g. workload.batch=64");
+    const std::string path = text.substr(0, eq);
+    const std::string value = text.substr(eq + 1);
+    YAML::Node parsed;
+    try {
+        parsed = YAML::Load(value);
+    } catch (const YAML::Exception& e) {
+        throw ConfigError({"--set " + path, 0, 0}, "value is not valid YAML: " + e.msg);
+    }
+    split_path(path);  // reject malformed paths now
+    return make_override(path, parsed.IsNull() ? YAML::Node(value) : parsed);
+}
+
+ScenarioSpec load_scenario(const std::string& path, const std::vector<Override>& overrides) {
+    Node root = load_file(path);
+    if (!root.is_map()) root.fail("a scenario is a map with name, cluster, model, workload and strategies");
+    const Routed routed = route(overrides);
+    for (const auto& [o, tokens] : routed.root) apply(root.yaml(), o.path, tokens, 0, o.value);
+
+    MapReader r(root);
+    ScenarioSpec s;
+    s.file = path;
+    s.name = r.required("name").as_string();
+    r.optional("description");
+
+    const Node cluster_ref = r.required("cluster");
+    const Node cluster_doc = resolve_document(
+        cluster_ref, "cluster", cluster_ref.is_scalar() ? cluster_path(cluster_ref.as_string()) : "", routed.cluster);
+    s.cluster = load_cluster(cluster_doc);
+
+    const Node model_ref = r.required("model");
+    const std::string mpath = model_ref.is_scalar() ? model_path(model_ref.as_string()) : "";
+    const Node model_doc = resolve_document(model_ref, "model", mpath, routed.model);
+    const bool hf = mpath.size() > 5 && mpath.substr(mpath.size() - 5) == ".json";
+    s.model = hf ? load_hf_config(model_doc) : load_model(model_doc);
+
+    {
+        const std::string gpath = gpu_path(s.cluster.gpu);
+        if (!file_exists(gpath))
+            throw ConfigError(s.cluster.where, fmt::format("cluster '{}' names GPU '{}', which is not in {}",
+                                                           s.cluster.name, s.cluster.gpu, default_gpu_dir()));
+        Node gdoc = load_file(gpath);
+        for (const auto& [o, tokens] : routed.gpu) apply(gdoc.yaml(), o.path, tokens, 1, o.value);
+        s.gpu = load_gpu(gdoc);
+    }
+
+    s.workload = read_workload(r.required("workload"));
+    for (const hw::DType t : {s.workload.precision.compute, s.workload.precision.weights, s.workload.precision.kv}) {
+        if (!s.gpu.supports(t))
+            throw ConfigError(r.node().location(), fmt::format("workload: GPU {} does not support {} (cluster {})",
+                                                               s.gpu.name, hw::to_string(t), s.cluster.name));
+    }
+
+    const int cluster_gpus = s.cluster.nodes > 0 ? s.cluster.nodes * s.cluster.gpus_per_node : 0;
+    if (auto n = r.optional("gpus")) {
+        s.gpus = static_cast<int>(n->as_int(1, 1 << 20));
+        if (cluster_gpus > 0 && s.gpus > cluster_gpus)
+            n->fail(fmt::format("{} GPUs asked, but cluster {} has {}", s.gpus, s.cluster.name, cluster_gpus));
+    } else {
+        if (cluster_gpus == 0)
+            root.fail(fmt::format("cluster {} sizes itself ('nodes: auto'): give 'gpus: N'", s.cluster.name));
+        s.gpus = cluster_gpus;
+    }
+
+    const Node strategies = r.required("strategies");
+    const auto list = strategies.elements();
+    if (list.empty()) strategies.fail("give at least one strategy");
+    for (std::size_t i = 0; i < list.size(); ++i) s.strategies.push_back(read_strategy(list[i], i));
+
+    if (auto sweep = r.optional("sweep")) {
+        MapReader sr(*sweep);
+        for (const auto& kv : sweep->yaml()) {
+            const std::string key = kv.first.Scalar();
+            const Node values = sr.required(key);
+            const auto elems = values.elements();
+            if (elems.empty()) values.fail("a sweep field needs at least one value");
+            std::vector<YAML::Node> v;
+            for (const auto& e : elems) v.push_back(e.yaml());
+            s.sweep.emplace_back(key, v);
+        }
+        sr.finish();
+    }
+    r.finish();
+    return s;
+}
+
+}  // namespace sim::config

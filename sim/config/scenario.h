@@ -1,0 +1,93 @@
+// The scenario file (DESIGN.md section 9, the user-facing contract) as plain
+// data: which cluster, GPU and model, the workload, and the strategies to
+// compare. load_scenario() resolves names to files under topologies/ and
+// models/, applies --set overrides before validation, and checks every field,
+// so everything downstream can trust what it is given.
+#pragma once
+
+#include "sim/config/yaml_reader.h"
+#include "sim/hw/gpu.h"
+#include "sim/net/cluster.h"
+#include "sim/workload/model.h"
+#include "sim/workload/operators.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace sim::config {
+
+enum class Mode { inference, training };
+enum class PipelineSchedule { gpipe, one_f_one_b, interleaved_one_f_one_b };
+enum class PartitionMethod { uniform, cache_aware };
+enum class CapacityLevel { l2, hbm, bytes };
+
+const char* to_string(PipelineSchedule s);
+
+struct WorkloadSpec {
+    Mode mode = Mode::inference;
+    workload::Precision precision;
+    bool flash_attention = true;
+    bool fuse_elementwise = true;
+    // inference
+    std::int64_t batch = 1;
+    std::int64_t prompt_tokens = 0;
+    std::int64_t output_tokens = 0;
+    int decode_steps_simulated = 3;  // decode steps simulated around the mid-generation context
+    // training
+    std::int64_t seq_len = 0;
+    std::int64_t global_batch = 0;   // sequences per iteration
+    std::int64_t micro_batch = 1;
+    workload::Recompute recompute = workload::Recompute::none;
+    Time host_time_per_batch{};      // input pipeline time per micro-batch, on the host
+};
+
+struct StrategySpec {
+    std::string name;
+    int tp = 1;
+    // pp and dp: kUnset when the file does not say, kAuto for `auto`
+    // (whatever makes tp x pp x dp equal the GPU count); resolution rules in
+    // docs/parallelism.md.
+    static constexpr int kUnset = -1, kAuto = 0;
+    int pp = kUnset;
+    int dp = kUnset;
+    bool sp = false;
+    int zero = 0;
+    PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+    int virtual_stages = 1;
+    int microbatches = 0;            // 0: auto
+    PartitionMethod partition = PartitionMethod::uniform;
+    CapacityLevel capacity = CapacityLevel::l2;
+    Bytes capacity_bytes;            // when capacity == bytes
+    std::string collective = "auto"; // collective algorithm by name
+    SourceLocation where;
+};
+
+struct ScenarioSpec {
+    std::string name;
+    std::string file;
+    net::ClusterSpec cluster;
+    hw::GpuSpec gpu;
+    workload::ModelSpec model;
+    WorkloadSpec workload;
+    int gpus = 0;                    // GPUs used (resolved)
+    std::vector<StrategySpec> strategies;
+    // sweep: field path -> values, in file order
+    std::vector<std::pair<std::string, std::vector<YAML::Node>>> sweep;
+};
+
+// One --set PATH=VALUE (or one sweep coordinate). The value carries no source
+// marks, so errors about it point at the override, not at a file line.
+struct Override {
+    std::string path;
+    YAML::Node value;
+};
+
+// Parses "PATH=VALUE"; the value is read as YAML (so lists work), scalars stay text.
+Override parse_override(const std::string& text);
+Override make_override(const std::string& path, const YAML::Node& value);
+
+ScenarioSpec load_scenario(const std::string& path, const std::vector<Override>& overrides);
+
+}  // namespace sim::config

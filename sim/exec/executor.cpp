@@ -1,0 +1,277 @@
+// The plan executor: stream heads, dependency counters, kernel costing with
+// L2 residency, flows and collectives on the topology.
+#include "sim/exec/executor.h"
+
+#include "sim/core/error.h"
+#include "sim/core/simulation.h"
+#include "sim/exec/comm_tuning.h"
+#include "sim/hw/l2_cache.h"
+#include "sim/net/collective.h"
+#include "sim/net/flow_network.h"
+
+#include <algorithm>
+
+namespace sim::exec {
+
+namespace {
+
+using parallel::kNone;
+using parallel::kStreamCount;
+using parallel::Plan;
+using parallel::StreamKind;
+using parallel::Task;
+using parallel::TaskKind;
+
+class Executor {
+public:
+    Executor(const Plan& plan, const hw::GpuSpec& gpu, const net::Topology& topo, const hw::CostModel& cm,
+             const ExecOptions& options)
+        : plan_(plan), gpu_(gpu), topo_(topo), cm_(cm), options_(options), flows_(sim_, topo), coll_(sim_, flows_, topo) {
+        const std::size_t n = plan.tasks.size();
+        remaining_.resize(n);
+        started_.assign(n, 0);
+        kernel_kind_.assign(n, IntervalKind::compute_kernel);
+        result_.task_start.assign(n, Time{});
+        result_.task_end.assign(n, Time{});
+        result_.kernel_stats.assign(n, KernelStats{});
+        // Successor lists in CSR form.
+        std::vector<std::uint32_t> count(n + 1, 0);
+        for (std::size_t t = 0; t < n; ++t) {
+            remaining_[t] = plan.tasks[t].dep_count;
+            for (std::uint32_t i = 0; i < plan.tasks[t].dep_count; ++i) ++count[plan.deps[plan.tasks[t].dep_begin + i] + 1];
+        }
+        for (std::size_t t = 0; t < n; ++t) count[t + 1] += count[t];
+        succ_begin_ = count;
+        succ_.resize(plan.deps.size());
+        for (std::size_t t = 0; t < n; ++t)
+            for (std::uint32_t i = 0; i < plan.tasks[t].dep_count; ++i) {
+                const std::uint32_t d = plan.deps[plan.tasks[t].dep_begin + i];
+                succ_[count[d]++] = static_cast<std::uint32_t>(t);
+            }
+        const std::size_t g = plan.simulated_gpus.size();
+        heads_.assign(g, {});
+        busy_.assign(g, {});
+        active_comm_.assign(g, 0);
+        l2_.reserve(g);
+        for (std::size_t i = 0; i < g; ++i) l2_.emplace_back(gpu.l2_size);
+        result_.gpus.resize(g);
+        for (std::size_t i = 0; i < g; ++i) result_.gpus[i].real_gpu = plan.simulated_gpus[i];
+        sim_.reserve(1024);
+    }
+
+    ExecResult run() {
+        for (std::size_t g = 0; g < plan_.streams.size(); ++g)
+            for (std::size_t s = 0; s < kStreamCount; ++s)
+                if (!plan_.streams[g][s].empty()) try_start(plan_.streams[g][s].front());
+        sim_.run();
+        for (std::size_t t = 0; t < plan_.tasks.size(); ++t)
+            if (!started_[t])
+                throw InternalError(fmt::format("plan task {} never ran (a dependency cycle or a stream-order deadlock)", t));
+        result_.makespan = sim_.now();
+        result_.events = sim_.events_processed();
+        for (std::size_t c = 0; c < 3; ++c) {
+            const auto cls = static_cast<net::LinkClass>(c);
+            result_.link_class_bytes[c] = flows_.class_bytes(cls);
+            result_.link_class_utilization[c] = flows_.class_utilization(cls, result_.makespan);
+        }
+        result_.max_link_load = flows_.max_link_load();
+        for (auto& g : result_.gpus) g.breakdown = breakdown_in(g, Time{}, result_.makespan);
+        return std::move(result_);
+    }
+
+private:
+    bool at_head(std::uint32_t gpu, StreamKind s, std::uint32_t task) const {
+        const auto& order = plan_.streams[gpu][static_cast<std::size_t>(s)];
+        const std::size_t h = heads_[gpu][static_cast<std::size_t>(s)];
+        return h < order.size() && order[h] == task && !busy_[gpu][static_cast<std::size_t>(s)];
+    }
+
+    void try_start(std::uint32_t id) {
+        if (started_[id] || remaining_[id] > 0) return;
+        const Task& t = plan_.tasks[id];
+        if (t.kind == TaskKind::collective) {
+            for (const std::uint32_t m : plan_.groups[t.group].members)
+                if (!at_head(m, t.stream, id)) return;
+            for (const std::uint32_t m : plan_.groups[t.group].members) {
+                busy_[m][static_cast<std::size_t>(t.stream)] = 1;
+                ++active_comm_[m];
+            }
+        } else {
+            if (!at_head(t.gpu, t.stream, id)) return;
+            busy_[t.gpu][static_cast<std::size_t>(t.stream)] = 1;
+            if (t.stream != StreamKind::compute && t.stream != StreamKind::host) ++active_comm_[t.gpu];
+        }
+        started_[id] = 1;
+        result_.task_start[id] = sim_.now();
+        switch (t.kind) {
+            case TaskKind::kernel: start_kernel(id, t); break;
+            case TaskKind::host: sim_.schedule_after(t.host_time, [this, id] { finish(id); }); break;
+            case TaskKind::transfer: {
+                const int src = plan_.simulated_gpus[t.gpu];
+                const int dst = static_cast<int>(t.peer);
+                if (src == dst || t.bytes.value == 0) {
+                    sim_.schedule_after(Time{}, [this, id] { finish(id); });
+                } else {
+                    const auto tuning = tuning_for(gpu_, topo_.spec());
+                    const double eff = topo_.node_of(src) == topo_.node_of(dst) ? tuning.protocol_efficiency
+                                                                                : tuning.network_efficiency;
+                    flows_.start(src, dst, t.bytes, [this, id] { finish(id); }, eff);
+                }
+                break;
+            }
+            case TaskKind::collective: {
+                net::CollectiveRequest req = make_request(gpu_, topo_.spec());
+                req.op = t.op;
+                req.gpus = plan_.groups[t.group].gpus;
+                req.size = t.bytes;
+                req.algorithm = plan_.groups[t.group].algorithm;
+                coll_.start(req, [this, id] { finish(id); });
+                break;
+            }
+        }
+    }
+
+    void start_kernel(std::uint32_t id, const Task& t) {
+        const hw::KernelDesc& k = plan_.kernels[t.kernel];
+        hw::L2Cache& l2 = l2_[t.gpu];
+        const Bytes hit = l2.access(k.tensors);
+        hw::KernelCost c = cm_.cost(gpu_, k, hw::L2Residency{hit});
+        Time duration = c.duration;
+        if (active_comm_[t.gpu] > 0) {
+            // A collective running beside the kernel holds comm_sms SMs and
+            // streams its bytes through HBM; the kernel slows accordingly.
+            const double sm_factor = static_cast<double>(gpu_.sm_count) /
+                                     std::max(1.0, static_cast<double>(gpu_.sm_count - options_.comm_sms));
+            const double link = gpu_.nvlink_bandwidth.bytes_per_s > 0 ? gpu_.nvlink_bandwidth.bytes_per_s
+                                                                      : gpu_.pcie_bandwidth.bytes_per_s;
+            const double hbm_factor = gpu_.memory_bandwidth.bytes_per_s /
+                                      std::max(1.0, gpu_.memory_bandwidth.bytes_per_s - link);
+            const Time compute = Time::from_seconds_ceil(c.compute_time.seconds() * sm_factor);
+            const Time memory = Time::from_seconds_ceil(c.memory_time.seconds() * hbm_factor);
+            duration = c.launch_overhead + std::max({compute, memory, c.l2_time});
+        }
+        GpuRecord& rec = result_.gpus[t.gpu];
+        // L2 hit rate counts every byte the kernel requests: its tiling
+        // re-reads within the kernel plus the cross-kernel residency hits.
+        rec.l2_requested_bytes += c.l2_request_bytes.as_double();
+        rec.l2_hit_bytes += std::max(0.0, c.l2_request_bytes.as_double() - c.hbm_bytes.as_double());
+        rec.hbm_bytes += c.hbm_bytes.as_double();
+        rec.flops += k.flops.value;
+        result_.kernel_stats[id] = KernelStats{static_cast<float>(c.l2_request_bytes.as_double()),
+                                               static_cast<float>(std::max(0.0, c.l2_request_bytes.as_double() -
+                                                                                     c.hbm_bytes.as_double())),
+                                               static_cast<float>(c.hbm_bytes.as_double()),
+                                               static_cast<float>(k.flops.value)};
+        kernel_kind_[id] = c.compute_bound() ? IntervalKind::compute_kernel : IntervalKind::memory_kernel;
+        sim_.schedule_after(duration, [this, id] { finish(id); });
+    }
+
+    void finish(std::uint32_t id) {
+        const Task& t = plan_.tasks[id];
+        result_.task_end[id] = sim_.now();
+        const Interval iv{result_.task_start[id], sim_.now(), id,
+                          t.kind == TaskKind::kernel ? kernel_kind_[id]
+                          : t.kind == TaskKind::host ? IntervalKind::host
+                                                     : IntervalKind::communication};
+        std::uint32_t touched[64];
+        std::size_t ntouched = 0;
+        auto release = [&](std::uint32_t gpu) {
+            const auto s = static_cast<std::size_t>(t.stream);
+            busy_[gpu][s] = 0;
+            ++heads_[gpu][s];
+            if (t.stream != StreamKind::compute && t.stream != StreamKind::host) --active_comm_[gpu];
+            result_.gpus[gpu].intervals[s].push_back(iv);
+            if (ntouched < 64) touched[ntouched++] = gpu;
+        };
+        if (t.kind == TaskKind::collective) {
+            for (const std::uint32_t m : plan_.groups[t.group].members) release(m);
+        } else {
+            release(t.gpu);
+        }
+        for (std::size_t i = 0; i < ntouched; ++i) {
+            const auto& order = plan_.streams[touched[i]][static_cast<std::size_t>(t.stream)];
+            const std::size_t h = heads_[touched[i]][static_cast<std::size_t>(t.stream)];
+            if (h < order.size()) try_start(order[h]);
+        }
+        for (std::uint32_t i = succ_begin_[id]; i < succ_begin_[id + 1]; ++i) {
+            const std::uint32_t s = succ_[i];
+            if (--remaining_[s] == 0) try_start(s);
+        }
+    }
+
+    const Plan& plan_;
+    const hw::GpuSpec& gpu_;
+    const net::Topology& topo_;
+    const hw::CostModel& cm_;
+    ExecOptions options_;
+    Simulation sim_;
+    net::FlowNetwork flows_;
+    net::CollectiveEngine coll_;
+    std::vector<std::uint32_t> remaining_;
+    std::vector<char> started_;
+    std::vector<std::uint32_t> succ_begin_, succ_;
+    std::vector<std::array<std::size_t, kStreamCount>> heads_;
+    std::vector<std::array<char, kStreamCount>> busy_;
+    std::vector<int> active_comm_;
+    std::vector<hw::L2Cache> l2_;
+    std::vector<IntervalKind> kernel_kind_;  // per task, set when a kernel starts
+    ExecResult result_;
+};
+
+}  // namespace
+
+TimeBreakdown breakdown_in(const GpuRecord& g, Time from, Time to) {
+    TimeBreakdown b;
+    if (to <= from) return b;
+    auto clip = [&](Time a, Time e, Time& ca, Time& ce) {
+        ca = std::max(a, from);
+        ce = std::min(e, to);
+        return ce > ca;
+    };
+    // Union of the communication intervals inside the window.
+    std::vector<std::pair<Time, Time>> comm;
+    for (std::size_t s = 0; s < kStreamCount; ++s) {
+        if (s == static_cast<std::size_t>(StreamKind::compute)) continue;
+        for (const auto& iv : g.intervals[s]) {
+            Time a, e;
+            if (iv.kind == IntervalKind::communication && clip(iv.start, iv.end, a, e)) comm.emplace_back(a, e);
+        }
+    }
+    std::sort(comm.begin(), comm.end());
+    std::vector<std::pair<Time, Time>> merged;
+    for (const auto& c : comm) {
+        if (!merged.empty() && c.first <= merged.back().second) merged.back().second = std::max(merged.back().second, c.second);
+        else merged.push_back(c);
+    }
+    const auto& kernels = g.intervals[static_cast<std::size_t>(StreamKind::compute)];
+    double kernel_time = 0, overlap = 0;
+    for (const auto& k : kernels) {
+        Time a, e;
+        if (!clip(k.start, k.end, a, e)) continue;
+        const double d = (e - a).seconds();
+        kernel_time += d;
+        (k.kind == IntervalKind::compute_kernel ? b.compute : b.memory) += d;
+    }
+    // Kernels are in start order (one in-order stream); sweep both lists.
+    std::size_t j = 0;
+    for (const auto& m : merged) {
+        while (j < kernels.size() && kernels[j].end <= m.first) ++j;
+        for (std::size_t k = j; k < kernels.size() && kernels[k].start < m.second; ++k) {
+            const Time a = std::max(kernels[k].start, m.first), e = std::min(kernels[k].end, m.second);
+            if (e > a) overlap += (e - a).seconds();
+        }
+    }
+    double comm_total = 0;
+    for (const auto& m : merged) comm_total += (m.second - m.first).seconds();
+    b.communication = comm_total - overlap;
+    b.idle = std::max(0.0, (to - from).seconds() - kernel_time - b.communication);
+    return b;
+}
+
+ExecResult execute(const Plan& plan, const hw::GpuSpec& gpu, const net::Topology& topo, const hw::CostModel& cm,
+                   const ExecOptions& options) {
+    Executor ex(plan, gpu, topo, cm, options);
+    return ex.run();
+}
+
+}  // namespace sim::exec

@@ -1,0 +1,72 @@
+// Runs a Plan on the discrete-event engine: a task starts when its
+// dependencies are done and it is at the head of its stream(s); kernels take
+// the cost model's time given the L2 residency of their GPU at that moment;
+// transfers and collectives become flows on the topology. Every interval is
+// recorded per GPU and stream for the report and the trace.
+#pragma once
+
+#include "sim/hw/cost_model.h"
+#include "sim/net/topology.h"
+#include "sim/parallel/plan.h"
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace sim::exec {
+
+enum class IntervalKind : std::uint8_t { compute_kernel, memory_kernel, communication, host };
+
+struct Interval {
+    Time start, end;
+    std::uint32_t task;
+    IntervalKind kind;
+};
+
+struct TimeBreakdown {
+    // Seconds of the wall time. compute/memory: the compute stream runs a
+    // compute-bound / memory-bound kernel (communication overlapped with it
+    // counts here); communication: only communication runs (exposed);
+    // idle: nothing runs (bubbles, waits, input stalls). They sum to the wall.
+    double compute = 0, memory = 0, communication = 0, idle = 0;
+};
+
+struct GpuRecord {
+    int real_gpu = 0;
+    std::array<std::vector<Interval>, parallel::kStreamCount> intervals;
+    double l2_requested_bytes = 0;  // bytes the kernels requested from L2
+    double l2_hit_bytes = 0;        // of those, served by L2
+    double hbm_bytes = 0;
+    double flops = 0;
+    TimeBreakdown breakdown;
+};
+
+// What one kernel task did, for metrics that weight phases differently.
+struct KernelStats {
+    float l2_requested_bytes = 0, l2_hit_bytes = 0, hbm_bytes = 0, flops = 0;
+};
+
+struct ExecResult {
+    Time makespan;
+    std::vector<Time> task_start, task_end;
+    std::vector<KernelStats> kernel_stats;  // per task (zero for non-kernels)
+    std::vector<GpuRecord> gpus;  // per simulated GPU
+    std::array<double, 3> link_class_bytes{};        // nvlink, pcie, network
+    std::array<double, 3> link_class_utilization{};  // average over links that carried traffic
+    double max_link_load = 0;
+    std::uint64_t events = 0;
+};
+
+struct ExecOptions {
+    // SMs a concurrently running collective takes from compute kernels
+    // (NCCL runs one thread block per channel).
+    int comm_sms = 16;
+};
+
+// The breakdown of GPU `g`'s time within the window [from, to].
+TimeBreakdown breakdown_in(const GpuRecord& g, Time from, Time to);
+
+ExecResult execute(const parallel::Plan& plan, const hw::GpuSpec& gpu, const net::Topology& topo,
+                   const hw::CostModel& cost_model, const ExecOptions& options = {});
+
+}  // namespace sim::exec

@@ -1,0 +1,765 @@
+// Strategy resolution, stage partitioning, memory accounting and task
+// emission for training and inference.
+#include "sim/parallel/builder.h"
+
+#include "sim/core/error.h"
+#include "sim/workload/operators.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+
+namespace sim::parallel {
+
+namespace {
+
+using config::Mode;
+using config::PipelineSchedule;
+using workload::Operator;
+
+[[noreturn]] void refuse(const config::StrategySpec& spec, const std::string& why) {
+    throw ConfigError(spec.where, fmt::format("strategy '{}': {}", spec.name, why));
+}
+
+workload::OperatorOptions operator_options(const config::ScenarioSpec& sc, const ResolvedStrategy& rs) {
+    workload::OperatorOptions o;
+    o.precision = sc.workload.precision;
+    o.flash_attention = sc.workload.flash_attention;
+    o.fuse_elementwise = sc.workload.fuse_elementwise;
+    o.causal = true;
+    o.tp = rs.tp;
+    o.sequence_parallel = rs.sp && rs.tp > 1;
+    o.inference = sc.workload.mode == Mode::inference;
+    return o;
+}
+
+// Even split of `n` layers into `parts`; stages after the first take the
+// remainder, since the first stage also holds the embedding.
+std::vector<LayerRange> uniform_split(int n, int parts) {
+    std::vector<LayerRange> out;
+    const int base = n / parts, extra = n % parts;
+    int first = 0;
+    for (int k = 0; k < parts; ++k) {
+        const int size = base + ((k >= parts - extra) ? 1 : 0);
+        out.emplace_back(first, first + size);
+        first += size;
+    }
+    return out;
+}
+
+double ops_time(const std::vector<Operator>& ops, const hw::GpuSpec& gpu, const hw::CostModel& cm) {
+    double t = 0;
+    for (const auto& op : ops) t += cm.cost(gpu, op.kernel, hw::L2Residency{}).duration.seconds();
+    return t;
+}
+
+struct Shapes {
+    workload::PassShape prefill, decode_mid, train;
+};
+
+Shapes shapes_for(const config::ScenarioSpec& sc, std::int64_t mb_size) {
+    Shapes s;
+    const auto& w = sc.workload;
+    if (w.mode == Mode::inference) {
+        s.prefill = {mb_size, w.prompt_tokens, w.prompt_tokens};
+        s.decode_mid = {mb_size, 1, w.prompt_tokens + std::max<std::int64_t>(1, w.output_tokens / 2)};
+    } else {
+        s.train = {mb_size, w.seq_len, w.seq_len};
+    }
+    return s;
+}
+
+// Resolves tp/pp/dp and micro-batching; checks divisibility with the numbers named.
+ResolvedStrategy resolve_degrees(const config::ScenarioSpec& sc, const config::StrategySpec& spec) {
+    ResolvedStrategy rs;
+    const int gpus = sc.gpus;
+    const auto& m = sc.model;
+    rs.tp = spec.tp;
+    rs.sp = spec.sp;
+    rs.zero = spec.zero;
+    rs.schedule = spec.schedule;
+    rs.virtual_stages = spec.schedule == PipelineSchedule::interleaved_one_f_one_b ? spec.virtual_stages : 1;
+    if (gpus % rs.tp != 0) refuse(spec, fmt::format("tp={} does not divide the {} GPUs", rs.tp, gpus));
+    if (m.heads % rs.tp != 0 || (m.kv_heads % rs.tp != 0 && rs.tp % m.kv_heads != 0))
+        refuse(spec, fmt::format("tp={} does not divide the model's {} heads / {} KV heads", rs.tp, m.heads, m.kv_heads));
+    if (m.ffn % rs.tp != 0) refuse(spec, fmt::format("tp={} does not divide the MLP size {}", rs.tp, m.ffn));
+    constexpr int unset = config::StrategySpec::kUnset, autov = config::StrategySpec::kAuto;
+    int pp = spec.pp, dp = spec.dp;
+    if (pp == autov && dp == autov) refuse(spec, "pp and dp cannot both be auto");
+    if (pp == unset && dp == unset) {
+        // Cache-aware partitioning makes one pipeline stage per GPU (group);
+        // otherwise no pipeline unless asked, data parallel over the rest.
+        if (spec.partition == config::PartitionMethod::cache_aware) pp = autov, dp = 1;
+        else pp = 1, dp = autov;
+    }
+    if (pp == autov && dp == unset) dp = 1;
+    if (dp == autov && pp == unset) pp = 1;
+    if (pp == unset) pp = autov;
+    if (dp == unset) dp = autov;
+    if (pp == autov) {
+        if (gpus % (rs.tp * dp) != 0)
+            refuse(spec, fmt::format("pp=auto: {} GPUs are not a multiple of tp={} x dp={}", gpus, rs.tp, dp));
+        pp = gpus / (rs.tp * dp);
+    }
+    if (dp == autov) {
+        if (gpus % (rs.tp * pp) != 0)
+            refuse(spec, fmt::format("dp=auto: {} GPUs are not a multiple of tp={} x pp={}", gpus, rs.tp, pp));
+        dp = gpus / (rs.tp * pp);
+    }
+    if (rs.tp * pp * dp != gpus)
+        refuse(spec, fmt::format("tp={} x pp={} x dp={} = {}, but the scenario uses {} GPUs", rs.tp, pp, dp,
+                                 rs.tp * pp * dp, gpus));
+    if (pp * rs.virtual_stages > m.layers)
+        refuse(spec, fmt::format("pp={} x virtual_stages={} exceeds the model's {} layers", pp, rs.virtual_stages,
+                                 m.layers));
+    rs.pp = pp;
+    rs.dp = dp;
+
+    const auto& w = sc.workload;
+    std::int64_t sequences = 0;  // per DP replica
+    if (w.mode == Mode::training) {
+        if (w.global_batch % (dp * w.micro_batch) != 0)
+            refuse(spec, fmt::format("global_batch={} is not a multiple of dp={} x micro_batch={}", w.global_batch, dp,
+                                     w.micro_batch));
+        const std::int64_t mbs = w.global_batch / (dp * w.micro_batch);
+        if (spec.microbatches != 0 && spec.microbatches != mbs)
+            refuse(spec, fmt::format("microbatches={} contradicts global_batch / (dp x micro_batch) = {}",
+                                     spec.microbatches, mbs));
+        rs.microbatches = static_cast<int>(mbs);
+        rs.microbatch_sizes.assign(static_cast<std::size_t>(mbs), w.micro_batch);
+        if (rs.schedule == PipelineSchedule::interleaved_one_f_one_b && mbs % pp != 0)
+            refuse(spec, fmt::format("interleaved-1f1b needs micro-batches ({}) to be a multiple of pp={}", mbs, pp));
+    } else {
+        if (w.batch < dp) refuse(spec, fmt::format("batch={} is smaller than dp={}", w.batch, dp));
+        sequences = (w.batch + dp - 1) / dp;
+        const std::int64_t mbs = spec.microbatches != 0 ? spec.microbatches : std::min<std::int64_t>(sequences, pp);
+        if (mbs > sequences)
+            refuse(spec, fmt::format("microbatches={} exceeds the {} sequences per replica", mbs, sequences));
+        rs.microbatches = static_cast<int>(mbs);
+        for (std::int64_t j = 0; j < mbs; ++j) rs.microbatch_sizes.push_back(sequences / mbs + (j < sequences % mbs ? 1 : 0));
+    }
+    if (rs.schedule == PipelineSchedule::interleaved_one_f_one_b && m.layers % (pp * rs.virtual_stages) != 0)
+        refuse(spec, fmt::format("interleaved-1f1b needs layers ({}) divisible by pp x virtual_stages = {}", m.layers,
+                                 pp * rs.virtual_stages));
+    return rs;
+}
+
+// Cache-aware partitioning: per-layer time from the cost model, per-layer
+// working set, min-max contiguous split fitting L2, else HBM.
+void partition_cache_aware(const config::ScenarioSpec& sc, const config::StrategySpec& spec, ResolvedStrategy& rs,
+                           const hw::CostModel& cm) {
+    const auto& m = sc.model;
+    const auto opt = operator_options(sc, rs);
+    const auto sh = shapes_for(sc, rs.microbatch_sizes.front());
+    const int n = static_cast<int>(m.layers);
+    const bool inference = sc.workload.mode == Mode::inference;
+    std::vector<double> cost(n), l2_set(n), hbm_set(n);
+    const std::int64_t replica_batch =
+        std::accumulate(rs.microbatch_sizes.begin(), rs.microbatch_sizes.end(), std::int64_t{0});
+    for (int l = 0; l < n; ++l) {
+        const double weights = workload::layer_weight_bytes(m, opt);
+        if (inference) {
+            const double decode = ops_time(workload::layer_forward(m, l, 0, sh.decode_mid, opt), sc.gpu, cm);
+            const double prefill = ops_time(workload::layer_forward(m, l, 0, sh.prefill, opt), sc.gpu, cm);
+            cost[l] = prefill * rs.microbatches + decode * rs.microbatches * static_cast<double>(sc.workload.output_tokens);
+            const double kv_mid = workload::layer_kv_bytes(m, replica_batch, sh.decode_mid.context, opt);
+            const double kv_full = workload::layer_kv_bytes(
+                m, replica_batch, sc.workload.prompt_tokens + sc.workload.output_tokens, opt);
+            l2_set[l] = weights + kv_mid;  // re-read on every decode step
+            hbm_set[l] = weights + kv_full;
+        } else {
+            const double fwd = ops_time(workload::layer_forward(m, l, 0, sh.train, opt), sc.gpu, cm);
+            const double bwd =
+                ops_time(workload::layer_backward(m, l, 0, sh.train, opt, sc.workload.recompute), sc.gpu, cm);
+            cost[l] = (fwd + bwd) * rs.microbatches;
+            l2_set[l] = weights;
+            const double act = workload::layer_activation_bytes(m, sh.train, opt, sc.workload.recompute);
+            hbm_set[l] = weights / hw::bytes_per_element(opt.precision.weights) * 16.0 +
+                         act * std::min(rs.microbatches, rs.pp);
+        }
+    }
+    const auto& shape = inference ? sh.prefill : sh.train;
+    const double boundary = workload::boundary_activation_bytes(m, inference ? sh.decode_mid : shape, opt);
+    const double l2_capacity = spec.capacity == config::CapacityLevel::bytes ? spec.capacity_bytes.as_double()
+                                                                              : sc.gpu.l2_size.as_double();
+    const double hbm_capacity = sc.gpu.memory_capacity.as_double();
+    std::string level = spec.capacity == config::CapacityLevel::hbm ? "hbm" : "l2";
+    std::optional<std::vector<LayerRange>> parts;
+    if (level == "l2") {
+        parts = min_max_partition(cost, l2_set, rs.pp, l2_capacity - boundary);
+        if (!parts) {
+            const double smallest = *std::min_element(l2_set.begin(), l2_set.end()) + boundary;
+            rs.partition_note = fmt::format(
+                "no split into {} stages fits the {} capacity of {}: one layer's working set alone is {} (weights{} + "
+                "boundary activation); falling back to HBM",
+                rs.pp, spec.capacity == config::CapacityLevel::bytes ? "given" : "L2", format_bytes(l2_capacity),
+                format_bytes(smallest), inference ? " + KV cache" : "");
+            level = "hbm";
+        }
+    }
+    if (!parts) {
+        parts = min_max_partition(cost, hbm_set, rs.pp, hbm_capacity - boundary);
+        if (!parts) {
+            rs.partition_note += (rs.partition_note.empty() ? "" : "; ") +
+                                 fmt::format("no split into {} stages fits HBM ({}); balancing time only", rs.pp,
+                                             format_bytes(hbm_capacity));
+            level = "none";
+            parts = min_max_partition(cost, std::vector<double>(n, 0.0), rs.pp, 1.0);
+        }
+    }
+    rs.stage_layers = *parts;
+    for (const auto& [a, b] : rs.stage_layers) {
+        double ws = boundary;
+        for (int l = a; l < b; ++l) ws += (level == "l2" ? l2_set : hbm_set)[l];
+        rs.stage_working_set_bytes.push_back(ws);
+        rs.stage_fit.push_back(level);
+    }
+    if (rs.partition_note.empty())
+        rs.partition_note = fmt::format("every stage's working set fits {}", level == "l2" ? "L2" : "HBM");
+}
+
+// Per-GPU memory of pipeline stage `s` (every TP rank of a stage is alike).
+hw::MemoryBreakdown stage_memory(const config::ScenarioSpec& sc, const ResolvedStrategy& rs, int s,
+                                 const std::vector<LayerRange>& vstages) {
+    const auto& m = sc.model;
+    const auto opt = operator_options(sc, rs);
+    int layers = 0;
+    bool first = false, last = false;
+    for (std::size_t v = 0; v < vstages.size(); ++v) {
+        if (static_cast<int>(v) % rs.pp != s) continue;
+        layers += vstages[v].second - vstages[v].first;
+        first = first || v == 0;
+        last = last || v + 1 == vstages.size();
+    }
+    double weight_bytes = layers * workload::layer_weight_bytes(m, opt);
+    if (first) weight_bytes += workload::embedding_weight_bytes(m, opt);
+    if (last) {
+        weight_bytes += workload::head_weight_bytes(m, opt);
+        // A tied head on another stage than the embedding keeps its own copy.
+        if (m.tied_embeddings && !first) weight_bytes += workload::embedding_weight_bytes(m, opt);
+    }
+    hw::MemoryBreakdown b;
+    const auto sh = shapes_for(sc, rs.microbatch_sizes.front());
+    if (sc.workload.mode == Mode::training) {
+        const auto state = workload::training_state_bytes_per_param(opt);
+        const double params = weight_bytes / state.weights;
+        b.weights = weight_bytes / (rs.zero >= 3 ? rs.dp : 1);
+        b.gradients = params * state.gradients / (rs.zero >= 2 ? rs.dp : 1);
+        b.optimizer = params * state.optimizer / (rs.zero >= 1 ? rs.dp : 1);
+        const int layers_per_chunk = std::max(1, layers / rs.virtual_stages);
+        double inflight_chunks = 0;
+        switch (rs.schedule) {
+            case PipelineSchedule::gpipe: inflight_chunks = rs.microbatches; break;
+            case PipelineSchedule::one_f_one_b: inflight_chunks = std::min(rs.microbatches, rs.pp - s); break;
+            case PipelineSchedule::interleaved_one_f_one_b:
+                inflight_chunks = std::min(rs.microbatches * rs.virtual_stages,
+                                           (rs.pp - s - 1) * 2 + (rs.virtual_stages - 1) * rs.pp + 1);
+                break;
+        }
+        b.activations = workload::layer_activation_bytes(m, sh.train, opt, sc.workload.recompute) *
+                        layers_per_chunk * inflight_chunks;
+        b.workspace = workload::workspace_bytes(m, sh.train, opt, true);
+    } else {
+        b.weights = weight_bytes;
+        const std::int64_t replica_batch =
+            std::accumulate(rs.microbatch_sizes.begin(), rs.microbatch_sizes.end(), std::int64_t{0});
+        b.kv_cache = layers * workload::layer_kv_bytes(m, replica_batch,
+                                                        sc.workload.prompt_tokens + sc.workload.output_tokens, opt);
+        b.workspace = workload::workspace_bytes(m, sh.prefill, opt, false);
+    }
+    return b;
+}
+
+// ---------------------------------------------------------------------------
+// Task emission.
+
+struct Emitter {
+    const config::ScenarioSpec& sc;
+    const ResolvedStrategy& rs;
+    const BuildOptions& options;
+    workload::OperatorOptions opt;
+    Plan& plan;
+    std::vector<LayerRange> vstages;  // layer range of each virtual stage
+    // members[s] = simulated GPUs of stage s as (dp replica, tp rank, local id)
+    struct Member {
+        int d, r;
+        std::uint32_t local;
+    };
+    std::vector<std::vector<Member>> members;
+    std::map<std::tuple<int, int, int>, std::uint32_t> group_cache;  // (kind, stage, index) -> group
+    std::string collective_algorithm = "auto";
+
+    int real(int d, int s, int r) const { return d * rs.pp * rs.tp + s * rs.tp + r; }
+
+    void setup() {
+        members.assign(static_cast<std::size_t>(rs.pp), {});
+        const int dps = options.collapse ? 1 : rs.dp;
+        const int tps = options.collapse ? 1 : rs.tp;
+        for (int d = 0; d < dps; ++d)
+            for (int s = 0; s < rs.pp; ++s)
+                for (int r = 0; r < tps; ++r) {
+                    const auto local = static_cast<std::uint32_t>(plan.simulated_gpus.size());
+                    plan.simulated_gpus.push_back(real(d, s, r));
+                    members[static_cast<std::size_t>(s)].push_back(Member{d, r, local});
+                }
+        plan.streams.resize(plan.simulated_gpus.size());
+        plan.gpus_represented = sc.gpus;
+    }
+
+    // TP group of replica d at stage s; DP group of TP rank r at stage s.
+    std::uint32_t tp_group(int s, int d) { return group(0, s, d); }
+    std::uint32_t dp_group(int s, int r) { return group(1, s, r); }
+    std::uint32_t group(int kind, int s, int idx) {
+        const auto key = std::make_tuple(kind, s, idx);
+        if (auto it = group_cache.find(key); it != group_cache.end()) return it->second;
+        Group g;
+        g.algorithm = collective_algorithm;
+        const int n = kind == 0 ? rs.tp : rs.dp;
+        for (int i = 0; i < n; ++i) g.gpus.push_back(kind == 0 ? real(idx, s, i) : real(i, s, idx));
+        for (const auto& mem : members[static_cast<std::size_t>(s)])
+            if ((kind == 0 && mem.d == idx) || (kind == 1 && mem.r == idx)) g.members.push_back(mem.local);
+        const auto id = plan.add_group(std::move(g));
+        group_cache.emplace(key, id);
+        return id;
+    }
+
+    // Bytes each TP rank sends across a pipeline boundary: Megatron's
+    // scatter/gather sends 1/tp of the activation per rank (under sequence
+    // parallelism the activation is already sharded that way).
+    double boundary_per_rank(const workload::PassShape& shape) const {
+        const double b = workload::boundary_activation_bytes(sc.model, shape, opt);
+        return opt.sequence_parallel ? b : b / rs.tp;
+    }
+
+    Task base(Phase ph, int mb, int layer, int step) const {
+        Task t;
+        t.phase = ph;
+        t.microbatch = mb;
+        t.layer = layer;
+        t.step = step;
+        return t;
+    }
+
+    // Emits `ops` on every simulated GPU of stage s in lockstep. `pending`
+    // holds, per member, the cross-stream tasks the next kernel must wait
+    // for; on return it holds the last task of each member's chain.
+    void emit_ops(int s, const std::vector<Operator>& ops, Phase ph, int mb, int step,
+                  std::vector<std::vector<std::uint32_t>>& pending, std::vector<std::uint32_t>& last) {
+        const auto& mem = members[static_cast<std::size_t>(s)];
+        const bool tp_on = rs.tp > 1;
+        for (const auto& op : ops) {
+            if (tp_on && op.tp_sync == workload::TpSync::before_column_parallel)
+                tp_collective(s, net::CollectiveOp::all_gather, op.tp_sync_bytes, ph, mb, step, pending, last);
+            for (std::size_t i = 0; i < mem.size(); ++i) {
+                Task t = base(ph, mb, -1, step);
+                t.kind = TaskKind::kernel;
+                t.stream = StreamKind::compute;
+                t.gpu = mem[i].local;
+                t.kernel = plan.add_kernel(op.kernel);
+                last[i] = plan.add(t, pending[i]);
+                pending[i].clear();
+            }
+            if (tp_on && (op.tp_sync == workload::TpSync::after_row_parallel ||
+                          op.tp_sync == workload::TpSync::after_column_input_grad)) {
+                const auto cop = opt.sequence_parallel ? net::CollectiveOp::reduce_scatter : net::CollectiveOp::all_reduce;
+                tp_collective(s, cop, op.tp_sync_bytes, ph, mb, step, pending, last);
+            }
+        }
+    }
+
+    void tp_collective(int s, net::CollectiveOp cop, Bytes bytes, Phase ph, int mb, int step,
+                       std::vector<std::vector<std::uint32_t>>& pending, std::vector<std::uint32_t>& last) {
+        const auto& mem = members[static_cast<std::size_t>(s)];
+        const int dps = options.collapse ? 1 : rs.dp;
+        for (int d = 0; d < dps; ++d) {
+            Task t = base(ph, mb, -1, step);
+            t.kind = TaskKind::collective;
+            t.stream = StreamKind::tp_comm;
+            t.group = tp_group(s, d);
+            t.op = cop;
+            t.bytes = bytes;
+            std::vector<std::uint32_t> deps;
+            for (std::size_t i = 0; i < mem.size(); ++i)
+                if (mem[i].d == d) {
+                    deps.push_back(last[i]);
+                    deps.insert(deps.end(), pending[i].begin(), pending[i].end());
+                }
+            t.gpu = plan.groups[t.group].members.front();
+            const auto id = plan.add(t, deps);
+            for (std::size_t i = 0; i < mem.size(); ++i)
+                if (mem[i].d == d) {
+                    pending[i] = {id};
+                    last[i] = id;
+                }
+        }
+    }
+
+    // Point-to-point sends from every member of stage `from` to its
+    // counterpart on stage `to`; returns, per member of `to`, the transfer it waits for.
+    std::vector<std::vector<std::uint32_t>> send(int from, int to, Bytes bytes, Phase ph, int mb, int step,
+                                                 const std::vector<std::uint32_t>& last) {
+        const auto& src = members[static_cast<std::size_t>(from)];
+        const auto& dst = members[static_cast<std::size_t>(to)];
+        std::vector<std::vector<std::uint32_t>> out(dst.size());
+        for (std::size_t i = 0; i < src.size(); ++i) {
+            if (from == to) {
+                out[i].push_back(last[i]);
+                continue;
+            }
+            Task t = base(ph, mb, -1, step);
+            t.kind = TaskKind::transfer;
+            t.stream = StreamKind::p2p;
+            t.gpu = src[i].local;
+            t.peer = static_cast<std::uint32_t>(real(src[i].d, to, src[i].r));
+            t.bytes = bytes;
+            const auto id = plan.add(t, {last[i]});
+            out[i].push_back(id);  // members are laid out alike on every stage
+        }
+        return out;
+    }
+
+    std::vector<Operator> forward_ops(int vs, int mb, const workload::PassShape& shape, bool training) const {
+        std::vector<Operator> ops;
+        const auto& m = sc.model;
+        if (vs == 0) {
+            auto e = workload::embedding_forward(m, mb, shape, opt);
+            ops.insert(ops.end(), e.begin(), e.end());
+        }
+        for (int l = vstages[static_cast<std::size_t>(vs)].first; l < vstages[static_cast<std::size_t>(vs)].second; ++l) {
+            auto f = workload::layer_forward(m, l, mb, shape, opt);
+            ops.insert(ops.end(), f.begin(), f.end());
+        }
+        if (vs + 1 == static_cast<int>(vstages.size())) {
+            auto h = workload::head_forward(m, mb, shape, opt, training);
+            ops.insert(ops.end(), h.begin(), h.end());
+        }
+        return ops;
+    }
+};
+
+void emit_inference(Emitter& em, PlanBuild& out) {
+    const auto& sc = em.sc;
+    const auto& rs = em.rs;
+    const int pp = rs.pp, m = rs.microbatches;
+    const auto& w = sc.workload;
+    const int steps = static_cast<int>(std::min<std::int64_t>(w.decode_steps_simulated, w.output_tokens));
+    out.decode_steps = steps;
+    const std::int64_t mid = std::max<std::int64_t>(1, w.output_tokens / 2);
+    out.decode_context_first = w.prompt_tokens + std::max<std::int64_t>(1, mid - steps / 2);
+    std::vector<std::uint32_t> prefill_end(static_cast<std::size_t>(m)), step_end(static_cast<std::size_t>(m));
+    const std::size_t width = em.members.front().size();
+
+    auto run_pass = [&](Phase ph, int j, const workload::PassShape& shape, int step,
+                        std::vector<std::vector<std::uint32_t>> entry) {
+        std::vector<std::uint32_t> last(width, kNone);
+        for (int s = 0; s < pp; ++s) {
+            auto ops = em.forward_ops(s, j, shape, false);
+            em.emit_ops(s, ops, ph, j, step, entry, last);
+            if (s + 1 < pp) {
+                const double bytes = em.boundary_per_rank(shape);
+                entry = em.send(s, s + 1, Bytes::ceil(bytes), ph, j, step, last);
+            }
+        }
+        return last.front();
+    };
+
+    for (int j = 0; j < m; ++j) {
+        const workload::PassShape shape{rs.microbatch_sizes[static_cast<std::size_t>(j)], w.prompt_tokens, w.prompt_tokens};
+        prefill_end[static_cast<std::size_t>(j)] =
+            run_pass(Phase::prefill, j, shape, -1, std::vector<std::vector<std::uint32_t>>(width));
+        out.plan.markers.push_back(prefill_end[static_cast<std::size_t>(j)]);
+    }
+    for (int k = 0; k < steps; ++k) {
+        for (int j = 0; j < m; ++j) {
+            const std::int64_t ctx = out.decode_context_first + k;
+            const workload::PassShape shape{rs.microbatch_sizes[static_cast<std::size_t>(j)], 1, ctx};
+            // The sampled token of the previous pass returns to the first
+            // stage (token ids, 4 bytes per sequence).
+            const std::uint32_t prev = k == 0 ? prefill_end[static_cast<std::size_t>(j)] : step_end[static_cast<std::size_t>(j)];
+            std::vector<std::vector<std::uint32_t>> entry(width);
+            if (pp > 1) {
+                std::vector<std::uint32_t> lasts(width, prev);
+                entry = em.send(pp - 1, 0, Bytes{static_cast<std::uint64_t>(4 * shape.batch)}, Phase::decode, j, k, lasts);
+            } else {
+                for (auto& e : entry) e.push_back(prev);
+            }
+            step_end[static_cast<std::size_t>(j)] = run_pass(Phase::decode, j, shape, k, entry);
+            out.plan.markers.push_back(step_end[static_cast<std::size_t>(j)]);
+        }
+    }
+}
+
+// One pipeline schedule entry: forward or backward of micro-batch `mb` on model chunk `chunk`.
+struct Item {
+    bool forward;
+    int mb;
+    int chunk;
+};
+
+std::vector<std::vector<Item>> schedule_items(const ResolvedStrategy& rs) {
+    const int p = rs.pp, m = rs.microbatches, v = rs.virtual_stages;
+    std::vector<std::vector<Item>> out(static_cast<std::size_t>(p));
+    for (int s = 0; s < p; ++s) {
+        auto& items = out[static_cast<std::size_t>(s)];
+        if (rs.schedule == PipelineSchedule::gpipe) {
+            for (int j = 0; j < m; ++j) items.push_back({true, j, 0});
+            for (int j = 0; j < m; ++j) items.push_back({false, j, 0});
+        } else if (rs.schedule == PipelineSchedule::one_f_one_b) {
+            const int warmup = std::min(p - s - 1, m);
+            int f = 0, b = 0;
+            for (; f < warmup; ++f) items.push_back({true, f, 0});
+            while (f < m) {
+                items.push_back({true, f++, 0});
+                items.push_back({false, b++, 0});
+            }
+            while (b < m) items.push_back({false, b++, 0});
+        } else {
+            // Megatron-LM's interleaved schedule: the k-th forward on a device
+            // runs chunk (k / p) % v of micro-batch (k / (p v)) p + k % p;
+            // backwards mirror it with chunks in reverse.
+            const int total = m * v;
+            const int warmup = std::min(total, (p - s - 1) * 2 + (v - 1) * p);
+            auto fwd = [&](int k) { return Item{true, (k / (p * v)) * p + k % p, (k / p) % v}; };
+            auto bwd = [&](int k) { return Item{false, (k / (p * v)) * p + k % p, v - 1 - (k / p) % v}; };
+            int f = 0, b = 0;
+            for (; f < warmup; ++f) items.push_back(fwd(f));
+            while (f < total) {
+                items.push_back(fwd(f++));
+                items.push_back(bwd(b++));
+            }
+            while (b < total) items.push_back(bwd(b++));
+        }
+    }
+    return out;
+}
+
+void emit_training(Emitter& em, PlanBuild& out) {
+    const auto& sc = em.sc;
+    const auto& rs = em.rs;
+    const auto& m = sc.model;
+    const auto& w = sc.workload;
+    const int p = rs.pp, v = rs.virtual_stages, mbs = rs.microbatches;
+    const int nv = p * v;
+    const workload::PassShape shape{w.micro_batch, w.seq_len, w.seq_len};
+    const auto items = schedule_items(rs);
+    const std::size_t width = em.members.front().size();
+    const auto params = workload::count_parameters(m);
+    const double wbytes = hw::bytes_per_element(em.opt.precision.weights);
+    const double grad_bytes = wbytes >= 4 ? 4 : 2;
+    const double boundary = em.boundary_per_rank(shape);
+
+    // fwd_done[vs][mb] / bwd_done[vs][mb]: per member, the task the next stage waits for.
+    std::vector<std::vector<std::vector<std::vector<std::uint32_t>>>> fwd_out(
+        static_cast<std::size_t>(nv), std::vector<std::vector<std::vector<std::uint32_t>>>(static_cast<std::size_t>(mbs)));
+    auto bwd_out = fwd_out;
+    std::vector<std::vector<int>> bwd_count(static_cast<std::size_t>(p), std::vector<int>(static_cast<std::size_t>(v), 0));
+    std::vector<std::uint32_t> host_last(1, kNone);
+    std::vector<std::vector<std::uint32_t>> host_task(static_cast<std::size_t>(mbs));
+    std::vector<std::vector<std::uint32_t>> last_dp(static_cast<std::size_t>(p), std::vector<std::uint32_t>(width, kNone));
+
+    auto dp_collective = [&](int s, net::CollectiveOp op, double bytes, Phase ph, int mb, int layer,
+                             const std::vector<std::uint32_t>& after) {
+        if (rs.dp <= 1) return;
+        const auto& mem = em.members[static_cast<std::size_t>(s)];
+        const int tps = em.options.collapse ? 1 : rs.tp;
+        for (int r = 0; r < tps; ++r) {
+            Task t = em.base(ph, mb, layer, -1);
+            t.kind = TaskKind::collective;
+            t.stream = StreamKind::dp_comm;
+            t.group = em.dp_group(s, r);
+            t.op = op;
+            t.bytes = Bytes::ceil(bytes);
+            t.gpu = em.plan.groups[t.group].members.front();
+            std::vector<std::uint32_t> deps;
+            for (std::size_t i = 0; i < mem.size(); ++i)
+                if (mem[i].r == r && !after.empty()) deps.push_back(after[i]);
+            const auto id = em.plan.add(t, deps);
+            for (std::size_t i = 0; i < mem.size(); ++i)
+                if (mem[i].r == r) last_dp[static_cast<std::size_t>(s)][i] = id;
+        }
+    };
+
+    auto emit_item = [&](int s, const Item& it) {
+        const int vs = it.chunk * p + s;
+        const auto [first_layer, end_layer] = em.vstages[static_cast<std::size_t>(vs)];
+        std::vector<std::uint32_t> last(width, kNone);
+        std::vector<std::vector<std::uint32_t>> pending(width);
+        if (it.forward) {
+            if (vs > 0) pending = fwd_out[static_cast<std::size_t>(vs - 1)][static_cast<std::size_t>(it.mb)];
+            if (vs == 0 && w.host_time_per_batch > Time{}) {
+                for (std::size_t i = 0; i < width; ++i) pending[i].push_back(host_task[static_cast<std::size_t>(it.mb)][i]);
+            }
+            std::vector<Operator> ops;
+            if (vs == 0) ops = workload::embedding_forward(m, it.mb, shape, em.opt);
+            em.emit_ops(s, ops, Phase::forward, it.mb, -1, pending, last);
+            for (int l = first_layer; l < end_layer; ++l) {
+                if (rs.zero >= 3) {
+                    dp_collective(s, net::CollectiveOp::all_gather, params.per_layer / rs.tp * wbytes, Phase::forward,
+                                  it.mb, l, {});
+                    for (std::size_t i = 0; i < width; ++i) pending[i].push_back(last_dp[static_cast<std::size_t>(s)][i]);
+                }
+                em.emit_ops(s, workload::layer_forward(m, l, it.mb, shape, em.opt), Phase::forward, it.mb, -1, pending,
+                            last);
+            }
+            if (vs + 1 == nv) em.emit_ops(s, workload::head_forward(m, it.mb, shape, em.opt, true), Phase::forward, it.mb, -1, pending, last);
+            auto& slot = fwd_out[static_cast<std::size_t>(vs)][static_cast<std::size_t>(it.mb)];
+            if (vs + 1 < nv) slot = em.send(s, (s + 1) % p, Bytes::ceil(boundary), Phase::forward, it.mb, -1, last);
+            else slot = std::vector<std::vector<std::uint32_t>>(width);
+            for (std::size_t i = 0; i < width; ++i)
+                if (vs + 1 == nv) slot[i] = {last[i]};
+        } else {
+            if (vs + 1 < nv) pending = bwd_out[static_cast<std::size_t>(vs + 1)][static_cast<std::size_t>(it.mb)];
+            const bool last_mb = ++bwd_count[static_cast<std::size_t>(s)][static_cast<std::size_t>(it.chunk)] == mbs;
+            if (vs + 1 == nv)
+                em.emit_ops(s, workload::head_backward(m, it.mb, shape, em.opt), Phase::backward, it.mb, -1, pending, last);
+            for (int l = end_layer - 1; l >= first_layer; --l) {
+                if (rs.zero >= 3) {
+                    dp_collective(s, net::CollectiveOp::all_gather, params.per_layer / rs.tp * wbytes, Phase::backward,
+                                  it.mb, l, {});
+                    for (std::size_t i = 0; i < width; ++i) pending[i].push_back(last_dp[static_cast<std::size_t>(s)][i]);
+                }
+                em.emit_ops(s, workload::layer_backward(m, l, it.mb, shape, em.opt, w.recompute), Phase::backward,
+                            it.mb, -1, pending, last);
+                // Bucketed gradient synchronisation: one bucket per layer,
+                // issued once the last micro-batch's gradients are complete,
+                // overlapping the backward of earlier layers.
+                if (last_mb)
+                    dp_collective(s, rs.zero >= 1 ? net::CollectiveOp::reduce_scatter : net::CollectiveOp::all_reduce,
+                                  params.per_layer / rs.tp * grad_bytes, Phase::backward, it.mb, l, last);
+            }
+            if (vs == 0)
+                em.emit_ops(s, workload::embedding_backward(m, it.mb, shape, em.opt), Phase::backward, it.mb, -1,
+                            pending, last);
+            if (last_mb && vs == 0)
+                dp_collective(s, rs.zero >= 1 ? net::CollectiveOp::reduce_scatter : net::CollectiveOp::all_reduce,
+                              params.embedding / rs.tp * grad_bytes, Phase::backward, it.mb, -1, last);
+            if (last_mb && vs + 1 == nv && params.lm_head > 0)
+                dp_collective(s, rs.zero >= 1 ? net::CollectiveOp::reduce_scatter : net::CollectiveOp::all_reduce,
+                              params.lm_head / rs.tp * grad_bytes, Phase::backward, it.mb, -1, last);
+            auto& slot = bwd_out[static_cast<std::size_t>(vs)][static_cast<std::size_t>(it.mb)];
+            if (vs > 0) slot = em.send(s, (s + p - 1) % p, Bytes::ceil(boundary), Phase::backward, it.mb, -1, last);
+        }
+    };
+
+    // Input pipeline: the host prepares micro-batches in order, one after another.
+    if (w.host_time_per_batch > Time{}) {
+        for (int j = 0; j < mbs; ++j) {
+            for (const auto& mem : em.members.front()) {
+                Task t = em.base(Phase::input, j, -1, -1);
+                t.kind = TaskKind::host;
+                t.stream = StreamKind::host;
+                t.gpu = mem.local;
+                t.host_time = w.host_time_per_batch;
+                host_task[static_cast<std::size_t>(j)].push_back(em.plan.add(t, {}));
+            }
+        }
+    }
+
+    // Emit the per-stage schedules in an order that respects cross-stage
+    // dependencies (a schedule is deadlock-free, so this always progresses).
+    std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
+    std::vector<std::vector<char>> fwd_emitted(static_cast<std::size_t>(nv), std::vector<char>(static_cast<std::size_t>(mbs), 0));
+    auto bwd_emitted = fwd_emitted;
+    std::size_t remaining = 0;
+    for (const auto& v_items : items) remaining += v_items.size();
+    while (remaining > 0) {
+        bool progress = false;
+        for (int s = 0; s < p; ++s) {
+            auto& idx = next[static_cast<std::size_t>(s)];
+            while (idx < items[static_cast<std::size_t>(s)].size()) {
+                const Item it = items[static_cast<std::size_t>(s)][idx];
+                const int vs = it.chunk * p + s;
+                const bool ready = it.forward ? (vs == 0 || fwd_emitted[static_cast<std::size_t>(vs - 1)][static_cast<std::size_t>(it.mb)])
+                                              : (vs + 1 == nv ? fwd_emitted[static_cast<std::size_t>(vs)][static_cast<std::size_t>(it.mb)]
+                                                              : bwd_emitted[static_cast<std::size_t>(vs + 1)][static_cast<std::size_t>(it.mb)]);
+                if (!ready) break;
+                emit_item(s, it);
+                (it.forward ? fwd_emitted : bwd_emitted)[static_cast<std::size_t>(vs)][static_cast<std::size_t>(it.mb)] = 1;
+                ++idx;
+                --remaining;
+                progress = true;
+            }
+        }
+        if (!progress) throw InternalError("pipeline schedule deadlocked while emitting the plan");
+    }
+
+    // Optimizer step after the gradient collectives, then (ZeRO >= 1) the
+    // parameter all-gather.
+    for (int s = 0; s < p; ++s) {
+        const auto& mem = em.members[static_cast<std::size_t>(s)];
+        double stage_params = 0;
+        for (int c = 0; c < v; ++c) {
+            const auto [a, b] = em.vstages[static_cast<std::size_t>(c * p + s)];
+            stage_params += (b - a) * params.per_layer;
+            if (c * p + s == 0) stage_params += params.embedding;
+            if (c * p + s == nv - 1) stage_params += params.lm_head + params.final_norm;
+        }
+        stage_params /= rs.tp;
+        const double local_params = stage_params / (rs.zero >= 1 ? rs.dp : 1);
+        std::vector<std::uint32_t> opt_task(mem.size());
+        for (std::size_t i = 0; i < mem.size(); ++i) {
+            Task t = em.base(Phase::optimizer, -1, -1, -1);
+            t.kind = TaskKind::kernel;
+            t.stream = StreamKind::compute;
+            t.gpu = mem[i].local;
+            t.kernel = em.plan.add_kernel(workload::optimizer_step(local_params, em.opt).kernel);
+            opt_task[i] = em.plan.add(t, {last_dp[static_cast<std::size_t>(s)][i]});
+        }
+        if (rs.zero >= 1) dp_collective(s, net::CollectiveOp::all_gather, stage_params * wbytes, Phase::optimizer, -1, -1, opt_task);
+    }
+    out.tokens_per_iteration = static_cast<double>(w.global_batch) * static_cast<double>(w.seq_len);
+    out.model_flops = workload::training_flops_per_token(m, w.seq_len) * out.tokens_per_iteration;
+}
+
+}  // namespace
+
+PlanBuild build_plan(const config::ScenarioSpec& sc, const config::StrategySpec& spec, const hw::CostModel& cm,
+                     const BuildOptions& options) {
+    PlanBuild out;
+    out.spec = spec;
+    ResolvedStrategy rs = resolve_degrees(sc, spec);
+    const int nv = rs.pp * rs.virtual_stages;
+    std::vector<LayerRange> vstages;
+    if (spec.partition == config::PartitionMethod::cache_aware) {
+        if (rs.virtual_stages > 1) refuse(spec, "cache-aware partitioning produces one stage per GPU; use schedule 1f1b or gpipe");
+        partition_cache_aware(sc, spec, rs, cm);
+        vstages = rs.stage_layers;
+    } else {
+        vstages = uniform_split(static_cast<int>(sc.model.layers), nv);
+        for (int s = 0; s < rs.pp; ++s) {
+            int first = static_cast<int>(sc.model.layers), last = 0;
+            for (int c = 0; c < rs.virtual_stages; ++c) {
+                first = std::min(first, vstages[static_cast<std::size_t>(c * rs.pp + s)].first);
+                last = std::max(last, vstages[static_cast<std::size_t>(c * rs.pp + s)].second);
+            }
+            rs.stage_layers.emplace_back(first, last);
+        }
+    }
+
+    // Memory: the most loaded stage decides feasibility.
+    double worst = -1;
+    for (int s = 0; s < rs.pp; ++s) {
+        const auto verdict = hw::check_capacity(stage_memory(sc, rs, s, vstages), sc.gpu.memory_capacity);
+        if (verdict.breakdown.total() > worst) {
+            worst = verdict.breakdown.total();
+            out.memory = verdict;
+            out.memory_stage = s;
+        }
+    }
+    const auto opt_for_flops = sc.workload.mode == Mode::inference
+                                   ? sc.workload.prompt_tokens + std::max<std::int64_t>(1, sc.workload.output_tokens / 2)
+                                   : 0;
+    if (sc.workload.mode == Mode::inference)
+        out.model_flops_per_token = workload::inference_flops_per_token(sc.model, opt_for_flops);
+    out.strategy = rs;
+    if (out.memory.oom) return out;
+
+    Emitter em{sc, out.strategy, options, operator_options(sc, out.strategy), out.plan, vstages, {}, {}, spec.collective};
+    em.setup();
+    if (sc.workload.mode == Mode::inference) emit_inference(em, out);
+    else emit_training(em, out);
+    return out;
+}
+
+}  // namespace sim::parallel

@@ -1,0 +1,60 @@
+// Lowers a scenario's workload under one strategy into a Plan: resolves the
+// strategy (tp x pp x dp = GPUs), partitions layers into pipeline stages
+// (uniform or cache-aware), accounts memory per GPU, and emits the task DAG
+// for a training iteration (GPipe, 1F1B or interleaved 1F1B) or an inference
+// run (prefill, then decode steps with the KV cache growing).
+#pragma once
+
+#include "sim/config/scenario.h"
+#include "sim/hw/cost_model.h"
+#include "sim/hw/memory.h"
+#include "sim/parallel/partitioner.h"
+#include "sim/parallel/plan.h"
+
+#include <string>
+#include <vector>
+
+namespace sim::parallel {
+
+struct ResolvedStrategy {
+    int tp = 1, pp = 1, dp = 1;
+    bool sp = false;
+    int zero = 0;
+    config::PipelineSchedule schedule = config::PipelineSchedule::one_f_one_b;
+    int virtual_stages = 1;
+    int microbatches = 1;                   // per DP replica
+    std::vector<std::int64_t> microbatch_sizes;  // sequences in each micro-batch
+    std::vector<LayerRange> stage_layers;   // per pipeline stage
+    // Cache-aware partitioning: the capacity level each stage's working set
+    // fits ("l2", "hbm", or "none"), and what the partitioner concluded.
+    std::vector<std::string> stage_fit;
+    std::vector<double> stage_working_set_bytes;
+    std::string partition_note;
+};
+
+struct BuildOptions {
+    bool collapse = true;  // simulate one DP replica and one TP rank per stage
+};
+
+struct PlanBuild {
+    config::StrategySpec spec;
+    ResolvedStrategy strategy;
+    Plan plan;
+    hw::MemoryVerdict memory;          // the most loaded GPU
+    int memory_stage = 0;              // the stage of that GPU
+    // Inference markers: plan.markers = prefill end per micro-batch (m of
+    // them), then decode step k of micro-batch j at index m + k*m + j.
+    int decode_steps = 0;
+    std::int64_t decode_context_first = 0;  // context length of the first simulated decode step
+    double tokens_per_iteration = 0;   // training: global batch x sequence length
+    double model_flops = 0;            // training: per iteration, whole cluster (6N + attention)
+    double model_flops_per_token = 0;  // inference: per generated token at mid context (2N + attention)
+};
+
+// ConfigError at the strategy's location when it cannot be formed (tp x pp x
+// dp != GPUs, heads not divisible by tp, ...). The plan is left empty when
+// memory.oom: an out-of-memory strategy is never simulated.
+PlanBuild build_plan(const config::ScenarioSpec& scenario, const config::StrategySpec& spec,
+                     const hw::CostModel& cost_model, const BuildOptions& options);
+
+}  // namespace sim::parallel

@@ -1,0 +1,61 @@
+// Plan construction helpers.
+#include "sim/parallel/plan.h"
+
+#include "sim/core/error.h"
+
+namespace sim::parallel {
+
+const char* to_string(Phase p) {
+    switch (p) {
+        case Phase::forward: return "forward";
+        case Phase::backward: return "backward";
+        case Phase::optimizer: return "optimizer";
+        case Phase::prefill: return "prefill";
+        case Phase::decode: return "decode";
+        case Phase::input: return "input";
+    }
+    return "?";
+}
+
+const char* to_string(StreamKind s) {
+    switch (s) {
+        case StreamKind::compute: return "compute";
+        case StreamKind::tp_comm: return "tp-comm";
+        case StreamKind::dp_comm: return "dp-comm";
+        case StreamKind::p2p: return "p2p";
+        case StreamKind::host: return "host";
+    }
+    return "?";
+}
+
+std::uint32_t Plan::add_kernel(const hw::KernelDesc& k) {
+    kernels.push_back(k);
+    return static_cast<std::uint32_t>(kernels.size() - 1);
+}
+
+std::uint32_t Plan::add_group(Group g) {
+    groups.push_back(std::move(g));
+    return static_cast<std::uint32_t>(groups.size() - 1);
+}
+
+std::uint32_t Plan::add(Task t, const std::vector<std::uint32_t>& task_deps) {
+    const auto id = static_cast<std::uint32_t>(tasks.size());
+    t.dep_begin = static_cast<std::uint32_t>(deps.size());
+    t.dep_count = 0;
+    for (const std::uint32_t d : task_deps) {
+        if (d == kNone) continue;
+        check(d < id, "plan dependency on a later task");
+        deps.push_back(d);
+        ++t.dep_count;
+    }
+    if (t.kind == TaskKind::collective) {
+        check(t.group < groups.size(), "collective task without a group");
+        for (const std::uint32_t m : groups[t.group].members) streams.at(m)[static_cast<std::size_t>(t.stream)].push_back(id);
+    } else {
+        streams.at(t.gpu)[static_cast<std::size_t>(t.stream)].push_back(id);
+    }
+    tasks.push_back(t);
+    return id;
+}
+
+}  // namespace sim::parallel

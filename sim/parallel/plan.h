@@ -1,0 +1,82 @@
+// The plan: a per-GPU task DAG that the executor runs on the engine.
+//
+// Tasks are kernels (on a GPU's compute stream), point-to-point transfers and
+// collectives (on communication streams), and host work (the input
+// pipeline). Each simulated GPU has streams with a program order, as CUDA
+// streams do: a task starts when its dependencies are done and it is at the
+// head of its stream(s). A collective is one task that sits in the
+// same communication stream of every simulated member of its group.
+//
+// Symmetry collapsing: replicas that do identical work (the DP replicas, and
+// the TP ranks of a stage) can be simulated once. Their collectives still run
+// over the full group on the real topology, so link contention is modelled;
+// only the compute of the identical peers is not repeated.
+#pragma once
+
+#include "sim/hw/kernel.h"
+#include "sim/net/collective.h"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sim::parallel {
+
+enum class TaskKind : std::uint8_t { kernel, transfer, collective, host };
+// Streams of a GPU, as a framework sets them up: kernels on the compute
+// stream; tensor-parallel collectives, data-parallel (gradient/parameter)
+// collectives and pipeline point-to-point transfers each on their own
+// communication stream (so a gradient all-reduce never blocks a TP
+// all-reduce); the input pipeline on the host.
+enum class StreamKind : std::uint8_t { compute = 0, tp_comm = 1, dp_comm = 2, p2p = 3, host = 4 };
+inline constexpr std::size_t kStreamCount = 5;
+const char* to_string(StreamKind s);
+enum class Phase : std::uint8_t { forward, backward, optimizer, prefill, decode, input };
+const char* to_string(Phase p);
+
+inline constexpr std::uint32_t kNone = UINT32_MAX;
+
+struct Task {
+    TaskKind kind = TaskKind::kernel;
+    Phase phase = Phase::forward;
+    StreamKind stream = StreamKind::compute;
+    std::uint32_t gpu = 0;          // local index of the simulated GPU that owns it
+    std::uint32_t kernel = kNone;   // kernel: index into Plan::kernels
+    std::uint32_t group = kNone;    // collective: index into Plan::groups
+    net::CollectiveOp op = net::CollectiveOp::all_reduce;
+    std::uint32_t peer = kNone;     // transfer: real GPU id of the receiver
+    Bytes bytes;                    // transfer / collective size (per rank)
+    Time host_time{};               // host: duration
+    std::int32_t microbatch = -1;
+    std::int32_t layer = -1;
+    std::int32_t step = -1;         // decode step
+    std::uint32_t dep_begin = 0, dep_count = 0;  // into Plan::deps
+};
+
+struct Group {
+    std::vector<int> gpus;                // real GPU ids, rank order
+    std::vector<std::uint32_t> members;   // local indices of the simulated members
+    std::string algorithm = "auto";
+};
+
+struct Plan {
+    std::vector<int> simulated_gpus;      // real GPU id of each simulated (local) GPU
+    std::vector<Task> tasks;
+    std::vector<std::uint32_t> deps;
+    std::vector<hw::KernelDesc> kernels;
+    std::vector<Group> groups;
+    // Program order of each simulated GPU's streams: streams[local][stream] = task ids.
+    std::vector<std::array<std::vector<std::uint32_t>, kStreamCount>> streams;
+    // Tasks whose completion times define the metrics (e.g. the end of each
+    // decode step of each micro-batch); meaning is set by the plan builder.
+    std::vector<std::uint32_t> markers;
+    int gpus_represented = 0;             // real GPUs the plan stands for
+
+    std::uint32_t add_kernel(const hw::KernelDesc& k);
+    // Adds a task with its dependencies; appends it to its stream(s).
+    std::uint32_t add(Task t, const std::vector<std::uint32_t>& deps);
+    std::uint32_t add_group(Group g);
+};
+
+}  // namespace sim::parallel

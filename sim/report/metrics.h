@@ -1,0 +1,46 @@
+// What a run reports: the metrics of DESIGN.md section 7 computed from a
+// plan and its execution, and writers for tables, JSON and CSV (the JSON
+// layout is documented in docs/output.md and is stable).
+#pragma once
+
+#include "sim/config/scenario.h"
+#include "sim/exec/executor.h"
+#include "sim/parallel/builder.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sim::report {
+
+struct RunMetrics {
+    std::string strategy;
+    int gpus = 0;
+    bool feasible = true;
+    std::string note;                 // why infeasible, or the partitioner's conclusion
+    hw::MemoryVerdict memory;
+    int memory_stage = 0;
+    parallel::ResolvedStrategy resolved;
+    std::optional<double> tokens_per_s, tpot_ms, inv_tps_ms, ttft_ms, iteration_ms, mfu, hfu, l2_hit_rate, hbm_bytes,
+        gpu_busy;
+    std::optional<double> link_nvlink, link_pcie, link_network;
+    std::optional<double> frac_compute, frac_memory, frac_communication, frac_idle;
+    std::uint64_t events = 0;
+    double simulated_seconds = 0;     // wall of the simulated run (iteration, or prefill + simulated decode)
+};
+
+// Metrics of an executed plan (exec == nullptr for an out-of-memory plan).
+RunMetrics compute_metrics(const config::ScenarioSpec& scenario, const parallel::PlanBuild& build,
+                           const exec::ExecResult* exec);
+
+// One JSON object {"strategy":...,"gpus":...,...} for a run (no trailing newline).
+std::string run_json(const RunMetrics& m);
+std::string format_json(const std::string& scenario, const std::vector<RunMetrics>& runs);
+std::string format_csv(const std::vector<RunMetrics>& runs, const std::vector<std::string>& extra_columns = {},
+                       const std::vector<std::vector<std::string>>& extra_values = {});
+std::string format_table(const config::ScenarioSpec& scenario, const std::vector<RunMetrics>& runs);
+// Formats a number for JSON deterministically (shortest round-trip form), or null.
+std::string json_number(const std::optional<double>& v);
+std::string json_string(const std::string& s);
+
+}  // namespace sim::report

@@ -1,0 +1,42 @@
+// Scenario runner.
+#include "sim/report/runner.h"
+
+#include "sim/exec/executor.h"
+#include "sim/net/topology.h"
+#include "sim/parallel/builder.h"
+#include "sim/report/trace.h"
+
+namespace sim::report {
+
+StrategyRun run_strategy(const config::ScenarioSpec& sc, const config::StrategySpec& spec, const RunOptions& options) {
+    StrategyRun out;
+    const auto cost_model = hw::make_cost_model(options.cost_model);
+    parallel::PlanBuild build;
+    try {
+        build = parallel::build_plan(sc, spec, *cost_model, parallel::BuildOptions{options.collapse});
+    } catch (const ConfigError& e) {
+        if (!options.tolerate_unformable) throw;
+        out.metrics.strategy = spec.name;
+        out.metrics.gpus = sc.gpus;
+        out.metrics.feasible = false;
+        out.metrics.note = std::string("cannot be formed: ") + e.what();
+        return out;
+    }
+    if (build.memory.oom) {
+        out.metrics = compute_metrics(sc, build, nullptr);
+        return out;
+    }
+    const net::Topology topo(sc.cluster, sc.gpus);
+    const auto result = exec::execute(build.plan, sc.gpu, topo, *cost_model);
+    out.metrics = compute_metrics(sc, build, &result);
+    if (options.want_trace) out.trace_json = chrome_trace(spec.name, build.plan, result);
+    return out;
+}
+
+std::vector<StrategyRun> run_scenario(const config::ScenarioSpec& sc, const RunOptions& options) {
+    std::vector<StrategyRun> runs;
+    for (const auto& s : sc.strategies) runs.push_back(run_strategy(sc, s, options));
+    return runs;
+}
+
+}  // namespace sim::report

@@ -1,0 +1,204 @@
+// Table, JSON and CSV writers for run metrics.
+#include "sim/report/metrics.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace sim::report {
+
+std::string json_number(const std::optional<double>& v) {
+    if (!v || !std::isfinite(*v)) return "null";
+    return fmt::format("{}", *v);
+}
+
+std::string json_string(const std::string& s) {
+    std::string out = "\"";
+    for (const char c : s) {
+        switch (c) {
+            case '"': out += "\\\""; break;
+            case '\\': out += "\\\\"; break;
+            case '\n': out += "\\n"; break;
+            case '\t': out += "\\t"; break;
+            default:
+                if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", static_cast<int>(c));
+                else out += c;
+        }
+    }
+    return out + "\"";
+}
+
+namespace {
+
+std::string stages_json(const parallel::ResolvedStrategy& rs) {
+    std::string out = "[";
+    for (std::size_t s = 0; s < rs.stage_layers.size(); ++s) {
+        out += fmt::format("{}{{\"layers\":[{},{}]", s ? "," : "", rs.stage_layers[s].first, rs.stage_layers[s].second);
+        if (s < rs.stage_fit.size()) out += fmt::format(",\"fits\":{}", json_string(rs.stage_fit[s]));
+        if (s < rs.stage_working_set_bytes.size())
+            out += fmt::format(",\"working_set_bytes\":{}", json_number(rs.stage_working_set_bytes[s]));
+        out += "}";
+    }
+    return out + "]";
+}
+
+}  // namespace
+
+std::string run_json(const RunMetrics& m) {
+    const auto& b = m.memory.breakdown;
+    const auto& rs = m.resolved;
+    std::string out = "{";
+    out += fmt::format("\"strategy\":{},\"gpus\":{},\"feasible\":{}", json_string(m.strategy), m.gpus,
+                       m.feasible ? "true" : "false");
+    out += fmt::format(",\"parallelism\":{{\"tp\":{},\"pp\":{},\"dp\":{},\"microbatches\":{},\"stages\":{}}}", rs.tp,
+                       rs.pp, rs.dp, rs.microbatches, stages_json(rs));
+    out += fmt::format(",\"note\":{}", json_string(m.note));
+    out += fmt::format(
+        ",\"memory\":{{\"per_gpu_peak_bytes\":{},\"capacity_bytes\":{},\"oom\":{},\"stage\":{},\"breakdown\":{{"
+        "\"weights\":{},\"gradients\":{},\"optimizer\":{},\"activations\":{},\"kv_cache\":{},\"workspace\":{}}}}}",
+        json_number(b.total()), m.memory.capacity.value, m.memory.oom ? "true" : "false", m.memory_stage,
+        json_number(b.weights), json_number(b.gradients), json_number(b.optimizer), json_number(b.activations),
+        json_number(b.kv_cache), json_number(b.workspace));
+    out += fmt::format(
+        ",\"metrics\":{{\"tokens_per_s\":{},\"tpot_ms\":{},\"inv_tps_ms\":{},\"ttft_ms\":{},\"iteration_ms\":{},"
+        "\"mfu\":{},\"hfu\":{},\"l2_hit_rate\":{},\"hbm_bytes\":{},\"gpu_busy\":{},"
+        "\"link_utilization\":{{\"nvlink\":{},\"pcie\":{},\"network\":{}}},"
+        "\"breakdown\":{{\"compute\":{},\"memory\":{},\"communication\":{},\"idle\":{}}}}}",
+        json_number(m.tokens_per_s), json_number(m.tpot_ms), json_number(m.inv_tps_ms), json_number(m.ttft_ms),
+        json_number(m.iteration_ms), json_number(m.mfu), json_number(m.hfu), json_number(m.l2_hit_rate),
+        json_number(m.hbm_bytes), json_number(m.gpu_busy), json_number(m.link_nvlink), json_number(m.link_pcie),
+        json_number(m.link_network), json_number(m.frac_compute), json_number(m.frac_memory),
+        json_number(m.frac_communication), json_number(m.frac_idle));
+    out += fmt::format(",\"simulation\":{{\"events\":{},\"simulated_seconds\":{}}}", m.events,
+                       json_number(m.simulated_seconds));
+    return out + "}";
+}
+
+std::string format_json(const std::string& scenario, const std::vector<RunMetrics>& runs) {
+    std::string out = fmt::format("{{\"scenario\":{},\"runs\":[", json_string(scenario));
+    for (std::size_t i = 0; i < runs.size(); ++i) out += (i ? ",\n" : "\n") + run_json(runs[i]);
+    return out + "\n]}\n";
+}
+
+std::string format_csv(const std::vector<RunMetrics>& runs, const std::vector<std::string>& extra_columns,
+                       const std::vector<std::vector<std::string>>& extra_values) {
+    std::string out;
+    for (const auto& c : extra_columns) out += c + ",";
+    out += "strategy,gpus,tp,pp,dp,microbatches,feasible,per_gpu_peak_bytes,capacity_bytes,tokens_per_s,tpot_ms,"
+           "inv_tps_ms,ttft_ms,iteration_ms,mfu,hfu,l2_hit_rate,hbm_bytes,gpu_busy,link_nvlink,link_pcie,"
+           "link_network,frac_compute,frac_memory,frac_communication,frac_idle\n";
+    auto n = [](const std::optional<double>& v) { return v ? fmt::format("{}", *v) : std::string(); };
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+        const auto& m = runs[i];
+        if (i < extra_values.size())
+            for (const auto& v : extra_values[i]) out += v + ",";
+        out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", m.strategy,
+                           m.gpus, m.resolved.tp, m.resolved.pp, m.resolved.dp, m.resolved.microbatches,
+                           m.feasible ? "true" : "false", m.memory.breakdown.total(), m.memory.capacity.value,
+                           n(m.tokens_per_s), n(m.tpot_ms), n(m.inv_tps_ms), n(m.ttft_ms), n(m.iteration_ms), n(m.mfu),
+                           n(m.hfu), n(m.l2_hit_rate), n(m.hbm_bytes), n(m.gpu_busy), n(m.link_nvlink), n(m.link_pcie),
+                           n(m.link_network), n(m.frac_compute), n(m.frac_memory), n(m.frac_communication),
+                           n(m.frac_idle));
+    }
+    return out;
+}
+
+std::string format_table(const config::ScenarioSpec& sc, const std::vector<RunMetrics>& runs) {
+    struct Row {
+        std::string label;
+        std::vector<std::string> cells;
+        std::vector<std::optional<double>> values;  // for ratios
+    };
+    std::vector<Row> rows;
+    auto add = [&](const std::string& label, auto cell, auto value) {
+        Row r{label, {}, {}};
+        for (const auto& m : runs) {
+            r.cells.push_back(cell(m));
+            r.values.push_back(value(m));
+        }
+        rows.push_back(std::move(r));
+    };
+    auto num = [&](const std::string& label, std::optional<double> RunMetrics::*field, const char* spec,
+                   double scale = 1.0) {
+        add(label,
+            [&](const RunMetrics& m) {
+                return m.*field ? fmt::format(fmt::runtime(spec), *(m.*field) * scale) : std::string("-");
+            },
+            [&](const RunMetrics& m) { return m.*field; });
+    };
+    const auto none = [](const RunMetrics&) { return std::optional<double>(); };
+    add("GPUs (tp x pp x dp)", [](const RunMetrics& m) {
+            return fmt::format("{} ({}x{}x{})", m.gpus, m.resolved.tp, m.resolved.pp, m.resolved.dp);
+        }, none);
+    add("micro-batches", [](const RunMetrics& m) { return fmt::format("{}", m.resolved.microbatches); }, none);
+    add("feasible", [](const RunMetrics& m) { return m.feasible ? std::string("yes") : std::string("OUT OF MEMORY"); }, none);
+    add("memory per GPU (peak)", [](const RunMetrics& m) {
+            return fmt::format("{} / {}", format_bytes(m.memory.breakdown.total()), format_bytes(m.memory.capacity.as_double()));
+        }, [](const RunMetrics& m) { return std::optional<double>(m.memory.breakdown.total()); });
+    add("  weights / grads / optim", [](const RunMetrics& m) {
+            const auto& b = m.memory.breakdown;
+            return fmt::format("{} / {} / {}", format_bytes(b.weights), format_bytes(b.gradients), format_bytes(b.optimizer));
+        }, none);
+    add("  activations / KV cache", [](const RunMetrics& m) {
+            const auto& b = m.memory.breakdown;
+            return fmt::format("{} / {}", format_bytes(b.activations), format_bytes(b.kv_cache));
+        }, none);
+    const bool inference = sc.workload.mode == config::Mode::inference;
+    num("tokens/s (TPS)", &RunMetrics::tokens_per_s, "{:.1f}");
+    if (inference) {
+        num("TPOT, per sequence (ms)", &RunMetrics::tpot_ms, "{:.3f}");
+        num("TPS^-1 (ms per token)", &RunMetrics::inv_tps_ms, "{:.4f}");
+        num("TTFT (ms)", &RunMetrics::ttft_ms, "{:.2f}");
+    } else {
+        num("iteration (ms)", &RunMetrics::iteration_ms, "{:.2f}");
+        num("MFU", &RunMetrics::mfu, "{:.1f}%", 100.0);
+        num("HFU", &RunMetrics::hfu, "{:.1f}%", 100.0);
+    }
+    num("L2 hit rate", &RunMetrics::l2_hit_rate, "{:.1f}%", 100.0);
+    num("HBM traffic (GB)", &RunMetrics::hbm_bytes, "{:.1f}", 1e-9);
+    num("GPU busy", &RunMetrics::gpu_busy, "{:.1f}%", 100.0);
+    num("NVLink utilisation", &RunMetrics::link_nvlink, "{:.1f}%", 100.0);
+    num("PCIe utilisation", &RunMetrics::link_pcie, "{:.1f}%", 100.0);
+    num("network utilisation", &RunMetrics::link_network, "{:.1f}%", 100.0);
+    num("time: compute", &RunMetrics::frac_compute, "{:.1f}%", 100.0);
+    num("time: memory", &RunMetrics::frac_memory, "{:.1f}%", 100.0);
+    num("time: communication", &RunMetrics::frac_communication, "{:.1f}%", 100.0);
+    num("time: idle", &RunMetrics::frac_idle, "{:.1f}%", 100.0);
+
+    std::vector<std::string> headers{"metric"};
+    for (const auto& m : runs) headers.push_back(m.strategy);
+    for (std::size_t k = 1; k < runs.size(); ++k) headers.push_back(runs[k].strategy + " / " + runs[0].strategy);
+    std::vector<std::vector<std::string>> grid;
+    for (const auto& r : rows) {
+        std::vector<std::string> line{r.label};
+        line.insert(line.end(), r.cells.begin(), r.cells.end());
+        for (std::size_t k = 1; k < runs.size(); ++k) {
+            const auto& a = r.values[0];
+            const auto& b = r.values[k];
+            line.push_back(a && b && *a != 0 ? fmt::format("{:.2f}x", *b / *a) : "");
+        }
+        grid.push_back(std::move(line));
+    }
+    std::vector<std::size_t> width(headers.size(), 0);
+    for (std::size_t c = 0; c < headers.size(); ++c) width[c] = headers[c].size();
+    for (const auto& line : grid)
+        for (std::size_t c = 0; c < line.size(); ++c) width[c] = std::max(width[c], line[c].size());
+    std::string out = fmt::format("scenario {}: {} on {} ({} GPUs of {}), model {}\n", sc.name,
+                                  inference ? "inference" : "training", sc.cluster.name, sc.gpus, sc.gpu.name,
+                                  sc.model.name);
+    auto emit = [&](const std::vector<std::string>& line) {
+        for (std::size_t c = 0; c < line.size(); ++c)
+            out += c == 0 ? fmt::format("{:<{}}", line[c], width[c]) : fmt::format("  {:>{}}", line[c], width[c]);
+        out += "\n";
+    };
+    emit(headers);
+    std::size_t total = 0;
+    for (auto w : width) total += w + 2;
+    out += std::string(total - 2, '-') + "\n";
+    for (const auto& line : grid) emit(line);
+    for (const auto& m : runs)
+        if (!m.note.empty()) out += fmt::format("{}: {}\n", m.strategy, m.note);
+    return out;
+}
+
+}  // namespace sim::report

@@ -1,0 +1,173 @@
+// Parallelism: partitioner, pipeline bubbles, TP collectives, strategy checks.
+#include "sim/config/scenario.h"
+#include "sim/core/error.h"
+#include "sim/exec/executor.h"
+#include "sim/hw/cost_model.h"
+#include "sim/net/topology.h"
+#include "sim/parallel/builder.h"
+#include "sim/parallel/partitioner.h"
+#include "sim/report/metrics.h"
+#include "sim/report/runner.h"
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+using namespace sim;
+
+namespace {
+const std::string kData = std::string(PARASIM_DATA_DIR) + "/tests/data/scenarios/";
+const std::string kScenarios = std::string(PARASIM_DATA_DIR) + "/scenarios/";
+
+config::ScenarioSpec scenario(const std::string& path, const std::vector<std::string>& sets = {}) {
+    std::vector<config::Override> ov;
+    for (const auto& s : sets) ov.push_back(config::parse_override(s));
+    return config::load_scenario(path, ov);
+}
+
+const config::StrategySpec& strategy(const config::ScenarioSpec& sc, const std::string& name) {
+    for (const auto& s : sc.strategies)
+        if (s.name == name) return s;
+    FAIL("no strategy " << name);
+    return sc.strategies.front();
+}
+}  // namespace
+
+TEST_CASE("the partitioner splits [1,1,1,1,4,4] over 2 GPUs as [1,1,1,1,4] | [4]") {
+    const std::vector<double> cost{1, 1, 1, 1, 4, 4};
+    const std::vector<double> footprint(6, 1.0);
+    const auto parts = parallel::min_max_partition(cost, footprint, 2, 5.0);
+    REQUIRE(parts);
+    CHECK(*parts == std::vector<parallel::LayerRange>{{0, 5}, {5, 6}});
+    // A capacity of 4 layers per GPU forbids that split: the best is then [1,1,1,1] | [4,4].
+    const auto tight = parallel::min_max_partition(cost, footprint, 2, 4.0);
+    REQUIRE(tight);
+    CHECK(*tight == std::vector<parallel::LayerRange>{{0, 4}, {4, 6}});
+    // Nothing fits a capacity of 2 layers per GPU on 2 GPUs.
+    CHECK_FALSE(parallel::min_max_partition(cost, footprint, 2, 2.0));
+}
+
+TEST_CASE("the partitioner balances the slowest stage and keeps every stage non-empty") {
+    const std::vector<double> cost{5, 1, 1, 1, 1, 1, 5};
+    const std::vector<double> footprint(7, 0.0);
+    const auto parts = parallel::min_max_partition(cost, footprint, 3, 1.0);
+    REQUIRE(parts);
+    CHECK(parts->size() == 3);
+    double worst = 0;
+    for (const auto& [a, b] : *parts) {
+        CHECK(b > a);
+        double sum = 0;
+        for (int i = a; i < b; ++i) sum += cost[static_cast<std::size_t>(i)];
+        worst = std::max(worst, sum);
+    }
+    CHECK(worst == doctest::Approx(5.0));
+    const auto one_each = parallel::min_max_partition(cost, footprint, 7, 1.0);
+    REQUIRE(one_each);
+    for (int i = 0; i < 7; ++i) CHECK((*one_each)[static_cast<std::size_t>(i)] == parallel::LayerRange{i, i + 1});
+}
+
+TEST_CASE("a 4-stage GPipe pipeline of equal stages has a bubble of (p-1)/(m+p-1), and 1F1B the same") {
+    for (const int m : {4, 8}) {
+        auto sc = scenario(kData + "pipeline-4stage-training.yaml", {"workload.global_batch=" + std::to_string(m)});
+        const double expected = 3.0 / (m + 3.0);
+        double bubble_gpipe = 0;
+        double act_gpipe = 0, act_1f1b = 0;
+        for (const char* name : {"gpipe", "1f1b"}) {
+            const auto run = report::run_strategy(sc, strategy(sc, name), {});
+            REQUIRE(run.metrics.feasible);
+            // The bubble is the pipeline's idle share of the forward/backward
+            // time; the optimizer step at the end is outside it.
+            const double idle = *run.metrics.frac_idle;
+            INFO("schedule " << name << ", m = " << m << ": idle " << idle << ", expected " << expected);
+            CHECK(idle == doctest::Approx(expected).epsilon(0.02));
+            if (std::string(name) == "gpipe") {
+                bubble_gpipe = idle;
+                act_gpipe = run.metrics.memory.breakdown.activations;
+            } else {
+                CHECK(idle == doctest::Approx(bubble_gpipe).epsilon(0.01));
+                act_1f1b = run.metrics.memory.breakdown.activations;
+            }
+        }
+        // 1F1B holds at most p micro-batches of activations on the first stage; GPipe all m.
+        CHECK(act_1f1b == doctest::Approx(act_gpipe * std::min(m, 4) / m));
+        if (m > 4) CHECK(act_1f1b < act_gpipe);
+    }
+}
+
+TEST_CASE("TP=2 on one layer puts two all-reduces in each forward pass") {
+    const auto sc = scenario(kData + "one-layer-tp2.yaml");
+    const auto cm = hw::make_cost_model("roofline");
+    const auto build = parallel::build_plan(sc, sc.strategies.front(), *cm, {});
+    int prefill_all_reduce = 0, decode_step0_all_reduce = 0;
+    for (const auto& t : build.plan.tasks) {
+        if (t.kind != parallel::TaskKind::collective || t.op != net::CollectiveOp::all_reduce) continue;
+        // Count the layer's all-reduces: those after its row-parallel GEMMs
+        // (the vocabulary-parallel embedding and head have syncs of their own).
+        bool after_row_parallel = false;
+        for (std::uint32_t i = 0; i < t.dep_count; ++i) {
+            const auto& dep = build.plan.tasks[build.plan.deps[t.dep_begin + i]];
+            if (dep.kind != parallel::TaskKind::kernel) continue;
+            const auto& name = build.plan.kernels[dep.kernel].name;
+            after_row_parallel = after_row_parallel || name == "out_proj" || name == "mlp_down";
+        }
+        if (!after_row_parallel) continue;
+        CHECK(build.plan.groups[t.group].gpus == std::vector<int>{0, 1});
+        if (t.phase == parallel::Phase::prefill) {
+            CHECK(t.bytes.value == 4u * 512u * 4096u * 2u);
+            ++prefill_all_reduce;
+        }
+        if (t.phase == parallel::Phase::decode && t.step == 0) ++decode_step0_all_reduce;
+    }
+    CHECK(prefill_all_reduce == 2);
+    CHECK(decode_step0_all_reduce == 2);
+}
+
+TEST_CASE("a strategy whose tp x pp x dp is not the GPU count is refused with the numbers named") {
+    const auto sc = scenario(kScenarios + "partitioning-16xh100-feasible.yaml", {"strategies[0].pp=3", "strategies[0].dp=1"});
+    const auto cm = hw::make_cost_model("roofline");
+    CHECK_THROWS_WITH_AS(parallel::build_plan(sc, sc.strategies.front(), *cm, {}),
+                         doctest::Contains("tp=8 x pp=3 x dp=1 = 24, but the scenario uses 16 GPUs"), ConfigError);
+}
+
+TEST_CASE("the published partitioning setting is out of memory, with the KV cache named") {
+    const auto sc = scenario(kScenarios + "partitioning-16xh100.yaml");
+    for (const auto& s : sc.strategies) {
+        const auto run = report::run_strategy(sc, s, {});
+        CHECK_FALSE(run.metrics.feasible);
+        CHECK(run.metrics.memory.oom);
+        CHECK(run.metrics.memory.breakdown.kv_cache > run.metrics.memory.capacity.as_double());
+        CHECK(run.metrics.note.find("KV cache") != std::string::npos);
+        CHECK_FALSE(run.metrics.tokens_per_s.has_value());
+    }
+}
+
+TEST_CASE("NVLink bandwidth matters to TP=8 and much less to a pipeline with one GPU per stage") {
+    auto time_of = [](const std::string& name, const std::vector<std::string>& sets) {
+        auto sc = scenario(kScenarios + "partitioning-16xh100-feasible.yaml", sets);
+        const auto run = report::run_strategy(sc, strategy(sc, name), {});
+        REQUIRE(run.metrics.feasible);
+        return *run.metrics.inv_tps_ms;  // whole-run time per token
+    };
+    const double tp_fast = time_of("tp8-pp2", {});
+    const double tp_slow = time_of("tp8-pp2", {"cluster.links.nvlink.bandwidth=45GB/s"});
+    const double pp_fast = time_of("layerwise", {});
+    const double pp_slow = time_of("layerwise", {"cluster.links.nvlink.bandwidth=45GB/s"});
+    const double tp_change = tp_slow / tp_fast - 1, pp_change = pp_slow / pp_fast - 1;
+    INFO("TP=8 slows by " << tp_change * 100 << "%, the pipeline by " << pp_change * 100 << "%");
+    CHECK(tp_change > 0.05);
+    CHECK(pp_change < tp_change / 5);
+}
+
+TEST_CASE("symmetry collapsing agrees with simulating every replica on a 64-GPU training case") {
+    auto sc = scenario(kData + "pipeline-4stage-training.yaml",
+                       {"cluster=dgx-h100-pod", "gpus=64", "strategies[1].tp=2", "strategies[1].dp=8",
+                        "workload.global_batch=64", "strategies[1].microbatches=auto"});
+    const auto& s = strategy(sc, "1f1b");
+    report::RunOptions collapsed, full;
+    full.collapse = false;
+    const auto a = report::run_strategy(sc, s, collapsed);
+    const auto b = report::run_strategy(sc, s, full);
+    REQUIRE(a.metrics.feasible);
+    REQUIRE(b.metrics.feasible);
+    CHECK(*a.metrics.iteration_ms == doctest::Approx(*b.metrics.iteration_ms).epsilon(0.01));
+}
