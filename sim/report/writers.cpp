@@ -139,9 +139,10 @@ std::string format_table(const config::ScenarioSpec& sc, const std::vector<RunMe
             const auto& b = m.memory.breakdown;
             return fmt::format("{} / {} / {}", format_bytes(b.weights), format_bytes(b.gradients), format_bytes(b.optimizer));
         }, none);
-    add("  activations / KV cache", [](const RunMetrics& m) {
+    add("  activations / KV / workspace", [](const RunMetrics& m) {
             const auto& b = m.memory.breakdown;
-            return fmt::format("{} / {}", format_bytes(b.activations), format_bytes(b.kv_cache));
+            return fmt::format("{} / {} / {}", format_bytes(b.activations), format_bytes(b.kv_cache),
+                               format_bytes(b.workspace));
         }, none);
     const bool inference = sc.workload.mode == config::Mode::inference;
     num("tokens/s (TPS)", &RunMetrics::tokens_per_s, "{:.1f}");

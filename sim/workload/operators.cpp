@@ -321,6 +321,7 @@ void attention_forward(const Dims& x, std::vector<Operator>& ops) {
         op.kernel.n = c;
         op.kernel.k = x.d;
         op.kernel.batch = b * x.a_p;
+        op.kernel.causal = x.o->causal;
         ops.push_back(std::move(op));
         return;
     }
@@ -352,6 +353,8 @@ void attention_backward(const Dims& x, std::vector<Operator>& ops) {
         op.kernel.n = c;
         op.kernel.k = x.d;
         op.kernel.batch = b * x.a_p;
+        op.kernel.causal = x.o->causal;
+        op.kernel.backward = true;
         ops.push_back(std::move(op));
         return;
     }
