@@ -1,6 +1,12 @@
 // parasim bench: speed benchmarks (targets live here, not in timed tests).
 #include "apps/cli.h"
+#include "sim/config/scenario.h"
 #include "sim/core/hold_bench.h"
+#include "sim/report/runner.h"
+
+#include <sys/resource.h>
+
+#include <chrono>
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
@@ -40,7 +46,61 @@ int bench_engine(const std::string& format, std::uint64_t seed) {
     return 0;
 }
 
+double peak_rss_bytes() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_maxrss) * 1024.0;  // Linux reports KiB
+}
+
+// Whole simulations, each timed in the same run: plan building and execution
+// (what a user waits for), not loading the YAML.
+int bench_scale_impl(const std::string& format) {
+    struct Case {
+        const char* label;
+        const char* scenario;
+        std::vector<std::string> sets;
+    };
+    const std::string root = PARASIM_DATA_DIR;
+    const std::vector<Case> cases = {
+        {"partitioning 16xH100 tp8-pp2: prefill", "/scenarios/partitioning-16xh100-feasible.yaml",
+         {"workload.decode_steps_simulated=0", "strategies=[{name: tp8-pp2, tp: 8, pp: 2}]"}},
+        {"partitioning 16xH100 tp8-pp2: prefill + 1 decode step", "/scenarios/partitioning-16xh100-feasible.yaml",
+         {"workload.decode_steps_simulated=1", "strategies=[{name: tp8-pp2, tp: 8, pp: 2}]"}},
+        {"partitioning 16xH100 layerwise: prefill + 1 decode step", "/scenarios/partitioning-16xh100-feasible.yaml",
+         {"workload.decode_steps_simulated=1",
+          "strategies=[{name: layerwise, partition: {method: cache-aware, capacity: l2}}]"}},
+        {"GPT-3 175B, 1024 A100, TP8 PP8 DP16 1F1B: 1 iteration", "/scenarios/bench/gpt3-175b-1024xa100.yaml", {}},
+        {"Llama 3 405B, 16384 H100, TP8 PP16 DP128: 1 iteration", "/scenarios/bench/llama3-405b-16384xh100.yaml", {}},
+    };
+    std::string out = format == "json" ? "[" : fmt::format("{:<58} {:>10} {:>12} {:>14} {:>12}\n", "case", "wall s",
+                                                            "events", "events/s", "peak RSS");
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+        const auto& c = cases[i];
+        std::vector<sim::config::Override> ov;
+        for (const auto& s : c.sets) ov.push_back(sim::config::parse_override(s));
+        const auto sc = sim::config::load_scenario(root + c.scenario, ov);
+        const auto t0 = std::chrono::steady_clock::now();
+        const auto run = sim::report::run_strategy(sc, sc.strategies.front(), {});
+        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (!run.metrics.feasible) throw std::runtime_error(fmt::format("bench case '{}' is not feasible: {}", c.label, run.metrics.note));
+        const double events = static_cast<double>(run.metrics.events);
+        const double rss = peak_rss_bytes();
+        if (format == "json")
+            out += fmt::format("{}\n{{\"case\":\"{}\",\"gpus\":{},\"wall_s\":{},\"events\":{},\"events_per_s\":{},"
+                               "\"peak_rss_bytes\":{}}}",
+                               i ? "," : "", c.label, sc.gpus, wall, run.metrics.events, events / wall, rss);
+        else
+            out += fmt::format("{:<58} {:>10.3f} {:>12} {:>14.0f} {:>12}\n", c.label, wall, run.metrics.events,
+                               events / wall, sim::format_bytes(rss));
+    }
+    if (format == "json") out += "\n]\n";
+    fmt::print("{}", out);
+    return 0;
+}
+
 }  // namespace
+
+int bench_scale(const std::string& format) { return bench_scale_impl(format); }
 
 int cmd_bench(const Args& args) {
     po::options_description opts("parasim bench engine|scale [options]");

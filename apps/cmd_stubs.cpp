@@ -2,5 +2,4 @@
 #include "apps/cli.h"
 namespace parasim_cli {
 int cmd_validate(const Args&) { throw UsageError("validate: not wired yet"); }
-int bench_scale(const std::string&) { throw UsageError("bench scale: not wired yet"); }
 }  // namespace parasim_cli

@@ -159,7 +159,7 @@ WorkloadSpec read_workload(const Node& node) {
         w.batch = r.required("batch").as_int(1, 1 << 24);
         w.prompt_tokens = r.required("prompt_tokens").as_int(1, 1 << 24);
         w.output_tokens = r.required("output_tokens").as_int(1, 1 << 24);
-        if (auto n = r.optional("decode_steps_simulated")) w.decode_steps_simulated = static_cast<int>(n->as_int(2, 4096));
+        if (auto n = r.optional("decode_steps_simulated")) w.decode_steps_simulated = static_cast<int>(n->as_int(0, 4096));
     } else {
         w.seq_len = r.required("seq_len").as_int(1, 1 << 24);
         w.global_batch = r.required("global_batch").as_int(1, 1 << 30);
