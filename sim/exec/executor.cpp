@@ -57,6 +57,7 @@ public:
         result_.gpus.resize(g);
         for (std::size_t i = 0; i < g; ++i) result_.gpus[i].real_gpu = plan.simulated_gpus[i];
         sim_.reserve(1024);
+        flows_.record_class_utilization(options.record_link_samples);
     }
 
     ExecResult run() {
@@ -75,6 +76,7 @@ public:
             result_.link_class_utilization[c] = flows_.class_utilization(cls, result_.makespan);
         }
         result_.max_link_load = flows_.max_link_load();
+        result_.link_samples = flows_.class_utilization_samples();
         for (auto& g : result_.gpus) g.breakdown = breakdown_in(g, Time{}, result_.makespan);
         return std::move(result_);
     }

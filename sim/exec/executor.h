@@ -6,6 +6,7 @@
 #pragma once
 
 #include "sim/hw/cost_model.h"
+#include "sim/net/flow_network.h"
 #include "sim/net/topology.h"
 #include "sim/parallel/plan.h"
 
@@ -55,12 +56,15 @@ struct ExecResult {
     std::array<double, 3> link_class_utilization{};  // average over links that carried traffic
     double max_link_load = 0;
     std::uint64_t events = 0;
+    std::vector<net::ClassSample> link_samples;  // when ExecOptions::record_link_samples
 };
 
 struct ExecOptions {
     // SMs a concurrently running collective takes from compute kernels
     // (NCCL runs one thread block per channel).
     int comm_sms = 16;
+    // Record per-class link utilisation over time (for trace counters).
+    bool record_link_samples = false;
 };
 
 // The breakdown of GPU `g`'s time within the window [from, to].

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -70,6 +71,8 @@ struct FlowNetwork::Impl {
     double max_load = 0.0;
     std::uint64_t recomputes = 0;
     std::uint64_t rerated = 0;
+    bool sampling = false;
+    std::vector<ClassSample> samples;
 
     Impl(Simulation& s, const Topology& t) : sim(s), topo(t), links(t.link_count()) {
         for (LinkId id = 0; id < links.size(); ++id) links[id].capacity = t.link(id).bandwidth.bytes_per_s;
@@ -81,6 +84,8 @@ struct FlowNetwork::Impl {
     void book_progress(FlowSlot& f);
     void request_recompute();
     void recompute();
+    void recompute_rates();
+    void take_sample();
     void fill();
     void freeze(LinkState& l, double share);
     void release(std::uint32_t slot);
@@ -189,6 +194,25 @@ void FlowNetwork::Impl::request_recompute() {
 }
 
 void FlowNetwork::Impl::recompute() {
+    recompute_rates();
+    if (sampling) take_sample();
+}
+
+void FlowNetwork::Impl::take_sample() {
+    std::array<double, kLinkClassCount> used{}, capacity{};
+    for (LinkId id = 0; id < links.size(); ++id) {
+        const auto c = static_cast<std::size_t>(topo.link(id).cls);
+        capacity[c] += links[id].capacity;
+        for (std::uint32_t fs : links[id].flows) used[c] += flows[fs].rate / flows[fs].efficiency;
+    }
+    ClassSample sample{sim.now(), {}};
+    for (std::size_t c = 0; c < kLinkClassCount; ++c) sample.utilization[c] = capacity[c] > 0 ? used[c] / capacity[c] : 0.0;
+    if (!samples.empty() && samples.back().utilization == sample.utilization) return;
+    if (!samples.empty() && samples.back().at == sample.at) samples.back() = sample;
+    else samples.push_back(sample);
+}
+
+void FlowNetwork::Impl::recompute_rates() {
     recompute_pending = false;
     ++recomputes;
     if (++epoch == 0) {
@@ -373,6 +397,9 @@ double FlowNetwork::link_max_load(LinkId id) const {
     check(id < impl_->links.size(), "flow network: link id out of range");
     return impl_->links[id].max_load;
 }
+
+void FlowNetwork::record_class_utilization(bool on) { impl_->sampling = on; }
+const std::vector<ClassSample>& FlowNetwork::class_utilization_samples() const { return impl_->samples; }
 
 std::uint64_t FlowNetwork::recomputations() const { return impl_->recomputes; }
 std::uint64_t FlowNetwork::flows_rerated() const { return impl_->rerated; }

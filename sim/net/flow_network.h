@@ -20,6 +20,7 @@
 #include "sim/core/simulation.h"
 #include "sim/net/topology.h"
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -27,6 +28,13 @@
 namespace sim::net {
 
 using FlowId = std::uint32_t;
+
+// Instantaneous utilisation of each link class (used wire bandwidth over the
+// class's total capacity), from a rate change on.
+struct ClassSample {
+    Time at;
+    std::array<double, kLinkClassCount> utilization{};
+};
 
 class FlowNetwork {
 public:
@@ -53,6 +61,9 @@ public:
     // Largest rate ever assigned to a link divided by its capacity (an
     // invariant: never above 1 + 1e-9).
     double max_link_load() const;
+    // Records a ClassSample whenever rates change (for trace counters; off by default).
+    void record_class_utilization(bool on);
+    const std::vector<ClassSample>& class_utilization_samples() const;
     double link_max_load(LinkId id) const;
     // How many times the fair shares were recomputed (one per batch of
     // starts/ends at the same instant) and how many flows that touched.

@@ -27,7 +27,9 @@ StrategyRun run_strategy(const config::ScenarioSpec& sc, const config::StrategyS
         return out;
     }
     const net::Topology topo(sc.cluster, sc.gpus);
-    const auto result = exec::execute(build.plan, sc.gpu, topo, *cost_model);
+    exec::ExecOptions eo;
+    eo.record_link_samples = options.want_trace;
+    const auto result = exec::execute(build.plan, sc.gpu, topo, *cost_model, eo);
     out.metrics = compute_metrics(sc, build, &result);
     if (options.want_trace) out.trace_json = chrome_trace(spec.name, build.plan, result);
     return out;

@@ -76,6 +76,14 @@ std::string chrome_trace(const std::string& run_name, const parallel::Plan& plan
                             pid, comm_edges[i].first.us_f(), active));
         }
     }
+    // Link utilisation per class over time, as counters of a "links" process.
+    constexpr int kLinksPid = 1 << 24;
+    add(fmt::format("{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":\"links\"}}}}",
+                    kLinksPid));
+    for (const auto& s : result.link_samples)
+        add(fmt::format("{{\"ph\":\"C\",\"name\":\"link utilisation\",\"pid\":{},\"ts\":{:.6f},"
+                        "\"args\":{{\"nvlink\":{},\"pcie\":{},\"network\":{}}}}}",
+                        kLinksPid, s.at.us_f(), s.utilization[0], s.utilization[1], s.utilization[2]));
     return out + "\n]}\n";
 }
 

@@ -1,7 +1,7 @@
 // Chrome trace (JSON, opens in Perfetto and chrome://tracing): one process
 // per simulated GPU, one thread per stream, kernels and transfers as complete
-// ("X") slices with their bytes and FLOPs, and a counter track per GPU of the
-// communication streams active.
+// ("X") slices with their bytes and FLOPs, a counter track per GPU of the
+// communication streams active, and link utilisation per class over time.
 #pragma once
 
 #include "sim/exec/executor.h"
