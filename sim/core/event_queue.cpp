@@ -1,4 +1,4 @@
-// Radix heap of (time, insertion order) with a slot pool for callbacks.
+// Radix heap of (time, insertion order) with inline callbacks.
 #include "sim/core/event_queue.h"
 
 #include "sim/core/error.h"
@@ -11,7 +11,8 @@ EventQueue::EventQueue() { reserve(1024); }
 
 void EventQueue::reserve(std::size_t n) {
     buckets_[0].reserve(n);
-    slots_.reserve(n);
+    generation_.reserve(n);
+    cancelled_.reserve(n / 64 + 1);
     free_slots_.reserve(n);
 }
 
@@ -29,33 +30,29 @@ EventId EventQueue::push(Time at, Callback cb) {
         slot = free_slots_.back();
         free_slots_.pop_back();
     } else {
-        if (slots_.size() >= UINT32_MAX) throw InternalError("more than 2^32 events pending at once");
-        slot = static_cast<std::uint32_t>(slots_.size());
-        slots_.emplace_back();
+        if (generation_.size() >= UINT32_MAX) throw InternalError("more than 2^32 events pending at once");
+        slot = static_cast<std::uint32_t>(generation_.size());
+        generation_.push_back(0);
+        if ((slot & 63) == 0) cancelled_.push_back(0);
     }
-    Slot& s = slots_[slot];
-    s.callback = cb;
-    s.cancelled = false;
-    append(bucket_for(t, last_), Entry{t, slot});
+    append(bucket_for(t, last_), Entry{t, slot, cb});
     ++live_;
-    return EventId{slot, s.generation};
+    return EventId{slot, generation_[slot]};
 }
 
 bool EventQueue::cancel(EventId id) {
-    if (id.slot >= slots_.size()) return false;
-    Slot& s = slots_[id.slot];
-    if (s.generation != id.generation || s.cancelled) return false;
+    if (id.slot >= generation_.size()) return false;
+    if (generation_[id.slot] != id.generation || is_cancelled(id.slot)) return false;
     // A slot whose event already ran has a newer generation, so reaching here
     // means the event is still queued.
-    s.cancelled = true;
+    cancelled_[id.slot >> 6] |= 1ULL << (id.slot & 63);
     --live_;
     return true;
 }
 
 void EventQueue::release(std::uint32_t slot) {
-    Slot& s = slots_[slot];
-    s.cancelled = false;
-    ++s.generation;
+    cancelled_[slot >> 6] &= ~(1ULL << (slot & 63));
+    ++generation_[slot];
     free_slots_.push_back(slot);
 }
 
@@ -63,7 +60,7 @@ bool EventQueue::front_live() {
     auto& b0 = buckets_[0];
     while (head0_ < b0.size()) {
         const std::uint32_t slot = b0[head0_].slot;
-        if (!slots_[slot].cancelled) return true;
+        if (!is_cancelled(slot)) return true;
         release(slot);
         ++head0_;
     }
@@ -76,26 +73,25 @@ std::size_t EventQueue::lowest_bucket() const {
     return occupied_ == 0 ? 0 : static_cast<std::size_t>(std::countr_zero(occupied_)) + 1;
 }
 
-void EventQueue::append(std::size_t b, const Entry& e) {
-    auto& v = buckets_[b];
+void EventQueue::append(std::size_t b, Entry&& e) {
     if (b > 0) {
         const std::uint64_t bit = 1ULL << (b - 1);
         if (!(occupied_ & bit) || e.time_ps < bucket_min_[b]) bucket_min_[b] = e.time_ps;
         occupied_ |= bit;
     }
-    v.push_back(e);
+    buckets_[b].push_back(std::move(e));
 }
 
 void EventQueue::redistribute(std::size_t b) {
     last_ = bucket_min_[b];
     occupied_ &= ~(1ULL << (b - 1));
     auto& v = buckets_[b];
-    for (const Entry& e : v) {
-        if (slots_[e.slot].cancelled) {
+    for (Entry& e : v) {
+        if (is_cancelled(e.slot)) {
             release(e.slot);
             continue;
         }
-        append(bucket_for(e.time_ps, last_), e);  // always a lower bucket than b
+        append(bucket_for(e.time_ps, last_), std::move(e));  // always a lower bucket than b
     }
     v.clear();
 }
@@ -110,7 +106,7 @@ Time EventQueue::top_time() {
         std::uint64_t t = UINT64_MAX;
         bool any = false;
         for (const Entry& e : buckets_[b])
-            if (!slots_[e.slot].cancelled && e.time_ps < t) t = e.time_ps, any = true;
+            if (!is_cancelled(e.slot) && e.time_ps < t) t = e.time_ps, any = true;
         if (any) return Time::ps(t);
         redistribute(b);  // all cancelled: dropping them is safe
     }
@@ -127,10 +123,10 @@ bool EventQueue::pop_until(Time limit, Time& at, Callback& out) {
         if (bucket_min_[b] > limit.count_ps()) return false;
         redistribute(b);
     }
-    const Entry e = buckets_[0][head0_];
+    Entry& e = buckets_[0][head0_];
     if (e.time_ps > limit.count_ps()) return false;
     ++head0_;
-    out = slots_[e.slot].callback;
+    out = e.callback;
     release(e.slot);
     --live_;
     at = Time::ps(e.time_ps);
