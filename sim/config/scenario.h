@@ -61,6 +61,10 @@ struct StrategySpec {
     CapacityLevel capacity = CapacityLevel::l2;
     Bytes capacity_bytes;            // when capacity == bytes
     std::string collective = "auto"; // collective algorithm by name
+    // Rank placement: which dimension gets consecutive GPU ids (and so stays
+    // inside a node): tp-first (default: TP groups inside nodes, stages and
+    // replicas across them) or pp-first (pipeline stages on neighbouring GPUs).
+    enum class Placement { tp_first, pp_first } placement = Placement::tp_first;
     SourceLocation where;
 };
 

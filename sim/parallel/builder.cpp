@@ -290,7 +290,12 @@ struct Emitter {
     std::map<std::tuple<int, int, int>, std::uint32_t> group_cache;  // (kind, stage, index) -> group
     std::string collective_algorithm = "auto";
 
-    int real(int d, int s, int r) const { return d * rs.pp * rs.tp + s * rs.tp + r; }
+    config::StrategySpec::Placement placement = config::StrategySpec::Placement::tp_first;
+
+    int real(int d, int s, int r) const {
+        return placement == config::StrategySpec::Placement::tp_first ? d * rs.pp * rs.tp + s * rs.tp + r
+                                                                      : d * rs.pp * rs.tp + r * rs.pp + s;
+    }
 
     void setup() {
         members.assign(static_cast<std::size_t>(rs.pp), {});
@@ -755,7 +760,8 @@ PlanBuild build_plan(const config::ScenarioSpec& sc, const config::StrategySpec&
     out.strategy = rs;
     if (out.memory.oom) return out;
 
-    Emitter em{sc, out.strategy, options, operator_options(sc, out.strategy), out.plan, vstages, {}, {}, spec.collective};
+    Emitter em{sc, out.strategy, options, operator_options(sc, out.strategy), out.plan, vstages, {}, {}, spec.collective,
+               spec.placement};
     em.setup();
     if (sc.workload.mode == Mode::inference) emit_inference(em, out);
     else emit_training(em, out);

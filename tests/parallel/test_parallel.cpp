@@ -171,3 +171,20 @@ TEST_CASE("symmetry collapsing agrees with simulating every replica on a 64-GPU 
     REQUIRE(b.metrics.feasible);
     CHECK(*a.metrics.iteration_ms == doctest::Approx(*b.metrics.iteration_ms).epsilon(0.01));
 }
+
+TEST_CASE("rank placement: TP groups inside a node (tp-first) beat TP groups across nodes (pp-first)") {
+    auto sc = scenario(kScenarios + "partitioning-16xh100-feasible.yaml");
+    auto tp_first = strategy(sc, "tp8-pp2");
+    auto pp_first = tp_first;
+    pp_first.placement = config::StrategySpec::Placement::pp_first;
+    const auto cm = hw::make_cost_model("roofline");
+    const auto plan = parallel::build_plan(sc, pp_first, *cm, {});
+    // Under pp-first the first TP group is GPUs 0, 2, 4, ..., 14: both nodes.
+    bool spans_nodes = false;
+    for (const auto& g : plan.plan.groups)
+        if (g.gpus.size() == 8 && g.gpus.front() == 0) spans_nodes = g.gpus.back() == 14;
+    CHECK(spans_nodes);
+    const auto a = report::run_strategy(sc, tp_first, {});
+    const auto b = report::run_strategy(sc, pp_first, {});
+    CHECK(*b.metrics.ttft_ms > *a.metrics.ttft_ms * 1.5);
+}
