@@ -195,6 +195,9 @@ StrategySpec read_strategy(const Node& node, std::size_t index) {
     }
     if (auto n = r.optional("virtual_stages")) s.virtual_stages = static_cast<int>(n->as_int(1, 1024));
     if (auto n = r.optional("microbatches")) s.microbatches = positive_or_auto(*n, 1 << 24);
+    if (auto n = r.optional("placement"))
+        s.placement = n->as_enum({"tp-first", "pp-first"}) == "tp-first" ? StrategySpec::Placement::tp_first
+                                                                           : StrategySpec::Placement::pp_first;
     if (auto n = r.optional("collective")) s.collective = n->as_enum({"auto", "ring", "tree", "hierarchical", "in-switch"});
     if (auto n = r.optional("partition")) {
         MapReader p(*n);
