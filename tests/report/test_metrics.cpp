@@ -1,0 +1,69 @@
+// Report metrics against bounds a user can compute by hand.
+#include "sim/config/scenario.h"
+#include "sim/report/runner.h"
+#include "sim/workload/model.h"
+#include "sim/workload/operators.h"
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+using namespace sim;
+
+namespace {
+const std::string kRoot = PARASIM_DATA_DIR;
+
+config::ScenarioSpec load(const std::string& rel, const std::vector<std::string>& sets) {
+    std::vector<config::Override> ov;
+    for (const auto& s : sets) ov.push_back(config::parse_override(s));
+    return config::load_scenario(kRoot + rel, ov);
+}
+}  // namespace
+
+TEST_CASE("decode throughput never exceeds the HBM roofline: weights and KV cache read once per step at peak") {
+    struct Case {
+        const char* scenario;
+        std::vector<std::string> sets;
+    };
+    const std::vector<Case> cases = {
+        {"/scenarios/partitioning-16xh100-feasible.yaml", {}},
+        {"/scenarios/partitioning-16xh100-feasible.yaml", {"workload.batch=64"}},
+        {"/scenarios/partitioning-16xh100-feasible.yaml", {"model=dense16-h1024", "workload.batch=1"}},
+        {"/scenarios/partitioning-16xh100-feasible.yaml", {"model=llama3-8b", "workload.batch=32"}},
+        {"/scenarios/partitioning-16xh100-feasible.yaml", {"model=llama3-70b", "workload.batch=8", "cluster=dgx-h100", "gpus=8",
+                                                           "strategies=[{name: tp8, tp: 8}]"}},
+    };
+    for (const auto& c : cases) {
+        const auto sc = load(c.scenario, c.sets);
+        const auto& m = sc.model;
+        workload::OperatorOptions opt;
+        opt.precision = sc.workload.precision;
+        const double weights = workload::count_parameters(m).total * hw::bytes_per_element(opt.precision.weights);
+        const std::int64_t context = sc.workload.prompt_tokens + sc.workload.output_tokens / 2;
+        const double kv = static_cast<double>(m.layers) * workload::layer_kv_bytes(m, sc.workload.batch, context, opt);
+        const double step_floor_s = (weights + kv) / (sc.gpus * sc.gpu.memory_bandwidth.bytes_per_s);
+        const double bound_tps = static_cast<double>(sc.workload.batch) / step_floor_s;
+        for (const auto& s : sc.strategies) {
+            const auto run = report::run_strategy(sc, s, {});
+            REQUIRE(run.metrics.feasible);
+            const double decode_tps = sc.workload.batch / (*run.metrics.tpot_ms / 1e3);
+            INFO(sc.name << " " << m.name << " " << s.name << ": decode " << decode_tps << " tokens/s, roofline "
+                         << bound_tps);
+            CHECK(decode_tps <= bound_tps);
+            CHECK(*run.metrics.tokens_per_s <= bound_tps);
+        }
+    }
+}
+
+TEST_CASE("a starved input pipeline shows up as idle GPU time") {
+    const std::string s = "/tests/data/scenarios/pipeline-4stage-training.yaml";
+    const auto fed = load(s, {"strategies=[{name: one, pp: 4}]"});
+    const auto starved = load(s, {"strategies=[{name: one, pp: 4}]", "workload.host_time_per_batch=500 ms"});
+    const auto a = report::run_strategy(fed, fed.strategies.front(), {});
+    const auto b = report::run_strategy(starved, starved.strategies.front(), {});
+    // Each micro-batch's forward waits for the host: 8 micro-batches x 500 ms
+    // at least, far above the fed iteration.
+    CHECK(*b.metrics.iteration_ms >= 8 * 500.0);
+    CHECK(*b.metrics.frac_idle > *a.metrics.frac_idle + 0.3);
+    CHECK(*b.metrics.iteration_ms > *a.metrics.iteration_ms);
+}
