@@ -71,7 +71,9 @@ bool has_gemm_shape(const KernelDesc& k) { return k.m > 0 && k.n > 0 && k.k > 0 
 // kv length, the causal diagonal, waves and the backward share.
 Work attention_work(const GpuSpec& gpu, const KernelDesc& kd) {
     const double ceiling = gpu.gemm_ceiling(kd.dtype);
-    const double share = gpu.efficiency.attention.value_or(kDefaultAttentionShare * ceiling);
+    const double best = gpu.efficiency.attention.value_or(kDefaultAttentionShare * ceiling);
+    const double share = kd.attention_kernel == AttentionKernel::flash2 ? gpu.efficiency.attention_flash2.value_or(best)
+                                                                         : best;
     double eff = share;
     if (kd.k > 0) {
         const double d = static_cast<double>(kd.k);
@@ -222,7 +224,10 @@ GemmPlan evaluate_gemm_plan(const GpuSpec& gpu, const KernelDesc& kd, int tm, in
     // compulsory bytes (which may mix dtypes) scale them.
     const double a_bytes = md * kd_ * e, b_bytes = kd_ * nd * e;
     const double footprint = a_bytes + b_bytes;  // per batch element
-    const double given_read = kd.bytes_read.value > 0 ? kd.bytes_read.as_double() : footprint * bd;
+    // Epilogue reads (an accumulated C, a bias) are read once, not per tile.
+    const double epilogue = std::min(kd.epilogue_read.as_double(), kd.bytes_read.as_double());
+    const double operand_read = kd.bytes_read.as_double() - epilogue;
+    const double given_read = operand_read > 0 ? operand_read : footprint * bd;
     const double scale = given_read / (footprint * bd);
     const double out_bytes = kd.bytes_written.value > 0 ? kd.bytes_written.as_double() : md * nd * e * bd;
     const std::int64_t cluster = std::max(1, gpu.gemm_cluster);
@@ -250,8 +255,8 @@ GemmPlan evaluate_gemm_plan(const GpuSpec& gpu, const KernelDesc& kd, int tm, in
         }
         reads = std::clamp(reads, footprint, l2_reads);
     }
-    p.l2_request_bytes = l2_reads * bd * scale + out_bytes + 2.0 * partials;
-    p.hbm_read_bytes = reads * bd * scale + (partials > l2_size ? partials : 0.0);
+    p.l2_request_bytes = l2_reads * bd * scale + epilogue + out_bytes + 2.0 * partials;
+    p.hbm_read_bytes = reads * bd * scale + epilogue + (partials > l2_size ? partials : 0.0);
     p.hbm_write_bytes = out_bytes + (partials > l2_size ? partials : 0.0);
     p.hbm_s = per_s(p.hbm_read_bytes + p.hbm_write_bytes, sustained_hbm(gpu));
     p.l2_s = per_s(p.l2_request_bytes, sustained_l2(gpu));

@@ -26,6 +26,10 @@ struct GpuEfficiency {
     // sequences. Optional in the GPU file; when absent the cost model uses
     // kDefaultAttentionShare x the GPU's GEMM ceiling for the dtype.
     std::optional<double> attention;
+    // The same for FlashAttention-2 on a GPU where it is not the best kernel
+    // (Hopper: FA2 uses the Ampere mma.sync path, not wgmma/TMA). Optional;
+    // when absent a flash2 kernel runs at `attention`.
+    std::optional<double> attention_flash2;
 };
 
 inline constexpr double kDefaultAttentionShare = 0.8;

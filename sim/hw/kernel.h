@@ -20,6 +20,8 @@ enum class KernelKind {
     communication  // a collective's reduction kernel (SMs + HBM while it runs)
 };
 
+enum class AttentionKernel : std::uint8_t { best, flash2 };
+
 // A named tensor a kernel reads or writes, for L2 residency across kernels.
 // `id` is unique within a simulation (the workload layer assigns it).
 struct TensorUse {
@@ -41,10 +43,20 @@ struct KernelDesc {
     // 0 means "shape unknown": the cost model then applies its ceilings
     // without the shape factors.
     std::int64_t m = 0, n = 0, k = 0, batch = 1;
+    // GEMM only: the part of bytes_read that the epilogue reads once per
+    // output element (an output accumulated with beta = 1, e.g. a weight
+    // gradient summed over micro-batches; a bias), as opposed to the operand
+    // panels that tiles re-read through L2.
+    Bytes epilogue_read;
     // Attention only: causal mask (flops already halved by the workload), and
     // whether this is the backward kernel (dQ, dK, dV).
     bool causal = false;
     bool backward = false;
+    // Attention only: which fused kernel runs. `best` is the fastest flash
+    // kernel of the GPU (efficiency.attention: FA3 on Hopper, FA2 on
+    // Ampere); `flash2` asks for FlashAttention-2 where a faster kernel
+    // exists (efficiency.attention_flash2, when the GPU file gives it).
+    AttentionKernel attention_kernel = AttentionKernel::best;
     std::vector<TensorUse> tensors;
 };
 

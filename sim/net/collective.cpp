@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
+#include <unordered_map>
 
 namespace sim::net {
 
@@ -35,6 +37,7 @@ struct Phase {
 struct Instance {
     std::vector<PlannedFlow> flows;
     std::vector<Phase> phases;
+    Time initial;                      // paid once before the first step (a protocol's base latency)
     std::size_t phase = 0;
     std::uint32_t step = 0;
     std::uint32_t outstanding = 0;
@@ -99,8 +102,21 @@ struct CollectiveEngine::Impl {
     }
 
     std::string resolve(const CollectiveRequest& req) const;
+    CollectiveChoice choose(const CollectiveRequest& req) const;
     void validate(const CollectiveRequest& req) const;
     void plan(Instance& inst, const CollectiveRequest& req, const std::string& algo) const;
+    // The request as it runs with `protocol` (its share, latencies).
+    static CollectiveRequest with_protocol(const CollectiveRequest& req, const Protocol& protocol);
+    // Contention-free time of a planned instance: per step, the phase's
+    // latency + the longest route latency + the most loaded link's bytes /
+    // (efficiency x bandwidth).
+    Time estimate(const Instance& inst) const;
+    // The rings a ring collective over `g` runs: one, or one per local rank
+    // when the group spans nodes with the same number of ranks on each.
+    std::vector<std::vector<int>> rings(const std::vector<int>& g) const;
+
+    using ChoiceKey = std::tuple<int, std::uint64_t, std::string, std::vector<int>>;
+    mutable std::map<ChoiceKey, CollectiveChoice> choices;
     void launch(std::uint32_t slot);
     void flow_done(std::uint32_t slot);
     void finish_step(std::uint32_t slot);
@@ -161,11 +177,19 @@ std::string CollectiveEngine::Impl::resolve(const CollectiveRequest& req) const 
 void CollectiveEngine::Impl::plan(Instance& inst, const CollectiveRequest& req, const std::string& algo) const {
     inst.flows.clear();
     inst.phases.clear();
+    inst.initial = Time{};
     const double net_eff = req.network_efficiency > 0.0 ? req.network_efficiency : req.protocol_efficiency;
     const auto add = [&](int src, int dst, Bytes size) {
         const double e = topo.node_of(src) == topo.node_of(dst) ? req.protocol_efficiency : net_eff;
         inst.flows.push_back(PlannedFlow{src, dst, size, e, Path::gpu_to_gpu});
     };
+    const bool spans_nodes = [&] {
+        for (int gpu : req.gpus)
+            if (topo.node_of(gpu) != topo.node_of(req.gpus.front())) return true;
+        return false;
+    }();
+    // Per-step latency of a phase whose flows stay in a node, or cross nodes.
+    const Time net_step = req.network_step_latency > Time{} ? req.network_step_latency : req.step_latency;
     const auto open_phase = [&](std::uint32_t repeat, Time latency) {
         const auto at = static_cast<std::uint32_t>(inst.flows.size());
         inst.phases.push_back(Phase{at, at, repeat, latency});
@@ -174,11 +198,15 @@ void CollectiveEngine::Impl::plan(Instance& inst, const CollectiveRequest& req, 
         inst.phases.back().end = static_cast<std::uint32_t>(inst.flows.size());
         if (inst.phases.back().end == inst.phases.back().begin) inst.phases.pop_back();
     };
-    // One ring step over `ranks` (rank i sends to rank i+1), repeated.
-    const auto ring = [&](const std::vector<int>& ranks, Bytes chunk, std::uint32_t repeat) {
-        if (ranks.size() < 2 || repeat == 0) return;
-        open_phase(repeat, req.step_latency);
-        for (std::size_t i = 0; i < ranks.size(); ++i) add(ranks[i], ranks[(i + 1) % ranks.size()], chunk);
+    // The group's rings (one per rail across nodes), each carrying its share, in one phase.
+    const auto channel_rings = [&](Bytes size, std::uint32_t repeat) {
+        const auto rs = rings(req.gpus);
+        const auto n = static_cast<std::uint64_t>(req.gpus.size());
+        if (n < 2 || repeat == 0) return;
+        const Bytes chunk = ceil_div(size, n * rs.size());
+        open_phase(repeat, spans_nodes ? net_step : req.step_latency);
+        for (const auto& r : rs)
+            for (std::size_t i = 0; i < r.size(); ++i) add(r[i], r[(i + 1) % r.size()], chunk);
         close_phase();
     };
     // Binary tree over `ranks` in heap order: parent of position p is (p-1)/2.
@@ -196,7 +224,7 @@ void CollectiveEngine::Impl::plan(Instance& inst, const CollectiveRequest& req, 
     switch (req.op) {
         case CollectiveOp::all_reduce:
             if (algo == "ring") {
-                ring(g, ceil_div(s, n), 2 * (n - 1));
+                channel_rings(s, 2 * (n - 1));
             } else if (algo == "hierarchical") {
                 const auto nodes = by_node(g);
                 const auto k = static_cast<std::uint32_t>(nodes.front().size());
@@ -210,7 +238,7 @@ void CollectiveEngine::Impl::plan(Instance& inst, const CollectiveRequest& req, 
                 }
                 // all-reduce of each shard across nodes: one ring per local rank (rail)
                 if (m > 1) {
-                    open_phase(2 * (m - 1), req.step_latency);
+                    open_phase(2 * (m - 1), net_step);
                     for (std::uint32_t j = 0; j < k; ++j)
                         for (std::uint32_t i = 0; i < m; ++i) add(nodes[i][j], nodes[(i + 1) % m][j], ceil_div(s, k * m));
                     close_phase();
@@ -247,9 +275,9 @@ void CollectiveEngine::Impl::plan(Instance& inst, const CollectiveRequest& req, 
             }
             break;
         case CollectiveOp::reduce_scatter:
-        case CollectiveOp::all_gather: ring(g, ceil_div(s, n), n - 1); break;
+        case CollectiveOp::all_gather: channel_rings(s, n - 1); break;
         case CollectiveOp::all_to_all:
-            open_phase(1, req.step_latency);
+            open_phase(1, spans_nodes ? net_step : req.step_latency);
             for (std::uint32_t i = 0; i < n; ++i)
                 for (std::uint32_t j = 0; j < n; ++j)
                     if (i != j) add(g[i], g[j], ceil_div(s, n));
@@ -271,7 +299,7 @@ void CollectiveEngine::Impl::plan(Instance& inst, const CollectiveRequest& req, 
             break;
         }
         case CollectiveOp::send_recv:
-            open_phase(1, req.step_latency);
+            open_phase(1, spans_nodes ? net_step : req.step_latency);
             add(g[0], g[1], s);
             close_phase();
             break;
@@ -323,7 +351,8 @@ CollectiveEngine::CollectiveEngine(Simulation& sim, FlowNetwork& flows, const To
 CollectiveEngine::~CollectiveEngine() = default;
 
 void CollectiveEngine::start(const CollectiveRequest& req, Callback on_done) {
-    const std::string algo = impl_->resolve(req);
+    const CollectiveChoice choice = impl_->choose(req);
+    const std::string& algo = choice.algorithm;
     if (req.gpus.size() == 1) {
         impl_->sim.schedule_after(Time{}, on_done);
         return;
@@ -337,7 +366,14 @@ void CollectiveEngine::start(const CollectiveRequest& req, Callback on_done) {
         impl_->instances.emplace_back();
     }
     Instance& inst = impl_->instances[slot];
-    impl_->plan(inst, req, algo);
+    if (choice.protocol.empty()) {
+        impl_->plan(inst, req, algo);
+    } else {
+        const auto p = std::find_if(req.protocols.begin(), req.protocols.end(),
+                                    [&](const Protocol& q) { return q.name == choice.protocol; });
+        impl_->plan(inst, Impl::with_protocol(req, *p), algo);
+        if (algo != "in-switch") inst.initial = p->base_latency;
+    }
     inst.phase = 0;
     inst.step = 0;
     inst.outstanding = 0;
@@ -345,7 +381,7 @@ void CollectiveEngine::start(const CollectiveRequest& req, Callback on_done) {
     inst.busy = true;
     ++impl_->live;
     check(!inst.phases.empty(), "collective: a plan of a multi-rank collective has no flows");
-    impl_->sim.schedule_after(inst.phases[0].latency, [impl = impl_.get(), slot] { impl->launch(slot); });
+    impl_->sim.schedule_after(inst.initial + inst.phases[0].latency, [impl = impl_.get(), slot] { impl->launch(slot); });
 }
 
 std::vector<std::string> CollectiveEngine::algorithms() const {
@@ -353,6 +389,91 @@ std::vector<std::string> CollectiveEngine::algorithms() const {
 }
 
 std::string CollectiveEngine::resolve(const CollectiveRequest& req) const { return impl_->resolve(req); }
+
+CollectiveChoice CollectiveEngine::choose(const CollectiveRequest& req) const { return impl_->choose(req); }
+
+std::vector<std::vector<int>> CollectiveEngine::Impl::rings(const std::vector<int>& g) const {
+    const auto nodes = by_node(g);
+    if (nodes.size() < 2 || nodes.front().size() < 2) return {g};
+    const std::size_t k = nodes.front().size();
+    std::vector<std::vector<int>> out(k);
+    for (std::size_t j = 0; j < k; ++j)
+        for (const auto& ranks : nodes)
+            for (std::size_t t = 0; t < k; ++t) out[j].push_back(ranks[(j + t) % k]);
+    return out;
+}
+
+CollectiveRequest CollectiveEngine::Impl::with_protocol(const CollectiveRequest& req, const Protocol& p) {
+    CollectiveRequest r = req;
+    r.protocol_efficiency = req.protocol_efficiency * p.bandwidth_share;
+    if (req.network_efficiency > 0.0) r.network_efficiency = req.network_efficiency * p.bandwidth_share;
+    r.step_latency = p.step_latency;
+    r.network_step_latency = p.network_step_latency;
+    r.protocols.clear();
+    return r;
+}
+
+Time CollectiveEngine::Impl::estimate(const Instance& inst) const {
+    double total = inst.initial.seconds();
+    std::unordered_map<LinkId, double> load;  // seconds of wire time per link
+    for (const Phase& ph : inst.phases) {
+        load.clear();
+        Time longest{};
+        for (std::uint32_t i = ph.begin; i < ph.end; ++i) {
+            const PlannedFlow& f = inst.flows[i];
+            const std::vector<LinkId>* links = nullptr;
+            switch (f.path) {
+                case Path::gpu_to_gpu: links = &topo.route(f.src, f.dst); break;
+                case Path::gpu_to_switch: links = &topo.to_switch(f.src); break;
+                case Path::switch_to_gpu: links = &topo.from_switch(f.dst); break;
+            }
+            Time latency{};
+            for (LinkId l : *links) {
+                latency += topo.link(l).latency;
+                load[l] += f.size.as_double() / (f.efficiency * topo.link(l).bandwidth.bytes_per_s);
+            }
+            longest = std::max(longest, latency);
+        }
+        double step = 0;
+        for (const auto& [l, t] : load) step = std::max(step, t);
+        total += static_cast<double>(ph.repeat) * (ph.latency.seconds() + longest.seconds() + step);
+    }
+    return Time::from_seconds_ceil(total);
+}
+
+CollectiveChoice CollectiveEngine::Impl::choose(const CollectiveRequest& req) const {
+    const std::string rule = resolve(req);  // validates
+    if (req.protocols.empty() || req.gpus.size() < 2) return CollectiveChoice{rule, "", Time{}};
+    ChoiceKey key{static_cast<int>(req.op), req.size.value, req.algorithm, req.gpus};
+    if (auto it = choices.find(key); it != choices.end()) return it->second;
+    std::vector<std::string> algos;
+    if (req.algorithm != "auto") {
+        algos.push_back(req.algorithm);
+    } else if (req.op == CollectiveOp::all_reduce) {
+        if (req.gpus.size() > 4 && in_switch_possible(req.gpus, nullptr)) algos.push_back("in-switch");
+        if (by_node(req.gpus).size() > 1) algos.push_back("hierarchical");
+        algos.push_back("ring");
+    } else {
+        algos.push_back(rule);
+    }
+    CollectiveChoice best;
+    Instance scratch;
+    for (const auto& a : algos) {
+        for (const Protocol& p : req.protocols) {
+            // NVLS runs the Simple protocol only; direct transfers have no protocol choice in NCCL's tuner
+            // either, but their cost still depends on it, so they choose like the others.
+            if (a == "in-switch" && p.name != "Simple") continue;
+            plan(scratch, with_protocol(req, p), a);
+            if (scratch.phases.empty()) continue;
+            if (a != "in-switch") scratch.initial = p.base_latency;
+            const Time t = estimate(scratch);
+            if (best.algorithm.empty() || t < best.predicted) best = CollectiveChoice{a, p.name, t};
+        }
+    }
+    if (best.algorithm.empty()) best = CollectiveChoice{rule, req.protocols.back().name, Time{}};
+    choices.emplace(std::move(key), best);
+    return best;
+}
 
 std::size_t CollectiveEngine::active() const { return impl_->live; }
 

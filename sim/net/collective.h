@@ -6,7 +6,11 @@
 //
 //   ring          all-reduce: 2(n-1) steps, reduce-scatter / all-gather: n-1
 //                 steps, each rank sending ceil(size/n) to the next rank;
-//                 broadcast: a pipelined chain, every hop carrying size at once
+//                 broadcast: a pipelined chain, every hop carrying size at once.
+//                 A group spanning nodes with k ranks on each runs k rings
+//                 (NCCL's channels), ring j leaving every node from local
+//                 rank j-1 and entering the next at local rank j, each
+//                 carrying size/k: every rail's NIC carries one ring.
 //   tree          all-reduce: NCCL's double binary tree, pipelined: every tree
 //                 edge carries size/2 up and size/2 down at once; the step
 //                 pays 2 x depth step latencies (pipeline fill); broadcast:
@@ -40,6 +44,19 @@ namespace sim::net {
 enum class CollectiveOp { all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, send_recv };
 const char* to_string(CollectiveOp op);
 
+// One NCCL protocol (LL, LL128, Simple): the share of the link rate it
+// reaches relative to protocol_efficiency / network_efficiency, its latency
+// per step, and its fixed cost per collective. With a protocol table in the
+// request the engine picks, like NCCL's tuner, the algorithm and protocol
+// with the least predicted time (CollectiveEngine::choose).
+struct Protocol {
+    std::string name;
+    double bandwidth_share = 1.0;  // (0, 1]
+    Time step_latency{};
+    Time network_step_latency{};   // for steps whose flows cross nodes (zero: step_latency)
+    Time base_latency{};           // once per collective, before its first step
+};
+
 struct CollectiveRequest {
     CollectiveOp op = CollectiveOp::all_reduce;
     std::vector<int> gpus;   // participants, in rank order
@@ -47,12 +64,24 @@ struct CollectiveRequest {
     std::string algorithm = "auto";
     double protocol_efficiency = 1.0;  // NCCL's achievable fraction of link rate
     Time step_latency{};               // per-step software latency (NCCL per-step cost)
+    Time network_step_latency{};       // the same for steps whose flows cross nodes (zero: step_latency)
     double network_efficiency = 0.0;   // for flows between nodes; 0 = protocol_efficiency
     // In-switch reduction: the switch path reaches protocol_efficiency x
     // in_switch_efficiency of the link rate (NCCL: 0.85 Hopper, 0.74
     // Blackwell), and its single step costs in_switch_latency (NCCL: 25 us).
     double in_switch_efficiency = 1.0;
     Time in_switch_latency{};
+    // NCCL's protocols; empty: one protocol (protocol_efficiency,
+    // step_latency) and algorithms chosen by the rules above. In-switch
+    // reduction runs the protocol named "Simple" only (NCCL's NVLS does).
+    std::vector<Protocol> protocols;
+};
+
+// What a request resolves to: the algorithm and, with a protocol table, the protocol.
+struct CollectiveChoice {
+    std::string algorithm;
+    std::string protocol;  // empty without a protocol table
+    Time predicted{};      // contention-free estimate the choice was made on (zero without a table)
 };
 
 class CollectiveEngine {
@@ -66,6 +95,11 @@ public:
     std::vector<std::string> algorithms() const;
     // The algorithm `req` runs with ("auto" resolved); validates like start().
     std::string resolve(const CollectiveRequest& req) const;
+    // The algorithm and protocol `req` runs with: with a protocol table, the
+    // candidate (algorithm x protocol) of least predicted time on an idle
+    // network; "auto" considers in-switch (over > 4 GPUs of one NVSwitch node
+    // with reduction support) and ring or hierarchical.
+    CollectiveChoice choose(const CollectiveRequest& req) const;
     std::size_t active() const;
 
 private:

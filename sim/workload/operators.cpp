@@ -222,6 +222,7 @@ Operator linear_forward(const Dims& x, const Linear& l) {
     const double y = l.y_bytes >= 0 ? l.y_bytes : t * static_cast<double>(l.out) * x.ab;
     Operator op = gemm(l.name, x.gemm_dt, l.tokens, l.out, l.in, 1,
                        t * static_cast<double>(l.in) * x.in_b + weight_bytes(x, l) + bias, y, std::move(uses));
+    op.kernel.epilogue_read = Bytes::ceil(bias);
     set_sync(x, op, l.fwd_sync, l.sync_bytes);
     return op;
 }
@@ -249,6 +250,7 @@ Operator linear_wgrad(const Dims& x, const Linear& l) {
     uses.push_back(use(weight_tensor_id(x.layer, l.weight | kGrad), g, true));
     Operator op = gemm(l.name + "_wgrad", x.gemm_dt, l.in, l.out, l.tokens, 1,
                        t * static_cast<double>(l.in + l.out) * x.in_b + g + bias_g, g + bias_g, std::move(uses));
+    op.kernel.epilogue_read = Bytes::ceil(g + bias_g);  // dW (and db) accumulated: read once, not per tile
     op.is_weight_grad = true;
     set_sync(x, op, l.wgrad_sync, l.sync_bytes);
     return op;

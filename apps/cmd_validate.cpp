@@ -1,0 +1,105 @@
+// parasim validate DATASET: simulate every published measurement of a
+// dataset with the machinery of `parasim run` and report the error per
+// point and the MAPE per kind (docs/validation.md).
+#include "apps/cli.h"
+#include "sim/validate/translate.h"
+#include "sim/validate/validate.h"
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+namespace po = boost::program_options;
+
+namespace parasim_cli {
+
+namespace {
+
+std::vector<std::string> split(const std::string& s) {
+    std::vector<std::string> out;
+    std::stringstream ss(s);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        if (!item.empty()) out.push_back(item);
+    }
+    return out;
+}
+
+}  // namespace
+
+int cmd_validate(const Args& args) {
+    po::options_description opts("parasim validate DATASET [options]");
+    opts.add_options()("help,h", "show this help")("format", po::value<std::string>()->default_value("table"),
+                                                     "table | json")(
+        "output,o", po::value<std::string>()->default_value(""), "write the report to FILE (atomically)")(
+        "kind", po::value<std::string>(), "only points of these kinds (comma-separated: training,inference,...)")(
+        "id", po::value<std::string>(), "only the points with these ids (comma-separated)")(
+        "jobs,j", po::value<int>()->default_value(0), "points simulated in parallel (0: one per hardware thread)")(
+        "scenarios", po::value<std::string>(),
+        "also write each whole-run point as a scenario file DIR/<id>.yaml that 'parasim run' simulates identically")(
+        "dataset", po::value<std::string>(), "dataset file");
+    po::positional_options_description pos;
+    pos.add("dataset", 1);
+    po::variables_map vm;
+    po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
+    if (vm.count("help")) {
+        std::cout << opts
+                  << "\nExample: parasim validate ../shared/validation/published.yaml --format json\n"
+                     "The dataset format is described in docs/validation.md.\n";
+        return 0;
+    }
+    if (!vm.count("dataset")) throw UsageError("validate needs a dataset file (try 'parasim validate --help')");
+    const std::string format = vm["format"].as<std::string>();
+    if (format != "table" && format != "json")
+        throw UsageError(fmt::format("--format must be table or json, not '{}'", format));
+    if (vm["jobs"].as<int>() < 0) throw UsageError("--jobs must be 0 or more");
+
+    sim::validate::ValidateOptions vo;
+    vo.jobs = vm["jobs"].as<int>();
+    if (vm.count("id")) vo.ids = split(vm["id"].as<std::string>());
+    if (vm.count("kind")) {
+        for (const auto& name : split(vm["kind"].as<std::string>())) {
+            bool found = false;
+            for (auto k : sim::validate::kAllKinds)
+                if (name == sim::validate::to_string(k)) {
+                    vo.kinds.push_back(k);
+                    found = true;
+                }
+            if (!found)
+                throw UsageError(fmt::format(
+                    "--kind: '{}' is not a kind (training, inference, gemm, attention, collective, memory)", name));
+        }
+    }
+    const auto dataset = sim::validate::load_dataset(vm["dataset"].as<std::string>());
+    if (!vo.ids.empty()) {
+        for (const auto& id : vo.ids) {
+            bool found = false;
+            for (const auto& p : dataset.points) found = found || p.id == id;
+            if (!found) throw UsageError(fmt::format("--id: no point '{}' in {}", id, dataset.file));
+        }
+    }
+    if (vm.count("scenarios")) {
+        const std::string dir = vm["scenarios"].as<std::string>();
+        std::error_code ec;
+        std::filesystem::create_directories(dir, ec);
+        if (ec) throw UsageError(fmt::format("--scenarios: cannot create '{}': {}", dir, ec.message()));
+        sim::config::GpuCatalog catalog;
+        const sim::validate::ShippedClusters shipped;
+        for (const auto& p : dataset.points) {
+            if (p.kind != sim::validate::Kind::training && p.kind != sim::validate::Kind::inference) continue;
+            if (!vo.ids.empty() && std::find(vo.ids.begin(), vo.ids.end(), p.id) == vo.ids.end()) continue;
+            const auto setup = sim::validate::translate(p, catalog, shipped);
+            if (!setup.skip) write_output(dir + "/" + p.id + ".yaml", sim::validate::scenario_yaml(p, setup));
+        }
+    }
+    const auto report = sim::validate::validate(dataset, vo);
+    write_output(vm["output"].as<std::string>(),
+                 format == "json" ? sim::validate::format_json(report) : sim::validate::format_table(report));
+    return 0;
+}
+
+}  // namespace parasim_cli

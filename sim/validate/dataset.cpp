@@ -1,0 +1,386 @@
+// Dataset loader: walks every point with MapReader (unknown keys are errors
+// with "did you mean"), fills the documented defaults and records them.
+#include "sim/validate/dataset.h"
+
+#include "sim/config/model_loader.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+namespace sim::validate {
+
+namespace {
+
+using config::MapReader;
+using config::Node;
+
+constexpr std::int64_t kMaxDim = std::int64_t{1} << 40;
+
+hw::DType read_dtype(const Node& n, const std::vector<std::string>& allowed) {
+    return *hw::parse_dtype(n.as_enum(allowed));
+}
+
+const std::vector<std::string> kDTypes = {"fp32", "tf32", "fp16", "bf16", "fp8", "int8"};
+
+Kind read_kind(const Node& n) {
+    const std::string v = n.as_enum({"training", "inference", "gemm", "attention", "collective", "memory"});
+    for (Kind k : kAllKinds)
+        if (v == to_string(k)) return k;
+    return Kind::training;
+}
+
+Metric read_metric(const Node& n, Kind kind) {
+    std::vector<Metric> allowed;
+    switch (kind) {
+        case Kind::training: allowed = {Metric::iteration_s, Metric::tokens_per_s_per_gpu}; break;
+        case Kind::inference:
+            allowed = {Metric::tokens_per_s, Metric::tokens_per_s_per_gpu, Metric::ttft_ms, Metric::tpot_ms};
+            break;
+        case Kind::gemm:
+        case Kind::attention: allowed = {Metric::time_us}; break;
+        case Kind::collective: allowed = {Metric::busbw_GBps, Metric::time_us}; break;
+        case Kind::memory: allowed = {Metric::bandwidth_GBps}; break;
+    }
+    std::vector<std::string> names;
+    for (Metric m : allowed) names.emplace_back(to_string(m));
+    const std::string v = n.as_string();
+    for (Metric m : allowed)
+        if (v == to_string(m)) return m;
+    const std::string hint = config::nearest(v, names);
+    std::string list;
+    for (const auto& s : names) list += (list.empty() ? "" : ", ") + s;
+    n.fail(fmt::format("'{}' is not a metric of a {} point (expected one of {}){}", v, to_string(kind), list,
+                       hint.empty() ? "" : fmt::format(" (did you mean '{}'?)", hint)));
+}
+
+// A byte count: a whole number (the README's `bytes: 32768`) or a quantity with a unit.
+Bytes read_bytes(const Node& n) {
+    const std::string s = n.as_string();
+    if (!s.empty() && s.find_first_not_of("0123456789") == std::string::npos)
+        return Bytes{static_cast<std::uint64_t>(n.as_int(1, std::int64_t{1} << 50))};
+    const Bytes b = n.as_bytes();
+    if (b.value == 0) n.fail("a size must be positive");
+    return b;
+}
+
+HardwareSpec read_hardware(const Node& node, std::vector<std::string>& defaults) {
+    MapReader r(node);
+    HardwareSpec h;
+    h.where = node.location();
+    h.gpu = r.required("gpu").as_string();
+    h.gpus = static_cast<int>(r.required("gpus").as_int(1, 1 << 20));
+    if (auto n = r.optional("gpus_per_node")) {
+        h.gpus_per_node = static_cast<int>(n->as_int(1, 4096));
+    } else {
+        h.gpus_per_node = std::min(h.gpus, 8);
+        if (h.gpus > 1) defaults.push_back(fmt::format("gpus_per_node={}", h.gpus_per_node));
+    }
+    if (auto n = r.optional("intra_node")) h.intra_node = n->as_enum({"nvswitch", "nvlink-bridge", "pcie"});
+    std::optional<Node> network = r.optional("network");
+    if (network) {
+        MapReader nr(*network);
+        h.network = true;
+        h.network_kind = nr.required("kind").as_enum({"infiniband", "ethernet-roce"});
+        h.network_bandwidth = nr.required("bandwidth_per_gpu").as_bandwidth();
+        nr.finish();
+    }
+    r.finish();
+    if (h.gpus > h.gpus_per_node && !h.network)
+        node.fail(fmt::format("{} GPUs in nodes of {} need a network between the nodes: give "
+                              "network: {{kind: infiniband, bandwidth_per_gpu: ...}}",
+                              h.gpus, h.gpus_per_node));
+    return h;
+}
+
+// The dataset's model map -> a parasim model map (the field names match),
+// with defaults for the fields the dataset format leaves out, then the
+// model loader's own checks. Defaults follow the FFN kind: a GELU MLP means
+// a GPT-style model (LayerNorm, learned positions, biases, tied
+// embeddings), a SwiGLU MLP a Llama-style one (RMSNorm, RoPE, no biases,
+// untied); docs/validation.md §2.
+workload::ModelSpec read_model(const Node& node, const std::string& id, std::int64_t max_seq) {
+    MapReader r(node);
+    YAML::Node map(YAML::NodeType::Map);
+    map["name"] = id;
+    for (const char* key : {"layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "ffn_kind", "vocab",
+                            "max_seq", "norm", "position", "bias", "tied_embeddings"}) {
+        if (auto n = r.optional(key)) map[key] = n->yaml();
+    }
+    std::optional<Node> experts = r.optional("experts"), top_k = r.optional("top_k");
+    r.finish();
+    // Required fields are checked by the model loader, at the dataset's position.
+    for (const char* key : {"layers", "hidden", "heads", "ffn", "ffn_kind", "vocab"})
+        if (!map[key]) node.fail(fmt::format("missing required field '{}'", key));
+    const bool gelu = map["ffn_kind"].IsScalar() && map["ffn_kind"].Scalar() == "gelu";
+    if (!map["max_seq"]) map["max_seq"] = std::to_string(max_seq);
+    if (!map["norm"]) map["norm"] = gelu ? "layernorm" : "rmsnorm";
+    if (!map["position"]) map["position"] = gelu ? "learned" : "rope";
+    if (!map["bias"]) map["bias"] = gelu ? "true" : "false";
+    if (!map["tied_embeddings"]) map["tied_embeddings"] = gelu ? "true" : "false";
+    const std::int64_t e = experts ? experts->as_int(0, 1 << 16) : 0;
+    const std::int64_t k = top_k ? top_k->as_int(0, 1 << 16) : 0;
+    if (e > 0) {
+        if (k < 1) (top_k ? *top_k : *experts).fail("a mixture of experts needs top_k >= 1");
+        YAML::Node moe(YAML::NodeType::Map);
+        moe["experts"] = experts->yaml();
+        moe["top_k"] = top_k->yaml();
+        map["moe"] = moe;
+    } else if (k > 0) {
+        top_k->fail("top_k without experts");
+    }
+    workload::ModelSpec m = config::load_model(Node(map, std::make_shared<const std::string>(node.file()), node.path()));
+    m.where = node.location();
+    return m;
+}
+
+config::WorkloadSpec read_workload(const Node& node, Kind kind, std::vector<std::string>& defaults) {
+    MapReader r(node);
+    config::WorkloadSpec w;
+    w.mode = kind == Kind::training ? config::Mode::training : config::Mode::inference;
+    w.precision.compute = read_dtype(r.required("dtype"), kDTypes);
+    w.precision.weights = w.precision.compute == hw::DType::tf32 ? hw::DType::fp32 : w.precision.compute;
+    w.precision.kv = w.precision.weights;
+    if (auto n = r.optional("kv_dtype")) w.precision.kv = read_dtype(*n, kDTypes);
+    if (auto n = r.optional("flash_attention")) {
+        w.flash_attention = n->as_bool();
+    } else {
+        w.flash_attention = true;
+        defaults.push_back("flash_attention=true");
+    }
+    if (kind == Kind::training) {
+        w.seq_len = r.required("seq_len").as_int(1, 1 << 24);
+        w.global_batch = r.required("global_batch").as_int(1, 1 << 30);
+        if (auto n = r.optional("micro_batch")) {
+            w.micro_batch = n->as_int(1, 1 << 20);
+        } else {
+            w.micro_batch = 1;
+            defaults.push_back("micro_batch=1");
+        }
+        if (auto n = r.optional("recompute")) {
+            const std::string v = n->as_enum({"none", "selective", "full"});
+            w.recompute = v == "none" ? workload::Recompute::none
+                        : v == "selective" ? workload::Recompute::selective
+                                           : workload::Recompute::full;
+        } else {
+            w.recompute = workload::Recompute::none;
+            defaults.push_back("recompute=none");
+        }
+    } else {
+        w.batch = r.required("batch").as_int(1, 1 << 24);
+        w.prompt_tokens = r.required("prompt_tokens").as_int(1, 1 << 24);
+        w.output_tokens = r.required("output_tokens").as_int(1, 1 << 24);
+    }
+    r.finish();
+    return w;
+}
+
+// Smallest number of model chunks per stage (>= 2) that divides the layers of a stage.
+int default_virtual_stages(std::int64_t layers, int pp) {
+    if (pp < 1 || layers % pp != 0) return 2;
+    const std::int64_t per_stage = layers / pp;
+    for (std::int64_t v = 2; v <= per_stage; ++v)
+        if (per_stage % v == 0) return static_cast<int>(v);
+    return 2;
+}
+
+ParallelismSpec read_parallelism(const std::optional<Node>& node, const Point& p, std::vector<std::string>& defaults) {
+    ParallelismSpec s;
+    const bool training = p.kind == Kind::training;
+    std::optional<MapReader> r;
+    if (node) {
+        r.emplace(*node);
+        s.where = node->location();
+    } else {
+        s.where = p.where;
+    }
+    const auto get = [&](const char* key) { return r ? r->optional(key) : std::nullopt; };
+    if (auto n = get("tp")) s.tp = static_cast<int>(n->as_int(1, 1 << 20));
+    if (auto n = get("pp")) s.pp = static_cast<int>(n->as_int(1, 1 << 20));
+    if (auto n = get("cp")) s.cp = static_cast<int>(n->as_int(1, 1 << 20));
+    if (auto n = get("ep")) s.ep = static_cast<int>(n->as_int(1, 1 << 20));
+    if (auto n = get("dp")) {
+        s.dp = static_cast<int>(n->as_int(1, 1 << 24));
+    } else {
+        const int others = s.tp * s.pp * s.cp;
+        s.dp = p.hardware.gpus % others == 0 ? p.hardware.gpus / others : 0;  // 0: cannot be formed
+        if (s.dp > 1) defaults.push_back(fmt::format("dp={} (gpus / (tp x pp x cp))", s.dp));
+    }
+    if (auto n = get("sp")) {
+        s.sp = n->as_bool();
+    } else if (training && s.tp > 1) {
+        defaults.push_back("sp=false");
+    }
+    if (auto n = get("zero")) {
+        s.zero = static_cast<int>(n->as_int(0, 3));
+    } else if (training && s.dp > 1) {
+        defaults.push_back("zero=0");
+    }
+    std::optional<Node> schedule = get("schedule");
+    std::optional<Node> vstages = get("virtual_stages");
+    if (vstages) s.virtual_stages = static_cast<int>(vstages->as_int(1, 1024));
+    if (schedule) {
+        const std::string v = schedule->as_enum({"gpipe", "1f1b", "interleaved-1f1b"});
+        s.schedule = v == "gpipe" ? config::PipelineSchedule::gpipe
+                   : v == "1f1b" ? config::PipelineSchedule::one_f_one_b
+                                 : config::PipelineSchedule::interleaved_one_f_one_b;
+        if (s.schedule != config::PipelineSchedule::interleaved_one_f_one_b && s.virtual_stages > 1)
+            vstages->fail(fmt::format("virtual_stages={} needs schedule interleaved-1f1b, not {}", s.virtual_stages, v));
+    } else if (s.virtual_stages > 1) {
+        s.schedule = config::PipelineSchedule::interleaved_one_f_one_b;
+        defaults.push_back("schedule=interleaved-1f1b (virtual_stages > 1)");
+    } else if (training && s.pp > 1) {
+        defaults.push_back("schedule=1f1b");
+    }
+    if (s.schedule == config::PipelineSchedule::interleaved_one_f_one_b && !vstages) {
+        s.virtual_stages = default_virtual_stages(p.model.layers, s.pp);
+        defaults.push_back(fmt::format("virtual_stages={}", s.virtual_stages));
+    }
+    if (s.schedule == config::PipelineSchedule::interleaved_one_f_one_b && s.virtual_stages < 2)
+        (vstages ? *vstages : *schedule).fail("schedule interleaved-1f1b needs virtual_stages >= 2");
+    if (r) r->finish();
+    return s;
+}
+
+void read_op(const Node& node, Point& p) {
+    MapReader r(node);
+    switch (p.kind) {
+        case Kind::gemm:
+            p.gemm.m = r.required("m").as_int(1, kMaxDim);
+            p.gemm.n = r.required("n").as_int(1, kMaxDim);
+            p.gemm.k = r.required("k").as_int(1, kMaxDim);
+            p.gemm.dtype = read_dtype(r.required("dtype"), kDTypes);
+            break;
+        case Kind::attention: {
+            auto& a = p.attention;
+            a.batch = r.required("batch").as_int(1, kMaxDim);
+            a.heads = r.required("heads").as_int(1, kMaxDim);
+            a.head_dim = r.required("head_dim").as_int(1, 4096);
+            a.seq_len = r.required("seq_len").as_int(1, kMaxDim);
+            a.causal = r.required("causal").as_bool();
+            a.dtype = read_dtype(r.required("dtype"), {"fp16", "bf16", "fp8"});
+            a.impl = r.required("impl").as_enum({"flash2", "flash3"}) == "flash2" ? AttentionImpl::flash2
+                                                                                  : AttentionImpl::flash3;
+            a.backward = r.required("pass").as_enum({"fwd", "fwd_bwd"}) == "fwd_bwd";
+            break;
+        }
+        case Kind::collective: {
+            auto& c = p.collective;
+            const std::string op = r.required("op").as_enum({"all_reduce", "all_gather", "reduce_scatter", "all_to_all"});
+            c.op = op == "all_reduce"       ? net::CollectiveOp::all_reduce
+                 : op == "all_gather"       ? net::CollectiveOp::all_gather
+                 : op == "reduce_scatter"   ? net::CollectiveOp::reduce_scatter
+                                            : net::CollectiveOp::all_to_all;
+            c.bytes = read_bytes(r.required("bytes"));
+            if (auto n = r.optional("algorithm")) {
+                const std::string a = n->as_enum({"auto", "ring", "tree", "nvls"});
+                c.algorithm = a == "nvls" ? "in-switch" : a;
+            }
+            break;
+        }
+        case Kind::memory: {
+            const std::string op = r.required("op").as_enum({"copy", "read", "write", "triad"});
+            p.memory.op = op == "copy"   ? MemoryOpKind::copy
+                        : op == "read"   ? MemoryOpKind::read
+                        : op == "write"  ? MemoryOpKind::write
+                                         : MemoryOpKind::triad;
+            p.memory.bytes = read_bytes(r.required("bytes"));
+            break;
+        }
+        case Kind::training:
+        case Kind::inference: break;
+    }
+    r.finish();
+}
+
+Point read_point(const Node& node) {
+    MapReader r(node);
+    Point p;
+    p.where = node.location();
+    p.id = r.required("id").as_string();
+    if (p.id.empty()) node.fail("id: an empty id");
+    p.kind = read_kind(r.required("kind"));
+    p.source = r.required("source").as_string();
+    if (auto n = r.optional("notes")) p.notes = n->as_string();
+    p.hardware = read_hardware(r.required("hardware"), p.defaults);
+    const bool run = p.kind == Kind::training || p.kind == Kind::inference;
+    std::optional<Node> model = r.optional("model"), workload = r.optional("workload"),
+                        parallelism = r.optional("parallelism"), op = r.optional("op");
+    if (run) {
+        if (!model) node.fail(fmt::format("a {} point needs 'model'", to_string(p.kind)));
+        if (!workload) node.fail(fmt::format("a {} point needs 'workload'", to_string(p.kind)));
+        if (op) op->fail(fmt::format("a {} point has no 'op' (that is for kernel points)", to_string(p.kind)));
+        p.workload = read_workload(*workload, p.kind, p.defaults);
+        const std::int64_t max_seq = p.kind == Kind::training ? p.workload.seq_len
+                                                              : p.workload.prompt_tokens + p.workload.output_tokens;
+        p.model = read_model(*model, p.id, max_seq);
+        p.parallelism = read_parallelism(parallelism, p, p.defaults);
+    } else {
+        for (const auto* extra : {&model, &workload, &parallelism})
+            if (*extra) (*extra)->fail(fmt::format("a {} point is a single kernel: give 'op', not this", to_string(p.kind)));
+        if (!op) node.fail(fmt::format("a {} point needs 'op'", to_string(p.kind)));
+        read_op(*op, p);
+    }
+    {
+        MapReader m(r.required("measured"));
+        p.metric = read_metric(m.required("metric"), p.kind);
+        const Node value = m.required("value");
+        p.measured = value.as_number(-1e300, 1e300);
+        if (!(p.measured > 0)) value.fail("a measured value must be positive");
+        m.finish();
+    }
+    r.finish();
+    return p;
+}
+
+}  // namespace
+
+const char* to_string(Kind k) {
+    switch (k) {
+        case Kind::training: return "training";
+        case Kind::inference: return "inference";
+        case Kind::gemm: return "gemm";
+        case Kind::attention: return "attention";
+        case Kind::collective: return "collective";
+        case Kind::memory: return "memory";
+    }
+    return "?";
+}
+
+const char* to_string(Metric m) {
+    switch (m) {
+        case Metric::iteration_s: return "iteration_s";
+        case Metric::tokens_per_s_per_gpu: return "tokens_per_s_per_gpu";
+        case Metric::tokens_per_s: return "tokens_per_s";
+        case Metric::ttft_ms: return "ttft_ms";
+        case Metric::tpot_ms: return "tpot_ms";
+        case Metric::time_us: return "time_us";
+        case Metric::busbw_GBps: return "busbw_GBps";
+        case Metric::bandwidth_GBps: return "bandwidth_GBps";
+    }
+    return "?";
+}
+
+Dataset parse_dataset(const Node& root) {
+    MapReader r(root);
+    Dataset d;
+    d.file = root.file();
+    r.optional("description");
+    const Node list = r.required("points");
+    std::map<std::string, SourceLocation> seen;
+    for (const Node& n : list.elements()) {
+        Point p = read_point(n);
+        if (auto it = seen.find(p.id); it != seen.end())
+            n.fail(fmt::format("duplicate id '{}' (first at {})", p.id, it->second.to_string()));
+        seen.emplace(p.id, p.where);
+        d.points.push_back(std::move(p));
+    }
+    r.finish();
+    if (d.points.empty()) list.fail("the dataset has no points");
+    return d;
+}
+
+Dataset load_dataset(const std::string& path) { return parse_dataset(config::load_file(path)); }
+
+}  // namespace sim::validate

@@ -1,0 +1,74 @@
+// `parasim validate`: simulate every point of a dataset of published
+// measurements with the machinery of `parasim run` and report the error.
+//
+//   training, inference  report::run_strategy on the translated scenario
+//                        (the one path `parasim run` uses); the metric is
+//                        read from its RunMetrics (docs/output.md)
+//   gemm, attention,     the point's kernels as a one-task-per-kernel plan
+//   memory               on one GPU, run by exec::execute (cost model, L2)
+//   collective           one collective task over the point's GPUs, run by
+//                        exec::execute (comm_tuning's NCCL request, flows
+//                        on the generated topology)
+//
+// Error = (simulated - measured) / measured, signed. MAPE of a kind = mean
+// |error| over its simulated points; skipped points are listed with their
+// reason and counted apart, never folded into the MAPE.
+#pragma once
+
+#include "sim/validate/dataset.h"
+
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sim::validate {
+
+struct Outcome {
+    std::string id;
+    Kind kind = Kind::training;
+    Metric metric = Metric::iteration_s;
+    double measured = 0;
+    bool skipped = false;
+    std::string reason;                  // why skipped
+    double simulated = 0;
+    double error = 0;                    // signed fraction
+    std::vector<std::string> defaults;   // defaults applied to fields the point left out
+    std::string detail;                  // what the simulation did (strategy, algorithm, ...)
+};
+
+struct KindSummary {
+    int simulated = 0;
+    int skipped = 0;
+    std::optional<double> mape;          // fraction; empty when nothing was simulated
+    std::string worst_id;
+    double worst_error = 0;              // signed fraction of the worst point
+};
+
+struct Report {
+    std::string dataset;
+    std::vector<Outcome> outcomes;       // dataset order
+    std::array<KindSummary, kKindCount> kinds;
+    KindSummary all;
+};
+
+struct ValidateOptions {
+    int jobs = 0;                        // worker threads; 0 = hardware concurrency
+    std::vector<std::string> ids;        // only these points (empty: all)
+    std::vector<Kind> kinds;             // only these kinds (empty: all)
+};
+
+// Simulates the points (in parallel; results do not depend on `jobs`).
+Report validate(const Dataset& dataset, const ValidateOptions& options = {});
+
+// Summaries from outcomes (validate() calls it; exposed for tests).
+void summarise(Report& report);
+
+// The table: one row per point, then MAPE and the worst point per kind, the
+// skipped points with their reasons, and the defaults applied.
+std::string format_table(const Report& report);
+// {"points":[{"id","kind","metric","measured","simulated","error",...}],
+//  "mape":{"all","training","inference","gemm","attention","collective","memory"}, ...}
+std::string format_json(const Report& report);
+
+}  // namespace sim::validate

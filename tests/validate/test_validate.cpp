@@ -1,0 +1,410 @@
+// parasim validate: the dataset loader (every field, defaults, errors at
+// file:line:column), the translation of points into clusters, scenarios and
+// kernels, the same-machinery property (a point simulates exactly as its
+// scenario under `parasim run`), the error summary, and the regression guard
+// on the reference dataset.
+#include "sim/config/cluster_loader.h"
+#include "sim/config/scenario.h"
+#include "sim/core/simulation.h"
+#include "sim/net/flow_network.h"
+#include "sim/core/error.h"
+#include "sim/exec/comm_tuning.h"
+#include "sim/hw/cost_model.h"
+#include "sim/net/collective.h"
+#include "sim/net/topology.h"
+#include "sim/report/runner.h"
+#include "sim/validate/dataset.h"
+#include "sim/validate/translate.h"
+#include "sim/validate/validate.h"
+
+#include <doctest/doctest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+using sim::validate::Dataset;
+using sim::validate::Kind;
+using sim::validate::Metric;
+using sim::validate::Point;
+
+namespace {
+
+// One point of each kind, in the README's format.
+const char* const kDataset = R"(points:
+- id: train-small
+  kind: training
+  source: test
+  hardware: {gpu: h100-sxm, gpus: 16, gpus_per_node: 8, intra_node: nvswitch,
+             network: {kind: infiniband, bandwidth_per_gpu: 400 Gb/s}}
+  model: {layers: 4, hidden: 1024, heads: 16, kv_heads: 16, ffn: 4096, ffn_kind: gelu, vocab: 32000}
+  workload: {seq_len: 1024, global_batch: 32, dtype: bf16, flash_attention: true}
+  parallelism: {tp: 2, pp: 2, dp: 4, sp: true, zero: 1}
+  measured: {metric: iteration_s, value: 0.5}
+- id: infer-small
+  kind: inference
+  source: test
+  hardware: {gpu: a100-sxm-80gb, gpus: 2, gpus_per_node: 2, intra_node: nvswitch}
+  model: {layers: 4, hidden: 1024, heads: 16, kv_heads: 4, ffn: 2816, ffn_kind: swiglu, vocab: 32000}
+  workload: {batch: 8, prompt_tokens: 128, output_tokens: 16, dtype: fp16}
+  parallelism: {tp: 2, pp: 1, dp: 1}
+  measured: {metric: tokens_per_s, value: 1000}
+- id: gemm
+  kind: gemm
+  source: test
+  hardware: {gpu: a100-sxm-80gb, gpus: 1}
+  op: {m: 4096, n: 4096, k: 4096, dtype: bf16}
+  measured: {metric: time_us, value: 500}
+- id: attn
+  kind: attention
+  source: test
+  hardware: {gpu: h100-sxm, gpus: 1}
+  op: {batch: 2, heads: 16, head_dim: 128, seq_len: 4096, causal: true, dtype: bf16, impl: flash2, pass: fwd_bwd}
+  measured: {metric: time_us, value: 1000}
+- id: coll
+  kind: collective
+  source: test
+  hardware: {gpu: h100-sxm, gpus: 8, gpus_per_node: 8, intra_node: nvswitch}
+  op: {op: all_reduce, bytes: 1073741824, algorithm: auto}
+  measured: {metric: busbw_GBps, value: 450}
+- id: mem
+  kind: memory
+  source: test
+  hardware: {gpu: a100-sxm-80gb, gpus: 1}
+  op: {op: triad, bytes: 3 GiB}
+  measured: {metric: bandwidth_GBps, value: 1700}
+)";
+
+Dataset parse(const std::string& text) { return sim::validate::parse_dataset(sim::config::load_string(text, "data.yaml")); }
+
+std::string replace(std::string text, const std::string& from, const std::string& to) {
+    const auto at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    return text.replace(at, from.size(), to);
+}
+
+std::string error_of(const std::string& text) {
+    try {
+        parse(text);
+    } catch (const sim::ConfigError& e) {
+        return e.what();
+    }
+    FAIL("no ConfigError for:\n" << text);
+    return "";
+}
+
+const Point& point(const Dataset& d, const std::string& id) {
+    for (const auto& p : d.points)
+        if (p.id == id) return p;
+    FAIL("no point " << id);
+    return d.points.front();
+}
+
+bool has(const std::vector<std::string>& v, const std::string& s) {
+    return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+}  // namespace
+
+TEST_CASE("validate dataset: reads every kind, with the model loader's checks and documented defaults") {
+    const Dataset d = parse(kDataset);
+    REQUIRE(d.points.size() == 6);
+    const Point& t = point(d, "train-small");
+    CHECK(t.kind == Kind::training);
+    CHECK(t.metric == Metric::iteration_s);
+    CHECK(t.hardware.network_bandwidth.bytes_per_s == doctest::Approx(50e9));
+    CHECK(t.model.head_dim == 64);
+    CHECK(t.model.norm == sim::workload::NormKind::layernorm);  // GELU: GPT-style defaults
+    CHECK(t.model.tied_embeddings);
+    CHECK(t.model.max_seq == 1024);
+    CHECK(t.workload.micro_batch == 1);
+    CHECK(t.workload.recompute == sim::workload::Recompute::none);
+    CHECK(has(t.defaults, "micro_batch=1"));
+    CHECK(has(t.defaults, "recompute=none"));
+    CHECK(t.parallelism.tp == 2);
+    CHECK(t.parallelism.sp);
+    CHECK(t.parallelism.zero == 1);
+    CHECK(has(t.defaults, "schedule=1f1b"));
+
+    const Point& i = point(d, "infer-small");
+    CHECK(i.model.kv_heads == 4);
+    CHECK(i.model.norm == sim::workload::NormKind::rmsnorm);  // SwiGLU: Llama-style defaults
+    CHECK_FALSE(i.model.tied_embeddings);
+    CHECK(i.model.max_seq == 144);
+    CHECK(i.workload.precision.kv == sim::hw::DType::fp16);
+    CHECK(has(i.defaults, "flash_attention=true"));
+
+    CHECK(point(d, "gemm").gemm.k == 4096);
+    CHECK(point(d, "attn").attention.backward);
+    CHECK(point(d, "attn").attention.impl == sim::validate::AttentionImpl::flash2);
+    CHECK(point(d, "coll").collective.bytes.value == 1073741824ULL);
+    CHECK(point(d, "coll").collective.algorithm == "auto");
+    CHECK(point(d, "mem").memory.bytes.value == 3ULL << 30);
+}
+
+TEST_CASE("validate dataset: interleaved schedules get the smallest virtual stage count that divides a stage") {
+    std::string text = replace(kDataset, "parallelism: {tp: 2, pp: 2, dp: 4, sp: true, zero: 1}",
+                               "parallelism: {tp: 2, pp: 2, dp: 4, schedule: interleaved-1f1b}");
+    const Dataset d = parse(text);
+    const Point& t = point(d, "train-small");
+    CHECK(t.parallelism.schedule == sim::config::PipelineSchedule::interleaved_one_f_one_b);
+    CHECK(t.parallelism.virtual_stages == 2);
+    CHECK(has(t.defaults, "virtual_stages=2"));
+    // virtual_stages alone implies the interleaved schedule
+    text = replace(kDataset, "parallelism: {tp: 2, pp: 2, dp: 4, sp: true, zero: 1}",
+                   "parallelism: {tp: 2, pp: 2, dp: 4, virtual_stages: 2}");
+    const Dataset d2 = parse(text);
+    CHECK(point(d2, "train-small").parallelism.schedule == sim::config::PipelineSchedule::interleaved_one_f_one_b);
+}
+
+TEST_CASE("validate dataset: malformed points are errors at file:line:column naming the field") {
+    CHECK(error_of(replace(kDataset, "ffn_kind: gelu", "ffn_kidn: gelu")) ==
+          "data.yaml:7:72: unknown key 'points[0].model.ffn_kidn' (did you mean 'ffn_kind'?)");
+    CHECK(error_of(replace(kDataset, "bandwidth_per_gpu: 400 Gb/s", "bandwidth_per_gpu: 400")) ==
+          "data.yaml:6:61: points[0].hardware.network.bandwidth_per_gpu: '400' has no unit; write it with one, "
+          "like '450 GB/s' or '400 Gb/s'");
+    CHECK(error_of(replace(kDataset, "metric: busbw_GBps", "metric: time_s")) ==
+          "data.yaml:36:22: points[4].measured.metric: 'time_s' is not a metric of a collective point (expected one of "
+          "busbw_GBps, time_us) (did you mean 'time_us'?)");
+    CHECK(error_of(replace(kDataset, "id: gemm\n", "id: attn\n")).find("duplicate id 'attn' (first at data.yaml:") !=
+          std::string::npos);
+    const std::string no_net = error_of(replace(kDataset, ",\n             network: {kind: infiniband, bandwidth_per_gpu: 400 Gb/s}", ""));
+    CHECK(no_net.find("16 GPUs in nodes of 8 need a network") != std::string::npos);
+    CHECK(error_of(replace(kDataset, "op: {m: 4096", "model: {layers: 1}\n  op: {m: 4096"))
+              .find("a gemm point is a single kernel") != std::string::npos);
+    CHECK(error_of(replace(kDataset, "value: 0.5", "value: -1")).find("must be positive") != std::string::npos);
+    CHECK(error_of(replace(kDataset, "heads: 16, kv_heads: 4", "heads: 16, kv_heads: 5"))
+              .find("kv_heads (5) does not divide heads (16)") != std::string::npos);
+}
+
+TEST_CASE("validate translate: clusters take the link figures of the matching shipped topology") {
+    const Dataset d = parse(kDataset);
+    sim::config::GpuCatalog gpus;
+    const sim::validate::ShippedClusters shipped;
+    const auto s = sim::validate::translate(point(d, "train-small"), gpus, shipped);
+    REQUIRE_FALSE(s.skip);
+    const auto& c = s.scenario.cluster;
+    CHECK(s.link_source == "dgx-h100");
+    CHECK(c.nodes == 2);
+    CHECK(c.gpus_per_node == 8);
+    CHECK(c.in_switch_reduction);
+    CHECK(c.inter_node == sim::net::InterNode::single_switch);
+    CHECK(c.nics_per_node == 8);
+    CHECK(c.link(sim::net::LinkClass::nvlink)->bandwidth.bytes_per_s == doctest::Approx(450e9));
+    CHECK(c.link(sim::net::LinkClass::network)->bandwidth.bytes_per_s == doctest::Approx(50e9));
+    CHECK(s.strategy.tp == 2);
+    CHECK(s.strategy.pp == 2);
+    CHECK(s.strategy.dp == 4);
+    const sim::net::Topology topo(c, 16);  // the generated cluster builds
+
+    // No shipped A100 40GB cluster: the GPU file's figures and NCCL's latencies.
+    Point p = point(d, "infer-small");
+    p.hardware.gpu = "a100-sxm-40gb";
+    const auto s40 = sim::validate::translate(p, gpus, shipped);
+    CHECK(s40.link_source == "topologies/gpus/a100-sxm-40gb.yaml");
+    CHECK(s40.scenario.cluster.link(sim::net::LinkClass::nvlink)->latency == sim::Time::ns(600));
+    CHECK_FALSE(s40.scenario.cluster.in_switch_reduction);  // NVLink 3: no SHARP
+
+    // Beyond one leaf switch the network is a fat tree.
+    p = point(d, "train-small");
+    p.hardware.gpus = 128;
+    p.parallelism.dp = 32;
+    CHECK(sim::validate::translate(p, gpus, shipped).scenario.cluster.inter_node == sim::net::InterNode::fat_tree);
+}
+
+TEST_CASE("validate translate: what parasim cannot simulate is skipped with the reason") {
+    const Dataset d = parse(kDataset);
+    sim::config::GpuCatalog gpus;
+    const sim::validate::ShippedClusters shipped;
+    Point p = point(d, "train-small");
+    p.hardware.gpu = "b200";
+    CHECK(*sim::validate::translate(p, gpus, shipped).skip == "unknown GPU 'b200' (did you mean 'h200'?)");
+    p = point(d, "train-small");
+    p.parallelism.cp = 2;
+    p.parallelism.dp = 2;
+    CHECK(*sim::validate::translate(p, gpus, shipped).skip == "context parallelism (cp=2) is not modelled");
+    p = point(d, "train-small");
+    p.parallelism.ep = 4;
+    CHECK(*sim::validate::translate(p, gpus, shipped).skip == "expert parallelism (ep=4) is not modelled");
+    p = point(d, "train-small");
+    p.parallelism.dp = 3;
+    CHECK(sim::validate::translate(p, gpus, shipped).skip->find("= 12, but the run has 16 GPUs") != std::string::npos);
+    p = point(d, "infer-small");
+    p.workload.precision.compute = sim::hw::DType::fp8;
+    CHECK(sim::validate::translate(p, gpus, shipped).skip->find("does not support fp8") != std::string::npos);
+    p = point(d, "attn");
+    p.hardware.gpu = "a100-sxm-80gb";
+    p.attention.impl = sim::validate::AttentionImpl::flash3;
+    CHECK(sim::validate::translate(p, gpus, shipped).skip->find("FlashAttention-3 runs on Hopper only") !=
+          std::string::npos);
+}
+
+TEST_CASE("validate: a whole-run point simulates exactly as its scenario file under parasim run") {
+    const Dataset d = parse(kDataset);
+    sim::config::GpuCatalog gpus;
+    const sim::validate::ShippedClusters shipped;
+    for (const char* id : {"train-small", "infer-small"}) {
+        const Point& p = point(d, id);
+        const auto s = sim::validate::translate(p, gpus, shipped);
+        REQUIRE_FALSE(s.skip);
+        const auto file = std::filesystem::temp_directory_path() / (std::string("parasim-validate-") + id + ".yaml");
+        {
+            std::ofstream out(file);
+            out << sim::validate::scenario_yaml(p, s);
+        }
+        const auto sc = sim::config::load_scenario(file.string(), {});
+        std::filesystem::remove(file);
+        const auto via_file = sim::report::run_strategy(sc, sc.strategies.front(), {});
+        sim::validate::ValidateOptions o;
+        o.ids = {id};
+        o.jobs = 1;
+        const auto r = sim::validate::validate(d, o);
+        REQUIRE(r.outcomes.size() == 1);
+        REQUIRE_FALSE(r.outcomes[0].skipped);
+        const double expect = p.kind == Kind::training ? *via_file.metrics.iteration_ms / 1e3 : *via_file.metrics.tokens_per_s;
+        CHECK(r.outcomes[0].simulated == expect);  // bit for bit: the same machinery
+    }
+}
+
+TEST_CASE("validate: kernel and collective points are the cost model's and the collective engine's numbers") {
+    const Dataset d = parse(kDataset);
+    sim::config::GpuCatalog gpus;
+    sim::validate::ValidateOptions o;
+    o.jobs = 1;
+    const auto r = sim::validate::validate(d, o);
+    const auto outcome = [&](const std::string& id) {
+        for (const auto& x : r.outcomes)
+            if (x.id == id) return x;
+        FAIL("no outcome " << id);
+        return r.outcomes.front();
+    };
+    const auto& a100 = gpus.get("a100-sxm-80gb");
+    const auto cm = sim::hw::make_cost_model("roofline");
+    {  // GEMM: launch + the roofline of the chosen tiling
+        sim::hw::KernelDesc k;
+        k.kind = sim::hw::KernelKind::gemm;
+        k.dtype = sim::hw::DType::bf16;
+        k.m = k.n = k.k = 4096;
+        k.flops = sim::Flops{2.0 * 4096.0 * 4096.0 * 4096.0};
+        k.bytes_read = sim::Bytes{2ULL * 4096 * 4096 * 2};
+        k.bytes_written = sim::Bytes{4096ULL * 4096 * 2};
+        const auto c = cm->cost(a100, k, {});
+        CHECK(outcome("gemm").simulated == doctest::Approx(c.duration.seconds() * 1e6).epsilon(1e-9));
+    }
+    {  // triad: 3 GiB through HBM at its sustained rate, plus one launch
+        const double t = a100.efficiency.launch_overhead.seconds() +
+                         3.0 * 1073741824.0 / (a100.memory_bandwidth.bytes_per_s * a100.efficiency.hbm);
+        CHECK(outcome("mem").simulated == doctest::Approx(3.0 * 1073741824.0 / t / 1e9).epsilon(1e-6));
+    }
+    {  // all-reduce: simulate_collective with the executor's request
+        const auto& h100 = gpus.get("h100-sxm");
+        Point p = point(d, "coll");
+        const auto s = sim::validate::translate(p, gpus, sim::validate::ShippedClusters{});
+        const sim::net::Topology topo(s.scenario.cluster, 8);
+        auto req = sim::exec::make_request(h100, s.scenario.cluster);
+        req.op = sim::net::CollectiveOp::all_reduce;
+        req.gpus = {0, 1, 2, 3, 4, 5, 6, 7};
+        req.size = sim::Bytes{1073741824ULL};
+        const auto t = sim::net::simulate_collective(topo, req);
+        CHECK(outcome("coll").simulated ==
+              doctest::Approx(sim::net::bus_bandwidth(req.op, req.size, 8, t) / 1e9).epsilon(1e-9));
+        CHECK(outcome("coll").detail.find("in-switch/Simple") != std::string::npos);
+    }
+    // FlashAttention-2 on Hopper runs at its own, lower ceiling.
+    Point fa3 = point(d, "attn");
+    fa3.attention.impl = sim::validate::AttentionImpl::flash3;
+    Dataset d3;
+    d3.file = "x";
+    d3.points = {fa3};
+    const auto r3 = sim::validate::validate(d3, o);
+    CHECK(outcome("attn").simulated > 1.4 * r3.outcomes[0].simulated);
+}
+
+TEST_CASE("comm tuning: the collective engine picks NCCL's protocol and algorithm by predicted time") {
+    sim::config::GpuCatalog gpus;
+    const auto choice = [&](const char* cluster_name, int n, std::uint64_t bytes) {
+        const auto c = sim::config::load_cluster_file(cluster_name);
+        const sim::net::Topology topo(c, n);
+        sim::Simulation sim;
+        sim::net::FlowNetwork flows(sim, topo);
+        const sim::net::CollectiveEngine e(sim, flows, topo);
+        auto r = sim::exec::make_request(gpus.get(c.gpu), c);
+        r.op = sim::net::CollectiveOp::all_reduce;
+        for (int i = 0; i < n; ++i) r.gpus.push_back(i);
+        r.size = sim::Bytes{bytes};
+        const auto ch = e.choose(r);
+        return ch.algorithm + "/" + ch.protocol;
+    };
+    CHECK(choice("dgx-a100", 8, 32768) == "ring/LL");
+    CHECK(choice("dgx-a100", 8, 64ULL << 20) == "ring/LL128");
+    CHECK(choice("dgx-a100", 8, 16ULL << 30) == "ring/Simple");
+    CHECK(choice("dgx-h100", 8, 32768) == "ring/LL");
+    CHECK(choice("dgx-h100", 8, 16ULL << 20) == "in-switch/Simple");  // NCCL: NVLS from 2 MiB on 8 x H200
+    CHECK(choice("dgx-h100-x2", 16, 1ULL << 30).find("/Simple") != std::string::npos);
+}
+
+TEST_CASE("validate: MAPE per kind over simulated points; skipped points are counted apart") {
+    sim::validate::Report r;
+    const auto add = [&](const char* id, Kind k, double err, bool skipped = false) {
+        sim::validate::Outcome o;
+        o.id = id;
+        o.kind = k;
+        o.error = err;
+        o.skipped = skipped;
+        r.outcomes.push_back(o);
+    };
+    add("a", Kind::training, 0.02);
+    add("b", Kind::training, -0.06);
+    add("c", Kind::training, 0.5, true);
+    add("d", Kind::gemm, -0.1);
+    sim::validate::summarise(r);
+    const auto& t = r.kinds[static_cast<std::size_t>(Kind::training)];
+    CHECK(t.simulated == 2);
+    CHECK(t.skipped == 1);
+    CHECK(*t.mape == doctest::Approx(0.04));
+    CHECK(t.worst_id == "b");
+    CHECK(t.worst_error == doctest::Approx(-0.06));
+    CHECK_FALSE(r.kinds[static_cast<std::size_t>(Kind::inference)].mape);
+    CHECK(*r.all.mape == doctest::Approx(0.06));
+    const YAML::Node j = YAML::Load(sim::validate::format_json(r));
+    CHECK(j["mape"]["training"].as<double>() == doctest::Approx(0.04));
+    CHECK(j["mape"]["inference"].IsNull());
+    CHECK(j["points"][2]["simulated"].IsNull());
+    CHECK(j["counts"]["training"]["skipped"].as<int>() == 1);
+    const std::string table = sim::validate::format_table(r);
+    CHECK(table.find("skipped (not simulated, not in the MAPE):") != std::string::npos);
+}
+
+// The regression guard (docs/validation.md §4): the reference dataset's MAPE
+// per kind must stay under these figures. They are a guard against
+// regressions, not a tuning target; whole runs are never used to fit a constant.
+TEST_CASE("validate: the reference dataset stays within the guarded MAPE per kind") {
+    const std::string path = PARASIM_PUBLISHED_DATASET;
+    REQUIRE_MESSAGE(std::filesystem::exists(path), "the reference dataset is missing: " << path);
+    const auto report = sim::validate::validate(sim::validate::load_dataset(path));
+    struct Guard {
+        Kind kind;
+        double max_mape;
+        int min_simulated;
+    };
+    // Targets (the issue): training <= 5%, inference <= 10%, GEMM, attention
+    // and collectives <= 10% each. Training (17.1% today) and inference
+    // (44.5%) do NOT meet them yet: their guards are today's MAPE plus a
+    // margin, as docs/validation.md §4 says, and must come down to 0.05 and
+    // 0.10 as the model improves. Never raise a guard to make a change pass.
+    const Guard guards[] = {
+        {Kind::training, 0.20, 21}, {Kind::inference, 0.50, 21},  {Kind::gemm, 0.10, 1},
+        {Kind::attention, 0.10, 46}, {Kind::collective, 0.10, 10}, {Kind::memory, 0.10, 6},
+    };
+    for (const auto& g : guards) {
+        const auto& k = report.kinds[static_cast<std::size_t>(g.kind)];
+        INFO(sim::validate::to_string(g.kind), ": MAPE ", k.mape ? *k.mape : -1.0, ", worst ", k.worst_id, " (",
+             k.worst_error, "), ", k.simulated, " simulated, ", k.skipped, " skipped");
+        CHECK(k.simulated >= g.min_simulated);
+        REQUIRE(k.mape.has_value());
+        CHECK(*k.mape <= g.max_mape);
+    }
+}
