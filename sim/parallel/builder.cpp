@@ -455,16 +455,17 @@ void emit_inference(Emitter& em, PlanBuild& out) {
     std::vector<std::uint32_t> prefill_end(static_cast<std::size_t>(m)), step_end(static_cast<std::size_t>(m));
     const std::size_t width = em.members.front().size();
 
+    // A pass walks every virtual stage in order (virtual stage vs runs on
+    // stage vs mod pp); inference has no backward to interleave with, so the
+    // schedule only decides where the layers live.
+    const int nv = static_cast<int>(em.vstages.size());
     auto run_pass = [&](Phase ph, int j, const workload::PassShape& shape, int step,
                         std::vector<std::vector<std::uint32_t>> entry) {
         std::vector<std::uint32_t> last(width, kNone);
-        for (int s = 0; s < pp; ++s) {
-            auto ops = em.forward_ops(s, j, shape, false);
-            em.emit_ops(s, ops, ph, j, step, entry, last);
-            if (s + 1 < pp) {
-                const double bytes = em.boundary_per_rank(shape);
-                entry = em.send(s, s + 1, Bytes::ceil(bytes), ph, j, step, last);
-            }
+        for (int vs = 0; vs < nv; ++vs) {
+            const int s = vs % pp;
+            em.emit_ops(s, em.forward_ops(vs, j, shape, false), ph, j, step, entry, last);
+            if (vs + 1 < nv) entry = em.send(s, (vs + 1) % pp, Bytes::ceil(em.boundary_per_rank(shape)), ph, j, step, last);
         }
         return last.front();
     };
@@ -760,8 +761,21 @@ PlanBuild build_plan(const config::ScenarioSpec& sc, const config::StrategySpec&
     out.strategy = rs;
     if (out.memory.oom) return out;
 
-    Emitter em{sc, out.strategy, options, operator_options(sc, out.strategy), out.plan, vstages, {}, {}, spec.collective,
-               spec.placement};
+    // Collapsing skips the traffic of identical groups, which is only right
+    // when those groups do not share links with the simulated one: on a PCIe
+    // fabric (GPUs behind shared switches) or with fewer NICs than GPUs per
+    // node, every GPU is simulated.
+    BuildOptions effective = options;
+    const auto& cl = sc.cluster;
+    const bool shared_fabric = cl.intra_node == net::IntraNode::pcie || cl.intra_node == net::IntraNode::nvlink_pairs ||
+                               (sc.gpus > cl.gpus_per_node && cl.nics_per_node < cl.gpus_per_node);
+    if (options.collapse && shared_fabric && (out.strategy.tp > 1 || out.strategy.dp > 1)) {
+        effective.collapse = false;
+        out.strategy.partition_note += std::string(out.strategy.partition_note.empty() ? "" : "; ") +
+                                       "every GPU simulated: replicas share links on this fabric";
+    }
+    Emitter em{sc, out.strategy, effective, operator_options(sc, out.strategy), out.plan, vstages, {}, {},
+               spec.collective, spec.placement};
     em.setup();
     if (sc.workload.mode == Mode::inference) emit_inference(em, out);
     else emit_training(em, out);
