@@ -4,8 +4,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include <yaml-cpp/eventhandler.h>
 
 namespace sim::config {
 
@@ -180,13 +183,23 @@ double quantity(const Node& n, Dimension dim) {
 }
 }  // namespace
 
-Bytes Node::as_bytes() const { return Bytes::ceil(quantity(*this, Dimension::bytes)); }
+Bytes Node::as_bytes() const {
+    const double v = quantity(*this, Dimension::bytes);
+    if (v > 1e18) fail(fmt::format("'{}' is too large (at most 1 EB)", as_string()));
+    return Bytes::ceil(v);
+}
 Bandwidth Node::as_bandwidth() const {
     const double v = quantity(*this, Dimension::bandwidth);
     if (v <= 0) fail("a bandwidth must be positive");
     return Bandwidth{v};
 }
-Time Node::as_time() const { return Time::from_seconds_ceil(quantity(*this, Dimension::time)); }
+Time Node::as_time() const {
+    const double v = quantity(*this, Dimension::time);
+    // The clock counts picoseconds in 64 bits (213 days); a single duration
+    // beyond a day cannot be meant.
+    if (v > 86400.0) fail(fmt::format("'{}' is too long (at most 86400 s)", as_string()));
+    return Time::from_seconds_ceil(v);
+}
 FlopRate Node::as_flop_rate() const { return FlopRate{quantity(*this, Dimension::flop_rate)}; }
 double Node::as_frequency_hz() const { return quantity(*this, Dimension::frequency); }
 
@@ -205,6 +218,18 @@ std::vector<Node> Node::elements() const {
 
 MapReader::MapReader(const Node& map) : map_(map) {
     if (!map.is_map()) map.fail("expected a map of 'key: value' entries");
+    // Keys are plain names, each given once (yaml-cpp keeps the first of
+    // two equal keys and drops the other silently).
+    std::set<std::string> seen;
+    for (const auto& kv : map.yaml()) {
+        const YAML::Mark m = kv.first.Mark();
+        const SourceLocation where = m.line < 0 ? SourceLocation{"--set " + map.path(), 0, 0}
+                                                : SourceLocation{map.file(), m.line + 1, m.column + 1};
+        const std::string prefix = map.path().empty() ? "" : map.path() + ": ";
+        if (!kv.first.IsScalar()) throw ConfigError(where, prefix + "a key must be a plain name, not a list or map");
+        if (!seen.insert(kv.first.Scalar()).second)
+            throw ConfigError(where, fmt::format("{}duplicate key '{}'", prefix, kv.first.Scalar()));
+    }
 }
 
 bool MapReader::has(const std::string& key) const { return static_cast<bool>(map_.yaml()[key]); }
@@ -248,15 +273,52 @@ void MapReader::finish() const {
     }
 }
 
+namespace {
+
+// Notes where each document of a YAML stream starts; ignores the rest.
+struct DocumentStarts : YAML::EventHandler {
+    std::vector<YAML::Mark> starts;
+    void OnDocumentStart(const YAML::Mark& m) override { starts.push_back(m); }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+    void OnMapEnd() override {}
+};
+
+}  // namespace
+
 Node load_string(const std::string& text, const std::string& name) {
+    YAML::Node root;
     try {
-        return Node(YAML::Load(text), std::make_shared<const std::string>(name), "");
+        root = YAML::Load(text);
+        // A second document would be silently ignored. (Parsed with two
+        // bounded calls: yaml-cpp 0.7's LoadAll can loop forever on
+        // malformed input.)
+        std::istringstream in(text);
+        YAML::Parser parser(in);
+        DocumentStarts docs;
+        if (parser.HandleNextDocument(docs) && parser.HandleNextDocument(docs) && docs.starts.size() > 1) {
+            const YAML::Mark m = docs.starts[1];
+            throw ConfigError(SourceLocation{name, m.line + 1, m.column + 1},
+                              "a second YAML document: a file holds exactly one");
+        }
     } catch (const YAML::ParserException& e) {
         throw ConfigError(SourceLocation{name, e.mark.line + 1, e.mark.column + 1}, "YAML syntax error: " + e.msg);
     }
+    // An empty file (or only comments) has no node, and no mark to point at.
+    if (root.IsNull() && root.Mark().line < 0)
+        throw ConfigError(SourceLocation{name, 1, 1}, "the file is empty: expected a map of 'key: value' entries");
+    return Node(root, std::make_shared<const std::string>(name), "");
 }
 
 Node load_file(const std::string& path) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+        throw ConfigError(SourceLocation{path, 0, 0}, "is a directory, not a YAML file");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw ConfigError(SourceLocation{path, 0, 0}, "cannot open file (does it exist?)");
     std::ostringstream ss;

@@ -64,7 +64,21 @@ std::string SourceLocation::to_string() const {
     return fmt::format("{}:{}:{}", file, line, column);
 }
 
+namespace {
+// Messages are one line (they echo user values, which may hold line breaks).
+std::string one_line(std::string s) {
+    std::string out;
+    out.reserve(s.size());
+    for (const char c : s) {
+        if (c == '\n') out += "\\n";
+        else if (c == '\r') out += "\\r";
+        else out += c;
+    }
+    return out;
+}
+}  // namespace
+
 ConfigError::ConfigError(const SourceLocation& where, const std::string& what)
-    : std::runtime_error(where.to_string() + ": " + what), where_(where) {}
+    : std::runtime_error(one_line(where.to_string() + ": " + what)), where_(where) {}
 
 }  // namespace sim

@@ -29,7 +29,14 @@ StrategyRun run_strategy(const config::ScenarioSpec& sc, const config::StrategyS
     const net::Topology topo(sc.cluster, sc.gpus);
     exec::ExecOptions eo;
     eo.record_link_samples = options.want_trace;
-    const auto result = exec::execute(build.plan, sc.gpu, topo, *cost_model, eo);
+    exec::ExecResult result;
+    try {
+        result = exec::execute(build.plan, sc.gpu, topo, *cost_model, eo);
+    } catch (const ModelError& e) {
+        // What the strategy asks for cannot run (e.g. a collective algorithm
+        // without the operation the plan needs): point at the strategy.
+        throw ConfigError(spec.where, fmt::format("strategy '{}': {}", spec.name, e.what()));
+    }
     out.metrics = compute_metrics(sc, build, &result);
     if (options.want_trace) out.trace_json = chrome_trace(spec.name, build.plan, result);
     return out;
