@@ -92,6 +92,23 @@ void apply(YAML::Node root, const std::string& full_path, const std::vector<Path
     }
 }
 
+// The text of an error without its location prefix, to re-raise it at the
+// node that caused it.
+std::string message_of(const ConfigError& e) {
+    const std::string what = e.what();
+    const std::string prefix = e.where().to_string() + ": ";
+    return what.compare(0, prefix.size(), prefix) == 0 ? what.substr(prefix.size()) : what;
+}
+
+// A reference that is a relative path ("models/x.yaml", "./c.yaml") is read
+// from the scenario file's folder, so a scenario runs the same from anywhere;
+// a bare name ("llama3-8b") is looked up in the shipped data.
+std::string beside(const std::string& scenario_path, const std::string& ref) {
+    if (ref.find('/') == std::string::npos || (!ref.empty() && ref.front() == '/')) return ref;
+    const auto dir = std::filesystem::path(scenario_path).parent_path();
+    return dir.empty() ? ref : (dir / ref).string();
+}
+
 bool file_exists(const std::string& p) {
     std::error_code ec;
     return std::filesystem::is_regular_file(p, ec);
@@ -210,9 +227,9 @@ StrategySpec read_strategy(const Node& node, std::size_t index) {
             else {
                 s.capacity = CapacityLevel::bytes;
                 std::string err;
-                const double b = parse_quantity(v, Dimension::bytes, err);
+                parse_quantity(v, Dimension::bytes, err);
                 if (!err.empty()) c->fail("expected l2, hbm or a size like '40 MiB': " + err);
-                s.capacity_bytes = Bytes::ceil(b);
+                s.capacity_bytes = c->as_bytes();
             }
         }
         p.finish();
@@ -268,17 +285,29 @@ ScenarioSpec load_scenario(const std::string& path, const std::vector<Override>&
 
     const Node cluster_ref = r.required("cluster");
     const Node cluster_doc = resolve_document(
-        cluster_ref, "cluster", cluster_ref.is_scalar() ? cluster_path(cluster_ref.as_string()) : "", routed.cluster);
+        cluster_ref, "cluster", cluster_ref.is_scalar() ? cluster_path(beside(path, cluster_ref.as_string())) : "", routed.cluster);
     s.cluster = load_cluster(cluster_doc);
 
     const Node model_ref = r.required("model");
-    const std::string mpath = model_ref.is_scalar() ? model_path(model_ref.as_string()) : "";
+    std::string mpath;
+    if (model_ref.is_scalar()) {
+        try {
+            mpath = model_path(beside(path, model_ref.as_string()));
+        } catch (const ConfigError& e) {
+            model_ref.fail(message_of(e));
+        }
+    }
     const Node model_doc = resolve_document(model_ref, "model", mpath, routed.model);
     const bool hf = mpath.size() > 5 && mpath.substr(mpath.size() - 5) == ".json";
     s.model = hf ? load_hf_config(model_doc) : load_model(model_doc);
 
     {
-        const std::string gpath = gpu_path(s.cluster.gpu);
+        std::string gpath;
+        try {
+            gpath = gpu_path(s.cluster.gpu);
+        } catch (const ConfigError& e) {
+            throw ConfigError(s.cluster.where, fmt::format("cluster '{}': {}", s.cluster.name, message_of(e)));
+        }
         if (!file_exists(gpath))
             throw ConfigError(s.cluster.where, fmt::format("cluster '{}' names GPU '{}', which is not in {}",
                                                            s.cluster.name, s.cluster.gpu, default_gpu_dir()));
@@ -287,7 +316,17 @@ ScenarioSpec load_scenario(const std::string& path, const std::vector<Override>&
         s.gpu = load_gpu(gdoc);
     }
 
-    s.workload = read_workload(r.required("workload"));
+    const Node workload_node = r.required("workload");
+    s.workload = read_workload(workload_node);
+    {
+        MapReader wr(workload_node);
+        for (const char* key : {"dtype", "weight_dtype", "kv_dtype"}) {
+            const auto n = wr.optional(key);
+            if (n && !s.gpu.supports(*hw::parse_dtype(n->as_string())))
+                n->fail(fmt::format("GPU {} does not support {} (cluster {})", s.gpu.name, n->as_string(),
+                                    s.cluster.name));
+        }
+    }
     for (const hw::DType t : {s.workload.precision.compute, s.workload.precision.weights, s.workload.precision.kv}) {
         if (!s.gpu.supports(t))
             throw ConfigError(r.node().location(), fmt::format("workload: GPU {} does not support {} (cluster {})",
