@@ -8,10 +8,17 @@
 namespace sim {
 
 Time Time::from_seconds_ceil(double seconds) {
+    // Durations come from the user's quantities (sizes over bandwidths), so
+    // one the clock cannot hold is an input the model cannot simulate
+    // (ModelError, exit 2), not a broken invariant.
     if (!(seconds >= 0.0) || !std::isfinite(seconds))
-        throw InternalError(fmt::format("duration of {} s is not a finite non-negative number", seconds));
+        throw ModelError(fmt::format("a duration of {} s cannot be simulated: check bandwidths and sizes for values "
+                                     "near zero or infinity", seconds));
     const double ps = std::ceil(seconds * 1e12 - 1e-6);  // tolerate binary noise on exact values
-    if (ps >= 1.8e19) throw InternalError(fmt::format("duration of {} s overflows the picosecond clock", seconds));
+    if (ps >= 1.8e19)
+        throw ModelError(fmt::format("a duration of {:.3g} s exceeds the simulated clock's 213 days: check bandwidths "
+                                     "and sizes for values near zero",
+                                     seconds));
     return Time(ps <= 0.0 ? 0 : static_cast<std::uint64_t>(ps));
 }
 
