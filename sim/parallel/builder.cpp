@@ -560,7 +560,6 @@ void emit_training(Emitter& em, PlanBuild& out) {
         static_cast<std::size_t>(nv), std::vector<std::vector<std::vector<std::uint32_t>>>(static_cast<std::size_t>(mbs)));
     auto bwd_out = fwd_out;
     std::vector<std::vector<int>> bwd_count(static_cast<std::size_t>(p), std::vector<int>(static_cast<std::size_t>(v), 0));
-    std::vector<std::uint32_t> host_last(1, kNone);
     std::vector<std::vector<std::uint32_t>> host_task(static_cast<std::size_t>(mbs));
     std::vector<std::vector<std::uint32_t>> last_dp(static_cast<std::size_t>(p), std::vector<std::uint32_t>(width, kNone));
 
@@ -753,11 +752,6 @@ PlanBuild build_plan(const config::ScenarioSpec& sc, const config::StrategySpec&
             out.memory_stage = s;
         }
     }
-    const auto opt_for_flops = sc.workload.mode == Mode::inference
-                                   ? sc.workload.prompt_tokens + std::max<std::int64_t>(1, sc.workload.output_tokens / 2)
-                                   : 0;
-    if (sc.workload.mode == Mode::inference)
-        out.model_flops_per_token = workload::inference_flops_per_token(sc.model, opt_for_flops);
     out.strategy = rs;
     if (out.memory.oom) return out;
 

@@ -48,7 +48,6 @@ struct PlanBuild {
     std::int64_t decode_context_first = 0;  // context length of the first simulated decode step
     double tokens_per_iteration = 0;   // training: global batch x sequence length
     double model_flops = 0;            // training: per iteration, whole cluster (6N + attention)
-    double model_flops_per_token = 0;  // inference: per generated token at mid context (2N + attention)
 };
 
 // ConfigError at the strategy's location when it cannot be formed (tp x pp x
