@@ -26,7 +26,8 @@ class Executor {
 public:
     Executor(const Plan& plan, const hw::GpuSpec& gpu, const net::Topology& topo, const hw::CostModel& cm,
              const ExecOptions& options)
-        : plan_(plan), gpu_(gpu), topo_(topo), cm_(cm), options_(options), flows_(sim_, topo), coll_(sim_, flows_, topo) {
+        : plan_(plan), gpu_(gpu), topo_(topo), cm_(cm), options_(options), flows_(sim_, topo), coll_(sim_, flows_, topo),
+          tuning_(tuning_for(gpu, topo.spec())), request_template_(make_request(gpu, topo.spec())) {
         const std::size_t n = plan.tasks.size();
         remaining_.resize(n);
         started_.assign(n, 0);
@@ -114,15 +115,14 @@ private:
                 if (src == dst || t.bytes.value == 0) {
                     sim_.schedule_after(Time{}, [this, id] { finish(id); });
                 } else {
-                    const auto tuning = tuning_for(gpu_, topo_.spec());
-                    const double eff = topo_.node_of(src) == topo_.node_of(dst) ? tuning.protocol_efficiency
-                                                                                : tuning.network_efficiency;
+                    const double eff = topo_.node_of(src) == topo_.node_of(dst) ? tuning_.protocol_efficiency
+                                                                                : tuning_.network_efficiency;
                     flows_.start(src, dst, t.bytes, [this, id] { finish(id); }, eff);
                 }
                 break;
             }
             case TaskKind::collective: {
-                net::CollectiveRequest req = make_request(gpu_, topo_.spec());
+                net::CollectiveRequest req = request_template_;
                 req.op = t.op;
                 req.gpus = plan_.groups[t.group].gpus;
                 req.size = t.bytes;
@@ -209,6 +209,10 @@ private:
     Simulation sim_;
     net::FlowNetwork flows_;
     net::CollectiveEngine coll_;
+    // NCCL-like constants depend only on the GPU and cluster: computed once,
+    // not per transfer or collective.
+    CommTuning tuning_;
+    net::CollectiveRequest request_template_;
     std::vector<std::uint32_t> remaining_;
     std::vector<char> started_;
     std::vector<std::uint32_t> succ_begin_, succ_;

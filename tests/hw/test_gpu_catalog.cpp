@@ -3,6 +3,8 @@
 #include "sim/config/gpu_loader.h"
 #include "sim/core/error.h"
 
+#include "tests/test_util.h"
+
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -34,19 +36,10 @@ efficiency:
 gemm_tile: {m: 128, n: 256}
 )";
 
-std::string replace(std::string text, const std::string& from, const std::string& to) {
-    const auto at = text.find(from);
-    REQUIRE(at != std::string::npos);
-    return text.replace(at, from.size(), to);
-}
+constexpr auto replace = &parasim_test::replace_once;
 
 std::string error_of(const std::string& text) {
-    try {
-        load_gpu(load_string(text, "gpus/test-gpu.yaml"));
-    } catch (const ConfigError& e) {
-        return e.what();
-    }
-    return "no error";
+    return parasim_test::config_error_of([](const std::string& t) { load_gpu(load_string(t, "gpus/test-gpu.yaml")); }, text);
 }
 
 struct TempDir {

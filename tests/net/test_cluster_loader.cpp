@@ -3,6 +3,8 @@
 #include "sim/core/error.h"
 #include "sim/net/topology.h"
 
+#include "tests/test_util.h"
+
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -33,21 +35,11 @@ links:
 
 ClusterSpec parse(const std::string& text) { return load_cluster(load_string(text, "bad.yaml")); }
 
-std::string replace(std::string text, const std::string& from, const std::string& to) {
-    const auto at = text.find(from);
-    REQUIRE(at != std::string::npos);
-    return text.replace(at, from.size(), to);
-}
+constexpr auto replace = &parasim_test::replace_once;
 
 // The message of the ConfigError `text` raises.
 std::string error_of(const std::string& text) {
-    try {
-        parse(text);
-    } catch (const sim::ConfigError& e) {
-        return e.what();
-    }
-    FAIL("no ConfigError for:\n" << text);
-    return "";
+    return parasim_test::config_error_of([](const std::string& t) { parse(t); }, text);
 }
 
 }  // namespace

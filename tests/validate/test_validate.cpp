@@ -17,6 +17,8 @@
 #include "sim/validate/translate.h"
 #include "sim/validate/validate.h"
 
+#include "tests/test_util.h"
+
 #include <doctest/doctest.h>
 #include <yaml-cpp/yaml.h>
 
@@ -80,20 +82,10 @@ const char* const kDataset = R"(points:
 
 Dataset parse(const std::string& text) { return sim::validate::parse_dataset(sim::config::load_string(text, "data.yaml")); }
 
-std::string replace(std::string text, const std::string& from, const std::string& to) {
-    const auto at = text.find(from);
-    REQUIRE(at != std::string::npos);
-    return text.replace(at, from.size(), to);
-}
+constexpr auto replace = &parasim_test::replace_once;
 
 std::string error_of(const std::string& text) {
-    try {
-        parse(text);
-    } catch (const sim::ConfigError& e) {
-        return e.what();
-    }
-    FAIL("no ConfigError for:\n" << text);
-    return "";
+    return parasim_test::config_error_of([](const std::string& t) { parse(t); }, text);
 }
 
 const Point& point(const Dataset& d, const std::string& id) {

@@ -1,5 +1,7 @@
 // Model files, Hugging Face configs and the closed forms derived from them:
 // parameter counts and model FLOPs per token.
+#include "tests/test_util.h"
+
 #include <doctest/doctest.h>
 
 #include <string>
@@ -26,12 +28,7 @@ ModelSpec shipped(const std::string& name) { return load_model_file(model_path(n
 ModelSpec from_text(const std::string& text) { return load_model(load_string(text, "bad.yaml")); }
 
 std::string error_of(const std::string& text) {
-    try {
-        from_text(text);
-    } catch (const ConfigError& e) {
-        return e.what();
-    }
-    return "(no error)";
+    return parasim_test::config_error_of([](const std::string& t) { from_text(t); }, text);
 }
 
 const char* kLlamaLike = R"(name: tiny
