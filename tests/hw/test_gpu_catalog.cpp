@@ -98,6 +98,14 @@ TEST_CASE("the H100 SXM file has the datasheet figures") {
     CHECK_FALSE(catalog.contains("h100"));
 }
 
+TEST_CASE("HBM capacity is the total the driver reports, not the datasheet's GB read as 10^9 bytes") {
+    // docs/hardware-model.md §6: nvidia-smi's memory.total, in MiB.
+    GpuCatalog catalog;
+    CHECK(catalog.get("a100-sxm-80gb").memory_capacity.value == 81920ULL << 20);  // "80 GB" = 80 GiB = 85.90 GB
+    CHECK(catalog.get("h100-sxm").memory_capacity.value == 81559ULL << 20);       // "80 GB" reports 85.52 GB
+    CHECK(catalog.get("h200").memory_capacity.value == 143771ULL << 20);          // "141 GB" reports 150.75 GB
+}
+
 TEST_CASE("an unknown GPU name is refused with a suggestion and the available names") {
     GpuCatalog catalog;
     try {

@@ -383,12 +383,14 @@ TEST_CASE("validate: the reference dataset stays within the guarded MAPE per kin
         int min_simulated;
     };
     // Targets (the issue): training <= 5%, inference <= 10%, GEMM, attention
-    // and collectives <= 10% each. Training (17.1% today) and inference
-    // (44.5%) do NOT meet them yet: their guards are today's MAPE plus a
+    // and collectives <= 10% each. Training (17.8% today) and inference
+    // (42.2%) do NOT meet them yet: their guards are today's MAPE plus a
     // margin, as docs/validation.md §4 says, and must come down to 0.05 and
     // 0.10 as the model improves. Never raise a guard to make a change pass.
+    // The simulated counts include the six points that fit once GPU capacity
+    // is what the driver reports (docs/validation.md §8).
     const Guard guards[] = {
-        {Kind::training, 0.20, 21}, {Kind::inference, 0.50, 21},  {Kind::gemm, 0.10, 1},
+        {Kind::training, 0.20, 23}, {Kind::inference, 0.50, 25},  {Kind::gemm, 0.10, 1},
         {Kind::attention, 0.10, 46}, {Kind::collective, 0.10, 10}, {Kind::memory, 0.10, 6},
     };
     for (const auto& g : guards) {
