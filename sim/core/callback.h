@@ -34,7 +34,7 @@ public:
     explicit operator bool() const { return invoke_ != nullptr; }
 
 private:
-    alignas(std::max_align_t) unsigned char storage_[kCallbackBytes] = {};
+    alignas(std::max_align_t) unsigned char storage_[kCallbackBytes];  // set by the converting constructor
     void (*invoke_)(void*) = nullptr;
 };
 

@@ -5,11 +5,9 @@
 
 namespace sim {
 
-EventId Simulation::schedule_at(Time at, Callback cb) {
-    if (at < now_)
-        throw InternalError(fmt::format("event scheduled in the past: at {} ps while the clock is at {} ps",
-                                        at.count_ps(), now_.count_ps()));
-    return queue_.push(at, cb);
+void Simulation::scheduled_in_the_past(Time at) const {
+    throw InternalError(fmt::format("event scheduled in the past: at {} ps while the clock is at {} ps",
+                                    at.count_ps(), now_.count_ps()));
 }
 
 bool Simulation::step(Time limit) {

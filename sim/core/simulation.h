@@ -17,8 +17,12 @@ public:
 
     // Schedules `cb` at absolute time `at`; `at` earlier than now() is an
     // InternalError naming both times.
-    EventId schedule_at(Time at, Callback cb);
-    EventId schedule_after(Time delay, Callback cb) { return schedule_at(now_ + delay, cb); }
+    EventId schedule_at(Time at, const Callback& cb) {
+        if (at < now_) [[unlikely]]
+            scheduled_in_the_past(at);
+        return queue_.push(at, cb);
+    }
+    EventId schedule_after(Time delay, const Callback& cb) { return schedule_at(now_ + delay, cb); }
     bool cancel(EventId id) { return queue_.cancel(id); }
 
     // Runs until no event is pending.
@@ -33,6 +37,7 @@ public:
     void reserve(std::size_t n) { queue_.reserve(n); }
 
 private:
+    [[noreturn]] void scheduled_in_the_past(Time at) const;
     bool step(Time limit);
 
     EventQueue queue_;

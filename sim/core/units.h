@@ -29,13 +29,23 @@ public:
     constexpr double ms() const { return static_cast<double>(ps_) * 1e-9; }
     constexpr double us_f() const { return static_cast<double>(ps_) * 1e-6; }
 
-    Time operator+(Time o) const;
-    Time operator-(Time o) const;  // throws when the result would be negative
+    Time operator+(Time o) const {
+        if (ps_ > std::numeric_limits<std::uint64_t>::max() - o.ps_) [[unlikely]]
+            overflowed();
+        return Time(ps_ + o.ps_);
+    }
+    Time operator-(Time o) const {  // throws when the result would be negative
+        if (o.ps_ > ps_) [[unlikely]]
+            negative(o);
+        return Time(ps_ - o.ps_);
+    }
     Time& operator+=(Time o) { return *this = *this + o; }
     constexpr auto operator<=>(const Time&) const = default;
 
 private:
     constexpr explicit Time(std::uint64_t v) : ps_(v) {}
+    [[noreturn]] static void overflowed();
+    [[noreturn]] void negative(Time o) const;
     std::uint64_t ps_ = 0;
 };
 

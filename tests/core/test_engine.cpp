@@ -174,3 +174,105 @@ TEST_CASE("the queue matches a reference ordered set under random pushes, cancel
     for (const auto& e : ref) expected.push_back(e.second);
     CHECK(rec.ran == expected);
 }
+
+namespace {
+
+// What one event of the self-scheduling model does, decided by its own id so
+// that the engine and the reference take the same decisions: schedule 1-2
+// follow-ups at offsets from 0 (a tie) up to 2^k ps for k in [0, 44], and now
+// and then cancel the follow-up of an earlier event.
+struct Action {
+    std::vector<std::uint64_t> offsets;
+    bool cancel_one = false;
+    std::uint64_t victim_pick = 0;
+};
+
+Action action_of(std::uint64_t id, std::uint64_t seed) {
+    std::mt19937_64 rng(seed * 1'000'003 + id);
+    Action a;
+    const int children = id < 200 ? 2 : 1 + static_cast<int>(rng() % 4 == 0);  // outgrows the cancellations
+    for (int c = 0; c < children; ++c)
+        a.offsets.push_back(rng() % 4 == 0 ? 0 : rng() % (1ULL << (rng() % 45)));
+    a.cancel_one = rng() % 5 == 0;
+    a.victim_pick = rng();
+    return a;
+}
+
+// Runs the model on the engine; returns event ids in the order they ran.
+std::vector<std::uint64_t> run_on_engine(std::uint64_t seed, std::uint64_t max_events) {
+    struct Model {
+        Simulation sim;
+        std::uint64_t seed = 0, next_id = 0, max_events = 0;
+        std::vector<std::uint64_t> ran;
+        std::vector<sim::EventId> handle;  // by event id
+        std::vector<bool> done;            // ran or cancelled
+        void schedule(Time at) {
+            const std::uint64_t id = next_id++;
+            handle.push_back(sim.schedule_at(at, [this, id] { fire(id); }));
+            done.push_back(false);
+        }
+        void fire(std::uint64_t id) {
+            ran.push_back(id);
+            done[id] = true;
+            if (ran.size() >= max_events) return;
+            const Action a = action_of(id, seed);
+            for (std::uint64_t off : a.offsets) schedule(sim.now() + Time::ps(off));
+            if (a.cancel_one) {
+                const std::uint64_t victim = a.victim_pick % next_id;
+                if (!done[victim]) {
+                    CHECK(sim.cancel(handle[victim]));
+                    done[victim] = true;
+                }
+            }
+        }
+    } m;
+    m.seed = seed;
+    m.max_events = max_events;
+    m.schedule(Time::ps(0));
+    m.sim.run();
+    return m.ran;
+}
+
+// The same model on a std::set ordered by (time, id): ids grow with insertion,
+// so this is the (time, insertion) order the engine promises.
+std::vector<std::uint64_t> run_on_reference(std::uint64_t seed, std::uint64_t max_events) {
+    std::set<std::pair<std::uint64_t, std::uint64_t>> pending{{0, 0}};
+    std::vector<std::uint64_t> time_of{0};
+    std::vector<bool> done{false};
+    std::vector<std::uint64_t> ran;
+    while (!pending.empty()) {
+        const auto [now, id] = *pending.begin();
+        pending.erase(pending.begin());
+        ran.push_back(id);
+        done[id] = true;
+        if (ran.size() >= max_events) continue;
+        const Action a = action_of(id, seed);
+        for (std::uint64_t off : a.offsets) {
+            pending.insert({now + off, time_of.size()});
+            time_of.push_back(now + off);
+            done.push_back(false);
+        }
+        if (a.cancel_one) {
+            const std::uint64_t victim = a.victim_pick % time_of.size();
+            if (!done[victim]) {
+                pending.erase({time_of[victim], victim});
+                done[victim] = true;
+            }
+        }
+    }
+    return ran;
+}
+
+}  // namespace
+
+TEST_CASE("events scheduled and cancelled from callbacks run in (time, insertion) order") {
+    // Offsets from 0 to 2^44 ps exercise every level of the radix heap, ties
+    // in one bucket, lone events served in place, and cancelled minima.
+    for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+        CAPTURE(seed);
+        const auto engine = run_on_engine(seed, 20'000);
+        const auto reference = run_on_reference(seed, 20'000);
+        REQUIRE(engine.size() == reference.size());
+        CHECK(engine == reference);
+    }
+}
