@@ -200,6 +200,7 @@ StrategySpec read_strategy(const Node& node, std::size_t index) {
     s.where = node.location();
     s.name = r.optional("name") ? r.required("name").as_string() : fmt::format("strategy-{}", index + 1);
     if (auto n = r.optional("tp")) s.tp = static_cast<int>(n->as_int(1, 1 << 20));
+    if (auto n = r.optional("cp")) s.cp = static_cast<int>(n->as_int(1, 1 << 20));
     if (auto n = r.optional("pp")) s.pp = positive_or_auto(*n, 1 << 20);
     if (auto n = r.optional("dp")) s.dp = positive_or_auto(*n, 1 << 24);
     if (auto n = r.optional("sp")) s.sp = n->as_bool();

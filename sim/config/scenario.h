@@ -46,8 +46,11 @@ struct WorkloadSpec {
 struct StrategySpec {
     std::string name;
     int tp = 1;
+    // Context parallelism: each sequence split over cp GPUs (Megatron-Core's
+    // load-balanced causal split, ring attention); training only.
+    int cp = 1;
     // pp and dp: kUnset when the file does not say, kAuto for `auto`
-    // (whatever makes tp x pp x dp equal the GPU count); resolution rules in
+    // (whatever makes tp x cp x pp x dp equal the GPU count); resolution rules in
     // docs/parallelism.md.
     static constexpr int kUnset = -1, kAuto = 0;
     int pp = kUnset;

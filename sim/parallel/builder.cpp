@@ -31,6 +31,7 @@ workload::OperatorOptions operator_options(const config::ScenarioSpec& sc, const
     o.tp = rs.tp;
     o.sequence_parallel = rs.sp && rs.tp > 1;
     o.inference = sc.workload.mode == Mode::inference;
+    o.cp = rs.cp;
     return o;
 }
 
@@ -76,11 +77,26 @@ ResolvedStrategy resolve_degrees(const config::ScenarioSpec& sc, const config::S
     const int gpus = sc.gpus;
     const auto& m = sc.model;
     rs.tp = spec.tp;
+    rs.cp = spec.cp;
     rs.sp = spec.sp;
     rs.zero = spec.zero;
     rs.schedule = spec.schedule;
     rs.virtual_stages = spec.schedule == PipelineSchedule::interleaved_one_f_one_b ? spec.virtual_stages : 1;
     if (gpus % rs.tp != 0) refuse(spec, fmt::format("tp={} does not divide the {} GPUs", rs.tp, gpus));
+    if (rs.cp > 1) {
+        const auto& w = sc.workload;
+        if (w.mode == Mode::inference)
+            refuse(spec, fmt::format("context parallelism (cp={}) is modelled for training only", rs.cp));
+        if (w.seq_len % (2 * rs.cp) != 0)
+            refuse(spec, fmt::format("cp={}: seq_len={} does not split into 2 x cp = {} equal chunks (load-balanced "
+                                     "causal split)",
+                                     rs.cp, w.seq_len, 2 * rs.cp));
+        if (!w.flash_attention)
+            refuse(spec, fmt::format("cp={}: context parallelism needs flash_attention (ring attention)", rs.cp));
+    }
+    // The product of the degrees that are fixed, for the messages below.
+    const int tc = rs.tp * rs.cp;
+    const std::string tc_name = rs.cp > 1 ? fmt::format("tp={} x cp={}", rs.tp, rs.cp) : fmt::format("tp={}", rs.tp);
     if (m.heads % rs.tp != 0 || (m.kv_heads % rs.tp != 0 && rs.tp % m.kv_heads != 0))
         refuse(spec, fmt::format("tp={} does not divide the model's {} heads / {} KV heads", rs.tp, m.heads, m.kv_heads));
     if (m.ffn % rs.tp != 0) refuse(spec, fmt::format("tp={} does not divide the MLP size {}", rs.tp, m.ffn));
@@ -98,18 +114,18 @@ ResolvedStrategy resolve_degrees(const config::ScenarioSpec& sc, const config::S
     if (pp == unset) pp = autov;
     if (dp == unset) dp = autov;
     if (pp == autov) {
-        if (gpus % (rs.tp * dp) != 0)
-            refuse(spec, fmt::format("pp=auto: {} GPUs are not a multiple of tp={} x dp={}", gpus, rs.tp, dp));
-        pp = gpus / (rs.tp * dp);
+        if (gpus % (tc * dp) != 0)
+            refuse(spec, fmt::format("pp=auto: {} GPUs are not a multiple of {} x dp={}", gpus, tc_name, dp));
+        pp = gpus / (tc * dp);
     }
     if (dp == autov) {
-        if (gpus % (rs.tp * pp) != 0)
-            refuse(spec, fmt::format("dp=auto: {} GPUs are not a multiple of tp={} x pp={}", gpus, rs.tp, pp));
-        dp = gpus / (rs.tp * pp);
+        if (gpus % (tc * pp) != 0)
+            refuse(spec, fmt::format("dp=auto: {} GPUs are not a multiple of {} x pp={}", gpus, tc_name, pp));
+        dp = gpus / (tc * pp);
     }
-    if (rs.tp * pp * dp != gpus)
-        refuse(spec, fmt::format("tp={} x pp={} x dp={} = {}, but the scenario uses {} GPUs", rs.tp, pp, dp,
-                                 rs.tp * pp * dp, gpus));
+    if (tc * pp * dp != gpus)
+        refuse(spec, fmt::format("{} x pp={} x dp={} = {}, but the scenario uses {} GPUs", tc_name, pp, dp,
+                                 tc * pp * dp, gpus));
     if (pp * rs.virtual_stages > m.layers)
         refuse(spec, fmt::format("pp={} x virtual_stages={} exceeds the model's {} layers", pp, rs.virtual_stages,
                                  m.layers));
@@ -244,9 +260,13 @@ hw::MemoryBreakdown stage_memory(const config::ScenarioSpec& sc, const ResolvedS
     if (sc.workload.mode == Mode::training) {
         const auto state = workload::training_state_bytes_per_param(opt);
         const double params = weight_bytes / state.weights;
-        b.weights = weight_bytes / (rs.zero >= 3 ? rs.dp : 1);
-        b.gradients = params * state.gradients / (rs.zero >= 2 ? rs.dp : 1);
-        b.optimizer = params * state.optimizer / (rs.zero >= 1 ? rs.dp : 1);
+        // Weights are replicated over the CP ranks as over the DP replicas:
+        // ZeRO shards over dp x cp. Activations are 1/cp (the shape's tokens
+        // are divided by cp in the footprint).
+        const int shards = rs.dp * rs.cp;
+        b.weights = weight_bytes / (rs.zero >= 3 ? shards : 1);
+        b.gradients = params * state.gradients / (rs.zero >= 2 ? shards : 1);
+        b.optimizer = params * state.optimizer / (rs.zero >= 1 ? shards : 1);
         const int layers_per_chunk = std::max(1, layers / rs.virtual_stages);
         double inflight_chunks = 0;
         switch (rs.schedule) {
@@ -281,9 +301,9 @@ struct Emitter {
     workload::OperatorOptions opt;
     Plan& plan;
     std::vector<LayerRange> vstages;  // layer range of each virtual stage
-    // members[s] = simulated GPUs of stage s as (dp replica, tp rank, local id)
+    // members[s] = simulated GPUs of stage s as (dp replica, cp rank, tp rank, local id)
     struct Member {
-        int d, r;
+        int d, c, r;
         std::uint32_t local;
     };
     std::vector<std::vector<Member>> members;
@@ -291,39 +311,64 @@ struct Emitter {
     std::string collective_algorithm = "auto";
 
     config::StrategySpec::Placement placement = config::StrategySpec::Placement::tp_first;
+    std::vector<std::vector<std::size_t>> cp_next;  // cp_next[s][i]: member index of i's successor on the CP ring
 
-    int real(int d, int s, int r) const {
-        return placement == config::StrategySpec::Placement::tp_first ? d * rs.pp * rs.tp + s * rs.tp + r
-                                                                      : d * rs.pp * rs.tp + r * rs.pp + s;
+    // GPU id of DP replica d, stage s, CP rank c, TP rank r. tp-first: TP
+    // ranks, then CP ranks, are consecutive (a cp group stays in a node when
+    // tp x cp divides gpus_per_node); pp-first: stages are consecutive.
+    int real(int d, int s, int c, int r) const {
+        const int replica = d * rs.pp * rs.cp * rs.tp;
+        return placement == config::StrategySpec::Placement::tp_first ? replica + s * rs.cp * rs.tp + c * rs.tp + r
+                                                                      : replica + (c * rs.tp + r) * rs.pp + s;
     }
 
     void setup() {
         members.assign(static_cast<std::size_t>(rs.pp), {});
         const int dps = options.collapse ? 1 : rs.dp;
         const int tps = options.collapse ? 1 : rs.tp;
+        // CP ranks exchange K/V every layer, so all of them are simulated
+        // (their ring transfers are the dependencies of each other's attention).
         for (int d = 0; d < dps; ++d)
             for (int s = 0; s < rs.pp; ++s)
-                for (int r = 0; r < tps; ++r) {
-                    const auto local = static_cast<std::uint32_t>(plan.simulated_gpus.size());
-                    plan.simulated_gpus.push_back(real(d, s, r));
-                    members[static_cast<std::size_t>(s)].push_back(Member{d, r, local});
-                }
+                for (int c = 0; c < rs.cp; ++c)
+                    for (int r = 0; r < tps; ++r) {
+                        const auto local = static_cast<std::uint32_t>(plan.simulated_gpus.size());
+                        plan.simulated_gpus.push_back(real(d, s, c, r));
+                        members[static_cast<std::size_t>(s)].push_back(Member{d, c, r, local});
+                    }
+        // Ring neighbour: the member of the same stage, replica and TP rank on the next CP rank.
+        cp_next.assign(members.size(), {});
+        for (std::size_t s = 0; s < members.size(); ++s) {
+            const auto& mem = members[s];
+            std::map<std::tuple<int, int, int>, std::size_t> index;  // (d, c, r) -> member
+            for (std::size_t i = 0; i < mem.size(); ++i) index.emplace(std::make_tuple(mem[i].d, mem[i].c, mem[i].r), i);
+            cp_next[s].resize(mem.size());
+            for (std::size_t i = 0; i < mem.size(); ++i)
+                cp_next[s][i] = index.at(std::make_tuple(mem[i].d, (mem[i].c + 1) % rs.cp, mem[i].r));
+        }
         plan.streams.resize(plan.simulated_gpus.size());
         plan.gpus_represented = sc.gpus;
     }
 
-    // TP group of replica d at stage s; DP group of TP rank r at stage s.
-    std::uint32_t tp_group(int s, int d) { return group(0, s, d); }
+    // TP group of replica d, CP rank c at stage s; DP group of TP rank r at
+    // stage s. Weights are replicated over the CP ranks, so gradients are
+    // reduced over dp x cp GPUs (rank order: replica, then CP rank).
+    std::uint32_t tp_group(int s, int d, int c) { return group(0, s, d * rs.cp + c); }
     std::uint32_t dp_group(int s, int r) { return group(1, s, r); }
     std::uint32_t group(int kind, int s, int idx) {
         const auto key = std::make_tuple(kind, s, idx);
         if (auto it = group_cache.find(key); it != group_cache.end()) return it->second;
         Group g;
         g.algorithm = collective_algorithm;
-        const int n = kind == 0 ? rs.tp : rs.dp;
-        for (int i = 0; i < n; ++i) g.gpus.push_back(kind == 0 ? real(idx, s, i) : real(i, s, idx));
+        if (kind == 0) {
+            for (int i = 0; i < rs.tp; ++i) g.gpus.push_back(real(idx / rs.cp, s, idx % rs.cp, i));
+        } else {
+            for (int d = 0; d < rs.dp; ++d)
+                for (int c = 0; c < rs.cp; ++c) g.gpus.push_back(real(d, s, c, idx));
+        }
         for (const auto& mem : members[static_cast<std::size_t>(s)])
-            if ((kind == 0 && mem.d == idx) || (kind == 1 && mem.r == idx)) g.members.push_back(mem.local);
+            if ((kind == 0 && mem.d * rs.cp + mem.c == idx) || (kind == 1 && mem.r == idx))
+                g.members.push_back(mem.local);
         const auto id = plan.add_group(std::move(g));
         group_cache.emplace(key, id);
         return id;
@@ -353,9 +398,12 @@ struct Emitter {
                   std::vector<std::vector<std::uint32_t>>& pending, std::vector<std::uint32_t>& last) {
         const auto& mem = members[static_cast<std::size_t>(s)];
         const bool tp_on = rs.tp > 1;
+        std::vector<std::uint32_t> ring_in(mem.size(), kNone);  // the task that made the chunk a member forwards next
         for (const auto& op : ops) {
             if (tp_on && op.tp_sync == workload::TpSync::before_column_parallel)
                 tp_collective(s, net::CollectiveOp::all_gather, op.tp_sync_bytes, ph, mb, step, pending, last);
+            if (op.cp_step == 0) ring_in = last;  // K and V (and dO) are ready once the preceding task is
+            if (op.cp_step > 0) ring_step(s, op.cp_ring_bytes, ph, mb, step, ring_in, pending);
             for (std::size_t i = 0; i < mem.size(); ++i) {
                 Task t = base(ph, mb, -1, step);
                 t.kind = TaskKind::kernel;
@@ -373,31 +421,59 @@ struct Emitter {
         }
     }
 
+    // One step of the context-parallel ring: every CP rank sends the chunk it
+    // holds (its own K/V at the first step, then the one it last received) to
+    // the next rank on the p2p stream; the receiver's next attention step
+    // waits for it, while the current step computes on the chunk already
+    // present, so the overlap comes out of the simulation.
+    void ring_step(int s, Bytes bytes, Phase ph, int mb, int step, std::vector<std::uint32_t>& ring_in,
+                   std::vector<std::vector<std::uint32_t>>& pending) {
+        const auto& mem = members[static_cast<std::size_t>(s)];
+        const auto& next = cp_next[static_cast<std::size_t>(s)];
+        std::vector<std::uint32_t> sent(mem.size());
+        for (std::size_t i = 0; i < mem.size(); ++i) {
+            Task t = base(ph, mb, -1, step);
+            t.kind = TaskKind::transfer;
+            t.stream = StreamKind::p2p;
+            t.gpu = mem[i].local;
+            t.peer = static_cast<std::uint32_t>(plan.simulated_gpus[mem[next[i]].local]);
+            t.bytes = bytes;
+            std::vector<std::uint32_t> deps;
+            if (ring_in[i] != kNone) deps.push_back(ring_in[i]);
+            sent[i] = plan.add(t, deps);
+        }
+        for (std::size_t i = 0; i < mem.size(); ++i) {
+            pending[next[i]].push_back(sent[i]);
+            ring_in[next[i]] = sent[i];
+        }
+    }
+
     void tp_collective(int s, net::CollectiveOp cop, Bytes bytes, Phase ph, int mb, int step,
                        std::vector<std::vector<std::uint32_t>>& pending, std::vector<std::uint32_t>& last) {
         const auto& mem = members[static_cast<std::size_t>(s)];
         const int dps = options.collapse ? 1 : rs.dp;
-        for (int d = 0; d < dps; ++d) {
-            Task t = base(ph, mb, -1, step);
-            t.kind = TaskKind::collective;
-            t.stream = StreamKind::tp_comm;
-            t.group = tp_group(s, d);
-            t.op = cop;
-            t.bytes = bytes;
-            std::vector<std::uint32_t> deps;
-            for (std::size_t i = 0; i < mem.size(); ++i)
-                if (mem[i].d == d) {
-                    deps.push_back(last[i]);
-                    deps.insert(deps.end(), pending[i].begin(), pending[i].end());
-                }
-            t.gpu = plan.groups[t.group].members.front();
-            const auto id = plan.add(t, deps);
-            for (std::size_t i = 0; i < mem.size(); ++i)
-                if (mem[i].d == d) {
-                    pending[i] = {id};
-                    last[i] = id;
-                }
-        }
+        for (int d = 0; d < dps; ++d)
+            for (int c = 0; c < rs.cp; ++c) {
+                Task t = base(ph, mb, -1, step);
+                t.kind = TaskKind::collective;
+                t.stream = StreamKind::tp_comm;
+                t.group = tp_group(s, d, c);
+                t.op = cop;
+                t.bytes = bytes;
+                std::vector<std::uint32_t> deps;
+                for (std::size_t i = 0; i < mem.size(); ++i)
+                    if (mem[i].d == d && mem[i].c == c) {
+                        deps.push_back(last[i]);
+                        deps.insert(deps.end(), pending[i].begin(), pending[i].end());
+                    }
+                t.gpu = plan.groups[t.group].members.front();
+                const auto id = plan.add(t, deps);
+                for (std::size_t i = 0; i < mem.size(); ++i)
+                    if (mem[i].d == d && mem[i].c == c) {
+                        pending[i] = {id};
+                        last[i] = id;
+                    }
+            }
     }
 
     // Point-to-point sends from every member of stage `from` to its
@@ -416,7 +492,7 @@ struct Emitter {
             t.kind = TaskKind::transfer;
             t.stream = StreamKind::p2p;
             t.gpu = src[i].local;
-            t.peer = static_cast<std::uint32_t>(real(src[i].d, to, src[i].r));
+            t.peer = static_cast<std::uint32_t>(real(src[i].d, to, src[i].c, src[i].r));
             t.bytes = bytes;
             const auto id = plan.add(t, {last[i]});
             out[i].push_back(id);  // members are laid out alike on every stage
@@ -565,7 +641,7 @@ void emit_training(Emitter& em, PlanBuild& out) {
 
     auto dp_collective = [&](int s, net::CollectiveOp op, double bytes, Phase ph, int mb, int layer,
                              const std::vector<std::uint32_t>& after) {
-        if (rs.dp <= 1) return;
+        if (rs.dp * rs.cp <= 1) return;  // gradients are reduced over dp x cp
         const auto& mem = em.members[static_cast<std::size_t>(s)];
         const int tps = em.options.collapse ? 1 : rs.tp;
         for (int r = 0; r < tps; ++r) {
@@ -701,7 +777,7 @@ void emit_training(Emitter& em, PlanBuild& out) {
             if (c * p + s == nv - 1) stage_params += params.lm_head + params.final_norm;
         }
         stage_params /= rs.tp;
-        const double local_params = stage_params / (rs.zero >= 1 ? rs.dp : 1);
+        const double local_params = stage_params / (rs.zero >= 1 ? rs.dp * rs.cp : 1);
         std::vector<std::uint32_t> opt_task(mem.size());
         for (std::size_t i = 0; i < mem.size(); ++i) {
             Task t = em.base(Phase::optimizer, -1, -1, -1);
@@ -769,7 +845,7 @@ PlanBuild build_plan(const config::ScenarioSpec& sc, const config::StrategySpec&
                                        "every GPU simulated: replicas share links on this fabric";
     }
     Emitter em{sc, out.strategy, effective, operator_options(sc, out.strategy), out.plan, vstages, {}, {},
-               spec.collective, spec.placement};
+               spec.collective, spec.placement, {}};
     em.setup();
     if (sc.workload.mode == Mode::inference) emit_inference(em, out);
     else emit_training(em, out);

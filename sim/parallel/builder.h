@@ -1,5 +1,5 @@
 // Lowers a scenario's workload under one strategy into a Plan: resolves the
-// strategy (tp x pp x dp = GPUs), partitions layers into pipeline stages
+// strategy (tp x cp x pp x dp = GPUs), partitions layers into pipeline stages
 // (uniform or cache-aware), accounts memory per GPU, and emits the task DAG
 // for a training iteration (GPipe, 1F1B or interleaved 1F1B) or an inference
 // run (prefill, then decode steps with the KV cache growing).
@@ -18,6 +18,7 @@ namespace sim::parallel {
 
 struct ResolvedStrategy {
     int tp = 1, pp = 1, dp = 1;
+    int cp = 1;  // context parallel: each sequence over cp GPUs (training only)
     bool sp = false;
     int zero = 0;
     config::PipelineSchedule schedule = config::PipelineSchedule::one_f_one_b;
@@ -50,8 +51,8 @@ struct PlanBuild {
     double model_flops = 0;            // training: per iteration, whole cluster (6N + attention)
 };
 
-// ConfigError at the strategy's location when it cannot be formed (tp x pp x
-// dp != GPUs, heads not divisible by tp, ...). The plan is left empty when
+// ConfigError at the strategy's location when it cannot be formed (tp x cp x
+// pp x dp != GPUs, cp > 1 in inference, heads not divisible by tp, ...). The plan is left empty when
 // memory.oom: an out-of-memory strategy is never simulated.
 PlanBuild build_plan(const config::ScenarioSpec& scenario, const config::StrategySpec& spec,
                      const hw::CostModel& cost_model, const BuildOptions& options);

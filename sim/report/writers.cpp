@@ -50,8 +50,8 @@ std::string run_json(const RunMetrics& m) {
     std::string out = "{";
     out += fmt::format("\"strategy\":{},\"gpus\":{},\"feasible\":{}", json_string(m.strategy), m.gpus,
                        m.feasible ? "true" : "false");
-    out += fmt::format(",\"parallelism\":{{\"tp\":{},\"pp\":{},\"dp\":{},\"microbatches\":{},\"stages\":{}}}", rs.tp,
-                       rs.pp, rs.dp, rs.microbatches, stages_json(rs));
+    out += fmt::format(",\"parallelism\":{{\"tp\":{},\"cp\":{},\"pp\":{},\"dp\":{},\"microbatches\":{},\"stages\":{}}}",
+                       rs.tp, rs.cp, rs.pp, rs.dp, rs.microbatches, stages_json(rs));
     out += fmt::format(",\"note\":{}", json_string(m.note));
     out += fmt::format(
         ",\"memory\":{{\"per_gpu_peak_bytes\":{},\"capacity_bytes\":{},\"oom\":{},\"stage\":{},\"breakdown\":{{"
@@ -128,7 +128,9 @@ std::string format_table(const config::ScenarioSpec& sc, const std::vector<RunMe
     };
     const auto none = [](const RunMetrics&) { return std::optional<double>(); };
     add("GPUs (tp x pp x dp)", [](const RunMetrics& m) {
-            return fmt::format("{} ({}x{}x{})", m.gpus, m.resolved.tp, m.resolved.pp, m.resolved.dp);
+            const auto& r = m.resolved;
+            return r.cp > 1 ? fmt::format("{} ({}x{}x{}, cp {})", m.gpus, r.tp, r.pp, r.dp, r.cp)
+                            : fmt::format("{} ({}x{}x{})", m.gpus, r.tp, r.pp, r.dp);
         }, none);
     add("micro-batches", [](const RunMetrics& m) { return fmt::format("{}", m.resolved.microbatches); }, none);
     add("feasible", [](const RunMetrics& m) { return m.feasible ? std::string("yes") : std::string("OUT OF MEMORY"); }, none);

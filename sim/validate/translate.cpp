@@ -207,7 +207,8 @@ Setup translate(const Point& p, config::GpuCatalog& gpus, const ShippedClusters&
         case Kind::training:
         case Kind::inference: {
             const auto& par = p.parallelism;
-            if (par.cp > 1) return skip(fmt::format("context parallelism (cp={}) is not modelled", par.cp));
+            if (par.cp > 1 && p.kind == Kind::inference)
+                return skip(fmt::format("context parallelism (cp={}) is modelled for training only", par.cp));
             if (par.ep > 1) return skip(fmt::format("expert parallelism (ep={}) is not modelled", par.ep));
             if (par.dp == 0)
                 return skip(fmt::format("tp={} x pp={} x cp={} does not divide the {} GPUs", par.tp, par.pp, par.cp,
@@ -222,6 +223,7 @@ Setup translate(const Point& p, config::GpuCatalog& gpus, const ShippedClusters&
             config::StrategySpec& st = s.strategy;
             st.name = "as-published";
             st.tp = par.tp;
+            st.cp = par.cp;
             st.pp = par.pp;
             st.dp = par.dp;
             st.sp = par.sp;
@@ -312,6 +314,7 @@ std::string scenario_yaml(const Point& p, const Setup& s) {
     }
     y += fmt::format("strategies:\n  - name: {}\n    tp: {}\n    pp: {}\n    dp: {}\n    sp: {}\n    zero: {}\n",
                      st.name, st.tp, st.pp, st.dp, yes(st.sp), st.zero);
+    if (st.cp > 1) y += fmt::format("    cp: {}\n", st.cp);
     y += fmt::format("    schedule: {}\n", config::to_string(st.schedule));
     if (st.virtual_stages > 1) y += fmt::format("    virtual_stages: {}\n", st.virtual_stages);
     return y;

@@ -146,8 +146,9 @@ Outcome simulate_point(const Point& p, config::GpuCatalog& catalog, const Shippe
                 if (!v) return skip(fmt::format("the simulation does not produce {} for this workload", to_string(p.metric)));
                 value = *v;
                 const auto& r = m.resolved;
-                o.detail = fmt::format("tp{} pp{} dp{}{}{}{}, {} micro-batches, cluster {} (links of {})", r.tp, r.pp,
-                                       r.dp, r.sp ? " sp" : "", r.zero > 0 ? fmt::format(" zero{}", r.zero) : "",
+                o.detail = fmt::format("tp{} pp{} dp{}{}{}{}{}, {} micro-batches, cluster {} (links of {})", r.tp,
+                                       r.pp, r.dp, r.cp > 1 ? fmt::format(" cp{}", r.cp) : "", r.sp ? " sp" : "",
+                                       r.zero > 0 ? fmt::format(" zero{}", r.zero) : "",
                                        r.virtual_stages > 1 ? fmt::format(" v{}", r.virtual_stages) : "",
                                        r.microbatches, s.scenario.cluster.name, s.link_source);
                 break;

@@ -57,7 +57,7 @@ double layer_kv_bytes(const ModelSpec& m, std::int64_t batch, std::int64_t conte
 double boundary_activation_bytes(const ModelSpec& m, const PassShape& shape, const OperatorOptions& opt) {
     const double ab = hw::bytes_per_element(activation_dtype(opt.precision));
     const double sp = opt.sequence_parallel && opt.tp > 1 ? as_d(opt.tp) : 1.0;
-    return as_d(shape.batch) * as_d(shape.new_tokens) * as_d(m.hidden) * ab / sp;
+    return as_d(shape.batch) * as_d(shape.new_tokens) * as_d(m.hidden) * ab / sp / as_d(opt.cp);
 }
 
 // Korthikanti et al. 2022 (Reducing Activation Recomputation in Large
@@ -74,7 +74,7 @@ double boundary_activation_bytes(const ModelSpec& m, const PassShape& shape, con
 double layer_activation_bytes(const ModelSpec& m, const PassShape& shape, const OperatorOptions& opt,
                               Recompute recompute) {
     const double ab = hw::bytes_per_element(activation_dtype(opt.precision));
-    const double tokens = as_d(shape.batch) * as_d(shape.new_tokens);
+    const double tokens = as_d(shape.batch) * as_d(shape.new_tokens) / as_d(opt.cp);  // 1/cp of each sequence
     const double h = as_d(m.hidden), d = as_d(m.head_dim);
     const double sp = opt.sequence_parallel && opt.tp > 1 ? as_d(opt.tp) : 1.0;
     if (recompute == Recompute::full) return tokens * ab * h / sp;  // the layer input only
@@ -93,7 +93,7 @@ double workspace_bytes(const ModelSpec& m, const PassShape& shape, const Operato
     constexpr double kLibraryWorkspace = 32.0 * 1024 * 1024;  // cuBLAS(Lt) workspace
     const double ab = hw::bytes_per_element(activation_dtype(opt.precision));
     const double v_p = as_d(ceil_div(m.vocab, opt.tp));
-    const double tokens = as_d(shape.batch) * as_d(shape.new_tokens);
+    const double tokens = as_d(shape.batch) * as_d(shape.new_tokens) / as_d(opt.cp);
     const double head_tokens = training ? tokens : as_d(shape.batch);
     double transient = head_tokens * v_p * (ab + (training ? 4.0 : 0.0));  // logits (+ FP32 softmax)
     if (!training) {

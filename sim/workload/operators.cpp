@@ -68,6 +68,7 @@ namespace aslot {
 constexpr int resid = 0, norm1 = 1, q = 2, kv = 3, k = 4, v = 5, kv_new = 6, scores = 7, probs = 8, attn = 9, lse = 10,
               out_proj = 11, resid_mid = 12, norm2 = 13, gate = 14, up = 15, silu = 16, act = 17, down = 18,
               router = 19, topk = 20, combine = 21, norm_grad = 22;
+constexpr int kv_recv = 23;  // context parallelism: the two receive buffers of the K/V ring (23, 24)
 constexpr int final_norm = 1, logits = 2, loss = 3, tokens = 4;  // kHeadLayer
 constexpr int expert = 64;  // expert e: 64 + 8e + {0 in, 1 gate, 2 up, 3 silu, 4 act, 5 out}
 }  // namespace aslot
@@ -79,6 +80,7 @@ struct Dims {
     const OperatorOptions* o = nullptr;
     PassShape s;
     std::int64_t layer = 0, mb = 0;
+    std::int64_t cp = 1;  // context-parallel degree: T holds 1/cp of each sequence
     std::int64_t p = 1, a_p = 0, g_p = 0, d = 0, h = 0, f_p = 0, fup_p = 0, T = 0;
     double Ts = 0;    // tokens a norm / residual kernel handles (T / tp under sequence parallel)
     double ab = 2;    // activation (and activation-gradient) bytes per element
@@ -115,6 +117,16 @@ Dims make_dims(const ModelSpec& m, std::int64_t layer, std::int64_t mb, const Pa
                         "and context >= new_tokens",
                         s.batch, s.new_tokens, s.context));
     }
+    if (o.cp < 1) throw ModelError(fmt::format("context-parallel degree {} must be at least 1", o.cp));
+    if (o.cp > 1) {
+        if (o.inference || s.context != s.new_tokens)
+            throw ModelError(fmt::format("context parallelism (cp={}) is modelled for training passes only", o.cp));
+        if (s.new_tokens % (2 * o.cp) != 0)
+            throw ModelError(fmt::format("context parallelism: {} tokens per sequence do not split into 2 x cp = {} chunks",
+                                         s.new_tokens, 2 * o.cp));
+        if (!o.flash_attention)
+            throw ModelError(fmt::format("context parallelism (cp={}) needs flash attention (ring attention)", o.cp));
+    }
     if (m.experts > 1000) {
         throw ModelError(fmt::format("model '{}': {} experts; tensor ids hold at most 1000", m.name, m.experts));
     }
@@ -132,7 +144,8 @@ Dims make_dims(const ModelSpec& m, std::int64_t layer, std::int64_t mb, const Pa
     x.swiglu = m.ffn_kind == FfnKind::swiglu;
     x.f_p = ceil_div(m.ffn, x.p);
     x.fup_p = x.swiglu ? 2 * x.f_p : x.f_p;
-    x.T = s.batch * s.new_tokens;
+    x.cp = o.cp;
+    x.T = s.batch * s.new_tokens / x.cp;
     x.sp = o.sequence_parallel && x.p > 1;
     x.Ts = x.sp ? static_cast<double>(x.T) / static_cast<double>(x.p) : static_cast<double>(x.T);
     x.act_dt = activation_dtype(o.precision);
@@ -270,8 +283,11 @@ struct AttentionTensors {
 };
 
 double q_bytes(const Dims& x) { return static_cast<double>(x.T * x.a_p * x.d) * x.ab; }
-// K and V of the whole context for the micro-batch, per shard.
-double kv_bytes(const Dims& x) { return 2.0 * static_cast<double>(x.s.batch * x.s.context * x.g_p * x.d) * x.kb; }
+// K and V of the whole context for the micro-batch, per shard (under context
+// parallelism: of the 1/cp of the context this rank holds, one ring chunk).
+double kv_bytes(const Dims& x) {
+    return 2.0 * static_cast<double>(x.s.batch * x.s.context * x.g_p * x.d) * x.kb / static_cast<double>(x.cp);
+}
 
 AttentionTensors attention_tensors(const Dims& x) {
     AttentionTensors t;
@@ -307,8 +323,81 @@ double flash_forward_flops(const Dims& x, bool causal) {
     return 4.0 * static_cast<double>(x.s.batch * x.a_p) * pairs * static_cast<double>(x.d);
 }
 
+// ---- ring attention (context parallelism) ---------------------------------------
+// Megatron-Core's load-balanced causal split: the sequence is cut into 2 cp
+// chunks and rank r holds chunks r and 2cp-1-r. Step 0 attends the local
+// chunks (causal); each later step attends the K/V chunk received from the
+// previous rank, and either all local queries meet half of it or half of the
+// queries meet all of it. Every step is therefore 1/cp of the rank's work,
+// which is 1/cp of the whole causal attention.
+
+// The K/V chunk a step reads: the local one, or one of two receive buffers.
+std::vector<TensorUse> ring_kv(const Dims& x, const AttentionTensors& t, std::int64_t step) {
+    if (step == 0) return t.kv;
+    return {use(x.act(aslot::kv_recv + static_cast<int>(step % 2)), kv_bytes(x))};
+}
+
+// Shape of ring step k: the local queries (s/cp per sequence) against the
+// local chunks (causal) at step 0, else against half a chunk's worth of
+// pairs; step k >= 1 first receives `ring_bytes` from the previous rank.
+void set_ring_step(const Dims& x, Operator& op, std::int64_t k, double ring_bytes) {
+    const std::int64_t local = x.s.new_tokens / x.cp;
+    op.kernel.m = local;
+    op.kernel.n = k == 0 ? local : local / 2;
+    op.kernel.k = x.d;
+    op.kernel.batch = x.s.batch * x.a_p;
+    op.kernel.causal = k == 0 && x.o->causal;
+    op.cp_step = static_cast<int>(k);
+    if (k > 0) op.cp_ring_bytes = Bytes::ceil(ring_bytes);
+}
+
+void ring_attention_forward(const Dims& x, const AttentionTensors& t, std::vector<Operator>& ops) {
+    const double q = q_bytes(x), kv = kv_bytes(x), lse = t.lse.size.as_double();
+    const double step_flops = flash_forward_flops(x, x.o->causal) / static_cast<double>(x.cp * x.cp);
+    for (std::int64_t k = 0; k < x.cp; ++k) {
+        std::vector<TensorUse> uses{t.q};
+        const auto kvs = ring_kv(x, t, k);
+        uses.insert(uses.end(), kvs.begin(), kvs.end());
+        // Steps after the first rescale and update the running output and LSE.
+        if (k > 0) uses.insert(uses.end(), {t.o, t.lse});
+        uses.push_back(TensorUse{t.o.id, t.o.size, true});
+        uses.push_back(TensorUse{t.lse.id, t.lse.size, true});
+        Operator op = make_op("attention", KernelKind::attention, x.attn_dt, step_flops,
+                              q + kv + (k > 0 ? q + lse : 0.0), q + lse, std::move(uses));
+        set_ring_step(x, op, k, kv);
+        ops.push_back(std::move(op));
+    }
+}
+
+// Backward: each step recomputes its block of scores and produces dQ
+// (accumulated locally) and a dK/dV partial that travels the ring with the
+// next step's K/V (so a backward step moves twice the forward bytes).
+void ring_attention_backward(const Dims& x, const AttentionTensors& t, std::vector<Operator>& ops) {
+    const double q = q_bytes(x), kv = kv_bytes(x), lse = t.lse.size.as_double();
+    const double step_flops =
+        kFlashBackwardFactor * flash_forward_flops(x, x.o->causal) / static_cast<double>(x.cp * x.cp);
+    const TensorUse dO{flagged(t.o.id, kGrad), t.o.size, false};
+    for (std::int64_t k = 0; k < x.cp; ++k) {
+        std::vector<TensorUse> uses{t.q, t.o, dO, t.lse};
+        const auto kvs = ring_kv(x, t, k);
+        uses.insert(uses.end(), kvs.begin(), kvs.end());
+        uses.push_back(TensorUse{flagged(t.q.id, kGrad), t.q.size, true});
+        const auto dkv = grads_of(kvs, true);
+        uses.insert(uses.end(), dkv.begin(), dkv.end());
+        Operator op = make_op("attention_bwd", KernelKind::attention, x.attn_dt, step_flops,
+                              3 * q + kv + lse + (k > 0 ? q : 0.0), q + kv, std::move(uses));
+        op.kernel.backward = true;
+        set_ring_step(x, op, k, 2 * kv);
+        ops.push_back(std::move(op));
+    }
+}
+
 void attention_forward(const Dims& x, std::vector<Operator>& ops) {
     const AttentionTensors t = attention_tensors(x);
+    if (x.cp > 1) {
+        ring_attention_forward(x, t, ops);
+        return;
+    }
     const std::int64_t b = x.s.batch, tq = x.s.new_tokens, c = x.s.context;
     const double q = q_bytes(x), kv = kv_bytes(x);
     if (x.o->flash_attention) {
@@ -339,6 +428,10 @@ void attention_forward(const Dims& x, std::vector<Operator>& ops) {
 
 void attention_backward(const Dims& x, std::vector<Operator>& ops) {
     const AttentionTensors t = attention_tensors(x);
+    if (x.cp > 1) {
+        ring_attention_backward(x, t, ops);
+        return;
+    }
     const std::int64_t b = x.s.batch, tq = x.s.new_tokens, c = x.s.context;
     const double q = q_bytes(x), kv = kv_bytes(x);
     const TensorUse dO{flagged(t.o.id, kGrad), t.o.size, false};
@@ -1050,6 +1143,7 @@ double training_hardware_flops_per_token(const ModelSpec& m, std::int64_t seq_le
     OperatorOptions o = opt;
     o.inference = false;
     o.tp = 1;  // the whole model's FLOPs: no shard replicates or splits anything
+    o.cp = 1;
     o.sequence_parallel = false;
     const double layer =
         total_flops(layer_forward(m, 0, 0, shape, o)) + total_flops(layer_backward(m, 0, 0, shape, o, recompute));

@@ -27,6 +27,10 @@ struct OperatorOptions {
     bool fuse_elementwise = true;  // fused chains drop intermediate HBM round trips and launches
     int tp = 1;                    // tensor-parallel degree (heads and FFN split)
     bool sequence_parallel = false;
+    // Context-parallel degree (training): each rank holds 1/cp of every
+    // sequence's tokens (Megatron's load-balanced causal split); the shape
+    // still describes whole sequences. Attention becomes a ring of cp steps.
+    int cp = 1;
     // Inference: K and V go to the KV cache (precision.kv) and the LM head
     // runs on the last token of each sequence only. Implied for the layers
     // when context > new_tokens (decode, chunked prefill); set it for a
@@ -55,6 +59,12 @@ struct Operator {
     // Bytes per GPU of the activation the TP collective moves (full, unsharded size).
     Bytes tp_sync_bytes;
     bool is_weight_grad = false;  // backward weight-gradient GEMM (can overlap DP communication)
+    // Context parallelism: step k of cp of a ring-attention pass (-1: not a
+    // ring step). Step k >= 1 needs the chunk that arrives from the previous
+    // CP rank: cp_ring_bytes per rank (K and V; in the backward also the dK,
+    // dV partials), sent by that rank once it holds the chunk.
+    int cp_step = -1;
+    Bytes cp_ring_bytes;
 };
 
 // Unique tensor ids, so that the L2 model sees the same weight of the same

@@ -209,3 +209,102 @@ TEST_CASE("rank placement: TP groups inside a node (tp-first) beat TP groups acr
     const auto b = report::run_strategy(sc, pp_first, {});
     CHECK(*b.metrics.ttft_ms > *a.metrics.ttft_ms * 1.5);
 }
+
+TEST_CASE("context parallelism: tp x cp x pp x dp must be the GPU count, and inference refuses cp") {
+    const auto cm = hw::make_cost_model("roofline");
+    const auto sc = scenario(kData + "cp-training.yaml", {"strategies[0].dp=2", "strategies[0].pp=1"});
+    CHECK_THROWS_WITH_AS(parallel::build_plan(sc, strategy(sc, "cp2"), *cm, {}),
+                         doctest::Contains("tp=1 x cp=2 x pp=1 x dp=2 = 4, but the scenario uses 2 GPUs"), ConfigError);
+    const auto odd = scenario(kData + "cp-training.yaml", {"workload.seq_len=8190"});
+    CHECK_THROWS_WITH_AS(parallel::build_plan(odd, strategy(odd, "cp2"), *cm, {}),
+                         doctest::Contains("seq_len=8190 does not split into 2 x cp = 4 equal chunks"), ConfigError);
+    const auto inf = scenario(kData + "one-layer-tp2.yaml", {"strategies[0].tp=1", "strategies[0].cp=2"});
+    CHECK_THROWS_WITH_AS(parallel::build_plan(inf, inf.strategies.front(), *cm, {}),
+                         doctest::Contains("one-layer-tp2.yaml:25:5:"), ConfigError);
+    CHECK_THROWS_WITH_AS(parallel::build_plan(inf, inf.strategies.front(), *cm, {}),
+                         doctest::Contains("context parallelism (cp=2) is modelled for training only"), ConfigError);
+}
+
+TEST_CASE("context parallelism: placement, groups over dp x cp, the K/V ring, memory") {
+    const auto cm = hw::make_cost_model("roofline");
+    // 8 GPUs: tp 2 x cp 2 x dp 2, ZeRO-1.
+    const auto sc = scenario(kData + "cp-training.yaml",
+                             {"gpus=8", "strategies[0].tp=2", "strategies[0].dp=2", "strategies[0].zero=1"});
+    const auto build = parallel::build_plan(sc, strategy(sc, "cp2"), *cm, {});
+    REQUIRE_FALSE(build.memory.oom);
+    // tp-first: GPU = d x 4 + c x 2 + r. Collapsed: replica 0, TP rank 0, both CP ranks.
+    CHECK(build.plan.simulated_gpus == std::vector<int>{0, 2});
+    bool tp_c1 = false, dp_r0 = false;
+    for (const auto& g : build.plan.groups) {
+        tp_c1 = tp_c1 || g.gpus == std::vector<int>{2, 3};
+        dp_r0 = dp_r0 || g.gpus == std::vector<int>{0, 2, 4, 6};  // gradients over dp x cp
+    }
+    CHECK(tp_c1);
+    CHECK(dp_r0);
+    // The ring: per layer and micro-batch, cp-1 = 1 forward step and 1 backward step per rank.
+    // Ring chunk: 2 x 4096 tokens x (8 / 2) KV heads x 128 x 2 bytes.
+    const std::uint64_t chunk = 2ull * 4096 * 4 * 128 * 2;
+    int fwd = 0, bwd = 0;
+    for (const auto& t : build.plan.tasks) {
+        if (t.kind != parallel::TaskKind::transfer) continue;
+        const int from = build.plan.simulated_gpus[t.gpu];
+        CHECK(static_cast<int>(t.peer) == (from == 0 ? 2 : 0));
+        if (t.phase == parallel::Phase::forward) {
+            CHECK(t.bytes.value == chunk);
+            ++fwd;
+        } else {
+            CHECK(t.bytes.value == 2 * chunk);
+            ++bwd;
+        }
+    }
+    const int microbatches = 4 / 2;  // global 4 over dp 2
+    CHECK(fwd == 2 * 2 * microbatches);  // 2 layers x 2 ranks x micro-batches
+    CHECK(bwd == fwd);
+    // Memory: activations 1/cp of the dp-only strategy's; ZeRO-1 shards the optimizer over dp x cp = 4.
+    const auto dp_only = scenario(kData + "cp-training.yaml",
+                                  {"gpus=8", "strategies[1].tp=2", "strategies[1].dp=4", "strategies[1].zero=1",
+                                   "workload.global_batch=8"});
+    const auto b2 = parallel::build_plan(dp_only, strategy(dp_only, "dp2"), *cm, {});
+    CHECK(build.memory.breakdown.activations == doctest::Approx(b2.memory.breakdown.activations / 2));
+    CHECK(build.memory.breakdown.optimizer == doctest::Approx(b2.memory.breakdown.optimizer));
+    CHECK(build.memory.breakdown.weights == doctest::Approx(b2.memory.breakdown.weights));
+    // pp-first: GPU = (c x tp + r) x pp + stage; tp 2 x cp 2 x pp 2 simulates (stage, cp) =
+    // (0,0) (0,1) (1,0) (1,1) as GPUs 0, 4, 1, 5.
+    auto pp_first = strategy(sc, "cp2");
+    pp_first.placement = config::StrategySpec::Placement::pp_first;
+    pp_first.pp = 2;
+    pp_first.dp = 1;
+    const auto pf = parallel::build_plan(sc, pp_first, *cm, {});
+    CHECK(pf.plan.simulated_gpus == std::vector<int>{0, 4, 1, 5});
+}
+
+TEST_CASE("context parallelism: a fast link costs about half a sequence per GPU, a slow one more") {
+    auto iteration = [](const std::vector<std::string>& sets, const std::string& name) {
+        auto sc = scenario(kData + "cp-training.yaml", sets);
+        const auto run = report::run_strategy(sc, strategy(sc, name), {});
+        REQUIRE(run.metrics.feasible);
+        return *run.metrics.iteration_ms;
+    };
+    const std::vector<std::string> fast{"cluster.links.nvlink.bandwidth=100000GB/s", "cluster.links.nvlink.latency=1ns"};
+    const double cp2 = iteration(fast, "cp2");
+    // One GPU with half the sequence: the same token-linear work per GPU; the
+    // cp rank's attention is twice that of half a sequence (s^2/4 against s^2/8 pairs).
+    const double half = iteration({"gpus=1", "workload.seq_len=4096", "strategies[1].dp=1"}, "dp2");
+    INFO("cp=2: " << cp2 << " ms, one GPU with half the sequence: " << half << " ms");
+    CHECK(cp2 > half);
+    CHECK(cp2 < half * 1.15);
+    auto slow = fast;
+    slow[0] = "cluster.links.nvlink.bandwidth=5GB/s";
+    CHECK(iteration(slow, "cp2") > cp2 * 1.05);
+}
+
+TEST_CASE("context parallelism: symmetry collapsing agrees with simulating every GPU") {
+    auto sc = scenario(kData + "cp-training.yaml", {"gpus=8", "strategies[0].tp=2", "strategies[0].dp=2"});
+    report::RunOptions collapsed, full;
+    full.collapse = false;
+    const auto a = report::run_strategy(sc, strategy(sc, "cp2"), collapsed);
+    const auto b = report::run_strategy(sc, strategy(sc, "cp2"), full);
+    REQUIRE(a.metrics.feasible);
+    REQUIRE(b.metrics.feasible);
+    CHECK(*a.metrics.iteration_ms == doctest::Approx(*b.metrics.iteration_ms).epsilon(0.01));
+}

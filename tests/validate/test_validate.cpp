@@ -217,7 +217,13 @@ TEST_CASE("validate translate: what parasim cannot simulate is skipped with the 
     p = point(d, "train-small");
     p.parallelism.cp = 2;
     p.parallelism.dp = 2;
-    CHECK(*sim::validate::translate(p, gpus, shipped).skip == "context parallelism (cp=2) is not modelled");
+    const auto cp_train = sim::validate::translate(p, gpus, shipped);  // training with cp is simulated
+    CHECK_FALSE(cp_train.skip);
+    CHECK(cp_train.strategy.cp == 2);
+    p = point(d, "infer-small");
+    p.parallelism.cp = 2;
+    p.parallelism.tp = 1;
+    CHECK(*sim::validate::translate(p, gpus, shipped).skip == "context parallelism (cp=2) is modelled for training only");
     p = point(d, "train-small");
     p.parallelism.ep = 4;
     CHECK(*sim::validate::translate(p, gpus, shipped).skip == "expert parallelism (ep=4) is not modelled");
@@ -238,8 +244,17 @@ TEST_CASE("validate: a whole-run point simulates exactly as its scenario file un
     const Dataset d = parse(kDataset);
     sim::config::GpuCatalog gpus;
     const sim::validate::ShippedClusters shipped;
-    for (const char* id : {"train-small", "infer-small"}) {
-        const Point& p = point(d, id);
+    // The training point again with context parallelism (tp 2 x cp 2 x pp 2 x dp 2).
+    Dataset with_cp = d;
+    for (auto& q : with_cp.points)
+        if (q.id == "train-small") {
+            q.id = "train-small-cp";
+            q.parallelism.cp = 2;
+            q.parallelism.dp = 2;
+        }
+    for (const char* id : {"train-small", "infer-small", "train-small-cp"}) {
+        const Dataset& ds = std::string(id) == "train-small-cp" ? with_cp : d;
+        const Point& p = point(ds, id);
         const auto s = sim::validate::translate(p, gpus, shipped);
         REQUIRE_FALSE(s.skip);
         const auto file = std::filesystem::temp_directory_path() / (std::string("parasim-validate-") + id + ".yaml");
@@ -253,7 +268,7 @@ TEST_CASE("validate: a whole-run point simulates exactly as its scenario file un
         sim::validate::ValidateOptions o;
         o.ids = {id};
         o.jobs = 1;
-        const auto r = sim::validate::validate(d, o);
+        const auto r = sim::validate::validate(ds, o);
         REQUIRE(r.outcomes.size() == 1);
         REQUIRE_FALSE(r.outcomes[0].skipped);
         const double expect = p.kind == Kind::training ? *via_file.metrics.iteration_ms / 1e3 : *via_file.metrics.tokens_per_s;
@@ -383,14 +398,14 @@ TEST_CASE("validate: the reference dataset stays within the guarded MAPE per kin
         int min_simulated;
     };
     // Targets (the issue): training <= 5%, inference <= 10%, GEMM, attention
-    // and collectives <= 10% each. Training (17.8% today) and inference
+    // and collectives <= 10% each. Training (18.6% today) and inference
     // (42.2%) do NOT meet them yet: their guards are today's MAPE plus a
     // margin, as docs/validation.md §4 says, and must come down to 0.05 and
     // 0.10 as the model improves. Never raise a guard to make a change pass.
     // The simulated counts include the six points that fit once GPU capacity
     // is what the driver reports (docs/validation.md §8).
     const Guard guards[] = {
-        {Kind::training, 0.20, 23}, {Kind::inference, 0.50, 25},  {Kind::gemm, 0.10, 1},
+        {Kind::training, 0.20, 24}, {Kind::inference, 0.50, 25},  {Kind::gemm, 0.10, 1},
         {Kind::attention, 0.10, 46}, {Kind::collective, 0.10, 10}, {Kind::memory, 0.10, 6},
     };
     for (const auto& g : guards) {

@@ -501,3 +501,63 @@ TEST_CASE("embedding and head") {
     CHECK(embedding_backward(m, 0, s, o).front().is_weight_grad);
     CHECK(workspace_bytes(m, s, o, true) > 2048 * 64128 * 6.0);
 }
+
+TEST_CASE("context parallelism: 1/cp of the tokens, attention as a ring of cp equal steps") {
+    const ModelSpec m = shipped("llama3-8b");  // 32 heads, 8 KV heads of 128, hidden 4096
+    const PassShape shape{2, 4096, 4096};
+    OperatorOptions o;
+    const auto whole = layer_forward(m, 0, 0, shape, o);
+    const auto whole_bwd = layer_backward(m, 0, 0, shape, o, Recompute::none);
+    const double attention = flops(find(whole, "attention"));
+    const double attention_bwd = flops(find(whole_bwd, "attention_bwd"));
+    for (const int cp : {2, 4}) {
+        CAPTURE(cp);
+        o.cp = cp;
+        const auto ops = layer_forward(m, 0, 0, shape, o);
+        // Token-linear kernels: 1/cp of the tokens.
+        CHECK(flops(find(ops, "qkv")) == doctest::Approx(flops(find(whole, "qkv")) / cp));
+        CHECK(find(ops, "qkv").kernel.m == 2 * 4096 / cp);
+        CHECK(rd(find(ops, "norm1")) < rd(find(whole, "norm1")));
+        // Attention: cp steps, each 1/cp of this rank's work, together 1/cp of the whole causal attention.
+        std::vector<const Operator*> steps;
+        for (const auto& op : ops)
+            if (op.kernel.name == "attention") steps.push_back(&op);
+        REQUIRE(steps.size() == static_cast<std::size_t>(cp));
+        double sum = 0;
+        for (int k = 0; k < cp; ++k) {
+            CHECK(steps[static_cast<std::size_t>(k)]->cp_step == k);
+            CHECK(flops(*steps[static_cast<std::size_t>(k)]) == doctest::Approx(attention / cp / cp));
+            sum += flops(*steps[static_cast<std::size_t>(k)]);
+        }
+        CHECK(sum == doctest::Approx(attention / cp));
+        // Ring: steps 1..cp-1 each receive one K,V chunk, 2 x (b x s/cp) x kv_heads x head_dim x 2 bytes.
+        const double chunk = 2.0 * 2 * (4096.0 / cp) * 8 * 128 * 2;
+        CHECK(steps[0]->cp_ring_bytes.value == 0u);
+        double ring = 0;
+        for (const auto* s : steps) ring += s->cp_ring_bytes.as_double();
+        CHECK(ring == doctest::Approx((cp - 1) * chunk));
+        // Backward: the same steps, the chunk plus its dK,dV partial per step (twice the forward volume).
+        const auto bwd = layer_backward(m, 0, 0, shape, o, Recompute::none);
+        double bwd_flops = 0, bwd_ring = 0;
+        int bwd_steps = 0;
+        for (const auto& op : bwd)
+            if (op.kernel.name == "attention_bwd") {
+                ++bwd_steps;
+                bwd_flops += flops(op);
+                bwd_ring += op.cp_ring_bytes.as_double();
+            }
+        CHECK(bwd_steps == cp);
+        CHECK(bwd_flops == doctest::Approx(attention_bwd / cp));
+        CHECK(bwd_ring == doctest::Approx(2 * (cp - 1) * chunk));
+        // Activations stored per GPU: 1/cp.
+        o.cp = 1;
+        const double act1 = layer_activation_bytes(m, shape, o, Recompute::selective);
+        o.cp = cp;
+        CHECK(layer_activation_bytes(m, shape, o, Recompute::selective) == doctest::Approx(act1 / cp));
+    }
+    // The split needs 2 x cp equal chunks, and training passes.
+    o.cp = 3;
+    CHECK_THROWS_AS(layer_forward(m, 0, 0, PassShape{1, 1000, 1000}, o), sim::ModelError);
+    o.cp = 2;
+    CHECK_THROWS_AS(layer_forward(m, 0, 0, PassShape{1, 1, 1000}, o), sim::ModelError);
+}
