@@ -66,16 +66,16 @@ void EventQueue::drop_cancelled(std::uint64_t slot) {
     recycle(slot);
 }
 
-std::uint64_t EventQueue::smallest_time(std::size_t b) const {
-    std::uint64_t t = UINT64_MAX;
-    for (const Entry& e : buckets_[b]) t = e.time_ps < t ? e.time_ps : t;
-    return t;
-}
-
-void EventQueue::redistribute(std::size_t b, std::uint64_t new_last) {
+bool EventQueue::redistribute_lowest(std::size_t b, Time limit) {
+    Bucket& from = buckets_[b];
+    // The new last_ is the bucket's smallest time (cancelled entries included:
+    // a cancelled minimum only makes last_ smaller than needed). Redistributing
+    // moves last_ forward; only do it when that minimum may be popped now, so
+    // later pushes at times >= now stay >= last_.
+    const std::uint64_t new_last = std::ranges::min(from, {}, &Entry::time_ps).time_ps;
+    if (new_last > limit.count_ps()) return false;
     last_ = new_last;
     unmark(b);
-    Bucket& from = buckets_[b];
     // An entry that lands in level 0 is served within a few pops: fetch its
     // callback now when the table is too big to be in cache.
     const std::size_t prefetch_below = callbacks_.size() > kPrefetchSlots ? kDigitValues : 0;
@@ -90,15 +90,6 @@ void EventQueue::redistribute(std::size_t b, std::uint64_t new_last) {
         if (buckets_[to].push(e)) mark(to);
     }
     from.clear();
-}
-
-bool EventQueue::redistribute_lowest(std::size_t b, Time limit) {
-    // Redistributing moves last_ forward to the bucket's minimum; only do it
-    // when that minimum may be popped now, so later pushes at times >= now
-    // stay >= last_.
-    const std::uint64_t t = smallest_time(b);
-    if (t > limit.count_ps()) return false;
-    redistribute(b, t);
     return true;
 }
 

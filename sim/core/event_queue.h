@@ -209,11 +209,6 @@ private:
         occupied_[b >> 6] &= ~(1ULL << (b & 63));
         if (occupied_[b >> 6] == 0) summary_ &= ~(1ULL << (b >> 6));
     }
-    // Moves bucket b's entries down around `new_last`, the smallest time in it
-    // (cancelled ones included: a cancelled minimum only makes last_ smaller
-    // than needed).
-    void redistribute(std::size_t b, std::uint64_t new_last);
-    std::uint64_t smallest_time(std::size_t b) const;
 
     std::array<Bucket, kBuckets> buckets_;
     std::size_t head_ = 0;  // FIFO read position in the level-0 bucket being served
