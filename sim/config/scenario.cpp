@@ -5,6 +5,7 @@
 #include "sim/config/cluster_loader.h"
 #include "sim/config/gpu_loader.h"
 #include "sim/config/model_loader.h"
+#include "sim/config/run_details.h"
 
 #include <filesystem>
 
@@ -170,8 +171,12 @@ WorkloadSpec read_workload(const Node& node) {
     w.precision.kv = w.precision.weights;
     if (auto n = r.optional("weight_dtype")) w.precision.weights = dtype(*n);
     if (auto n = r.optional("kv_dtype")) w.precision.kv = dtype(*n);
-    if (auto n = r.optional("flash_attention")) w.flash_attention = n->as_bool();
+    apply_attention(w, r.optional("attention"), r.optional("flash_attention"));
     if (auto n = r.optional("fuse_elementwise")) w.fuse_elementwise = n->as_bool();
+    if (auto n = r.optional("dropout")) {
+        if (w.mode == Mode::inference) n->fail("dropout applies to training only");
+        w.dropout = read_dropout(*n);
+    }
     if (w.mode == Mode::inference) {
         w.batch = r.required("batch").as_int(1, 1 << 24);
         w.prompt_tokens = r.required("prompt_tokens").as_int(1, 1 << 24);
@@ -217,6 +222,8 @@ StrategySpec read_strategy(const Node& node, std::size_t index) {
         s.placement = n->as_enum({"tp-first", "pp-first"}) == "tp-first" ? StrategySpec::Placement::tp_first
                                                                            : StrategySpec::Placement::pp_first;
     if (auto n = r.optional("collective")) s.collective = n->as_enum({"auto", "ring", "tree", "hierarchical", "in-switch"});
+    if (auto n = r.optional("overlap")) s.overlap = read_overlap(*n);
+    read_stage_layers(r, s.first_stage_layers, s.last_stage_layers);
     if (auto n = r.optional("partition")) {
         MapReader p(*n);
         const std::string m = p.required("method").as_enum({"uniform", "cache-aware"});
@@ -283,6 +290,7 @@ ScenarioSpec load_scenario(const std::string& path, const std::vector<Override>&
     s.file = path;
     s.name = r.required("name").as_string();
     r.optional("description");
+    if (auto n = r.optional("software")) s.software = read_software(*n);
 
     const Node cluster_ref = r.required("cluster");
     const Node cluster_doc = resolve_document(

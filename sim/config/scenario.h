@@ -12,6 +12,7 @@
 #include "sim/workload/operators.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +30,9 @@ struct WorkloadSpec {
     Mode mode = Mode::inference;
     workload::Precision precision;
     bool flash_attention = true;
+    // The attention kernel, when the file names one (implies flash_attention).
+    std::optional<workload::AttentionImpl> attention;
+    workload::Dropout dropout;       // training only
     bool fuse_elementwise = true;
     // inference
     std::int64_t batch = 1;
@@ -42,6 +46,27 @@ struct WorkloadSpec {
     workload::Recompute recompute = workload::Recompute::none;
     Time host_time_per_batch{};      // input pipeline time per micro-batch, on the host
 };
+
+// Communication a stack overlaps with compute, as concurrent streams
+// (docs/parallelism.md, "Overlaps"): tp_comm = TP collectives split into
+// chunks that pipeline with their GEMMs (Megatron --tp-comm-overlap);
+// grad_reduce = per-layer gradient buckets reduced during the backward
+// (--overlap-grad-reduce, PyTorch DDP); param_gather = the distributed
+// optimizer's parameter all-gather run during the next forward
+// (--overlap-param-gather). Defaults: grad_reduce only.
+struct Overlap {
+    bool tp_comm = false;
+    bool grad_reduce = true;
+    bool param_gather = false;
+};
+
+// The software stack that runs the model (a label today; software profiles
+// will hang off it): name from kSoftwareNames, version as the stack tags it.
+struct SoftwareSpec {
+    std::string name, version;
+    bool given() const { return !name.empty(); }
+};
+extern const std::vector<std::string> kSoftwareNames;
 
 struct StrategySpec {
     std::string name;
@@ -64,6 +89,11 @@ struct StrategySpec {
     CapacityLevel capacity = CapacityLevel::l2;
     Bytes capacity_bytes;            // when capacity == bytes
     std::string collective = "auto"; // collective algorithm by name
+    Overlap overlap;
+    // Uneven pipeline split (training or inference, uniform partition):
+    // transformer layers on the first / last pipeline rank, all of its
+    // virtual stages together; 0 = an even split.
+    int first_stage_layers = 0, last_stage_layers = 0;
     // Rank placement: which dimension gets consecutive GPU ids (and so stays
     // inside a node): tp-first (default: TP groups inside nodes, stages and
     // replicas across them) or pp-first (pipeline stages on neighbouring GPUs).
@@ -78,6 +108,7 @@ struct ScenarioSpec {
     hw::GpuSpec gpu;
     workload::ModelSpec model;
     WorkloadSpec workload;
+    SoftwareSpec software;
     int gpus = 0;                    // GPUs used (resolved)
     std::vector<StrategySpec> strategies;
     // sweep: field path -> values, in file order

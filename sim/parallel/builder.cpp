@@ -26,6 +26,8 @@ workload::OperatorOptions operator_options(const config::ScenarioSpec& sc, const
     workload::OperatorOptions o;
     o.precision = sc.workload.precision;
     o.flash_attention = sc.workload.flash_attention;
+    if (sc.workload.attention) o.attention_kernel = workload::attention_kernel_of(*sc.workload.attention);
+    o.dropout = sc.workload.dropout;
     o.fuse_elementwise = sc.workload.fuse_elementwise;
     o.causal = true;
     o.tp = rs.tp;
@@ -45,6 +47,53 @@ std::vector<LayerRange> uniform_split(int n, int parts) {
         const int size = base + ((k >= parts - extra) ? 1 : 0);
         out.emplace_back(first, first + size);
         first += size;
+    }
+    return out;
+}
+
+// Layers of each virtual stage (vs = chunk x pp + stage) when the strategy
+// names first_stage_layers / last_stage_layers: those ranks hold the given
+// layers, the middle ranks split the rest evenly (later ranks take the
+// remainder). Within a rank the layers spread over its chunks; the first
+// rank's short chunk comes first (it also runs the embedding), the last
+// rank's last (it runs the head), as Megatron-Core's
+// account_for_embedding/loss_in_pipeline_split builds them.
+std::vector<LayerRange> uneven_split(const config::StrategySpec& spec, int layers, int pp, int v) {
+    const int first = spec.first_stage_layers, last = spec.last_stage_layers;
+    if (pp < 2) refuse(spec, "first_stage_layers / last_stage_layers need pp >= 2");
+    if (spec.partition == config::PartitionMethod::cache_aware)
+        refuse(spec, "first_stage_layers / last_stage_layers set the split by hand; cache-aware partitioning computes it");
+    const int fixed = (first > 0) + (last > 0);
+    const int middle = pp - fixed;
+    const long rest = static_cast<long>(layers) - first - last;
+    if (rest < 0 || (middle == 0 && rest != 0) || (middle > 0 && rest < static_cast<long>(middle) * v))
+        refuse(spec, fmt::format("first_stage_layers={} + last_stage_layers={} leave {} of the model's {} layers for "
+                                 "{} middle ranks x {} virtual stages (each needs at least one)",
+                                 first, last, rest, layers, middle, v));
+    std::vector<int> rank_layers(static_cast<std::size_t>(pp));
+    const auto middle_split = uniform_split(static_cast<int>(rest), std::max(middle, 1));
+    for (int s = 0, k = 0; s < pp; ++s) {
+        if (s == 0 && first > 0) rank_layers[0] = first;
+        else if (s == pp - 1 && last > 0) rank_layers[static_cast<std::size_t>(s)] = last;
+        else {
+            const auto [a, b] = middle_split[static_cast<std::size_t>(k++)];
+            rank_layers[static_cast<std::size_t>(s)] = b - a;
+        }
+        if (rank_layers[static_cast<std::size_t>(s)] < v)
+            refuse(spec, fmt::format("pipeline rank {} holds {} layers, fewer than its {} virtual stages", s,
+                                     rank_layers[static_cast<std::size_t>(s)], v));
+    }
+    std::vector<LayerRange> out;
+    int at = 0;
+    for (int vs = 0; vs < pp * v; ++vs) {
+        const int s = vs % pp, c = vs / pp;
+        const int n = rank_layers[static_cast<std::size_t>(s)], base = n / v, extra = n % v;
+        // Which chunks take one more layer: the last `extra` on the first rank
+        // and the middle ones, the first `extra` on the last rank.
+        const bool more = s == pp - 1 && pp > 1 ? c < extra : c >= v - extra;
+        const int size = base + (more ? 1 : 0);
+        out.emplace_back(at, at + size);
+        at += size;
     }
     return out;
 }
@@ -82,7 +131,11 @@ ResolvedStrategy resolve_degrees(const config::ScenarioSpec& sc, const config::S
     rs.zero = spec.zero;
     rs.schedule = spec.schedule;
     rs.virtual_stages = spec.schedule == PipelineSchedule::interleaved_one_f_one_b ? spec.virtual_stages : 1;
+    rs.overlap = spec.overlap;
     if (gpus % rs.tp != 0) refuse(spec, fmt::format("tp={} does not divide the {} GPUs", rs.tp, gpus));
+    if (sc.workload.attention == workload::AttentionImpl::flash3 && sc.gpu.architecture != "hopper")
+        refuse(spec, fmt::format("attention flash3 (FlashAttention-3) runs on Hopper only, not on {} ({})", sc.gpu.name,
+                                 sc.gpu.architecture));
     if (rs.cp > 1) {
         const auto& w = sc.workload;
         if (w.mode == Mode::inference)
@@ -155,7 +208,8 @@ ResolvedStrategy resolve_degrees(const config::ScenarioSpec& sc, const config::S
         rs.microbatches = static_cast<int>(mbs);
         for (std::int64_t j = 0; j < mbs; ++j) rs.microbatch_sizes.push_back(sequences / mbs + (j < sequences % mbs ? 1 : 0));
     }
-    if (rs.schedule == PipelineSchedule::interleaved_one_f_one_b && m.layers % (pp * rs.virtual_stages) != 0)
+    const bool uneven = spec.first_stage_layers > 0 || spec.last_stage_layers > 0;
+    if (rs.schedule == PipelineSchedule::interleaved_one_f_one_b && !uneven && m.layers % (pp * rs.virtual_stages) != 0)
         refuse(spec, fmt::format("interleaved-1f1b needs layers ({}) divisible by pp x virtual_stages = {}", m.layers,
                                  pp * rs.virtual_stages));
     return rs;
@@ -400,6 +454,10 @@ struct Emitter {
         const bool tp_on = rs.tp > 1;
         std::vector<std::uint32_t> ring_in(mem.size(), kNone);  // the task that made the chunk a member forwards next
         for (const auto& op : ops) {
+            if (tp_on && rs.overlap.tp_comm && overlappable(op)) {
+                emit_overlapped(s, op, ph, mb, step, pending, last);
+                continue;
+            }
             if (tp_on && op.tp_sync == workload::TpSync::before_column_parallel)
                 tp_collective(s, net::CollectiveOp::all_gather, op.tp_sync_bytes, ph, mb, step, pending, last);
             if (op.cp_step == 0) ring_in = last;  // K and V (and dO) are ready once the preceding task is
@@ -448,9 +506,14 @@ struct Emitter {
         }
     }
 
-    void tp_collective(int s, net::CollectiveOp cop, Bytes bytes, Phase ph, int mb, int step,
-                       std::vector<std::vector<std::uint32_t>>& pending, std::vector<std::uint32_t>& last) {
+    // One TP collective per (replica, CP rank) group of stage s; a group
+    // waits for last[i] and pending[i] of its members. Returns, per member,
+    // its group's collective.
+    std::vector<std::uint32_t> issue_tp(int s, net::CollectiveOp cop, Bytes bytes, Phase ph, int mb, int step,
+                                        const std::vector<std::vector<std::uint32_t>>& pending,
+                                        const std::vector<std::uint32_t>& last) {
         const auto& mem = members[static_cast<std::size_t>(s)];
+        std::vector<std::uint32_t> out(mem.size(), kNone);
         const int dps = options.collapse ? 1 : rs.dp;
         for (int d = 0; d < dps; ++d)
             for (int c = 0; c < rs.cp; ++c) {
@@ -463,17 +526,89 @@ struct Emitter {
                 std::vector<std::uint32_t> deps;
                 for (std::size_t i = 0; i < mem.size(); ++i)
                     if (mem[i].d == d && mem[i].c == c) {
-                        deps.push_back(last[i]);
+                        if (last[i] != kNone) deps.push_back(last[i]);
                         deps.insert(deps.end(), pending[i].begin(), pending[i].end());
                     }
                 t.gpu = plan.groups[t.group].members.front();
                 const auto id = plan.add(t, deps);
                 for (std::size_t i = 0; i < mem.size(); ++i)
-                    if (mem[i].d == d && mem[i].c == c) {
-                        pending[i] = {id};
-                        last[i] = id;
-                    }
+                    if (mem[i].d == d && mem[i].c == c) out[i] = id;
             }
+        return out;
+    }
+
+    void tp_collective(int s, net::CollectiveOp cop, Bytes bytes, Phase ph, int mb, int step,
+                       std::vector<std::vector<std::uint32_t>>& pending, std::vector<std::uint32_t>& last) {
+        const auto ids = issue_tp(s, cop, bytes, ph, mb, step, pending, last);
+        for (std::size_t i = 0; i < ids.size(); ++i) {
+            pending[i] = {ids[i]};
+            last[i] = ids[i];
+        }
+    }
+
+    // --tp-comm-overlap (Transformer Engine userbuffers): a GEMM whose
+    // tokens are all-gathered before it, or reduced after it, runs as tp
+    // chunks of its tokens that pipeline with the chunks of the collective on
+    // the TP stream: chunk j of the GEMM waits only for chunk j of the
+    // all-gather; chunk j of the reduction starts when chunk j of the GEMM
+    // ends, while chunk j + 1 computes. Both streams compete for SMs and HBM
+    // in the executor. Weight-gradient GEMMs (tokens are their k) keep the
+    // plain order.
+    static bool overlappable(const Operator& op) {
+        return op.tp_sync != workload::TpSync::none && op.kernel.kind == hw::KernelKind::gemm && !op.is_weight_grad &&
+               op.cp_step < 0 && op.kernel.m >= 2;
+    }
+
+    void emit_overlapped(int s, const Operator& op, Phase ph, int mb, int step,
+                         std::vector<std::vector<std::uint32_t>>& pending, std::vector<std::uint32_t>& last) {
+        const auto& mem = members[static_cast<std::size_t>(s)];
+        const int chunks = static_cast<int>(std::min<std::int64_t>(rs.tp, op.kernel.m));
+        const hw::KernelDesc piece = kernel_chunk(op.kernel, chunks);
+        const Bytes comm{(op.tp_sync_bytes.value + static_cast<std::uint64_t>(chunks) - 1) / static_cast<std::uint64_t>(chunks)};
+        const bool gather_first = op.tp_sync == workload::TpSync::before_column_parallel;
+        const auto reduce = opt.sequence_parallel ? net::CollectiveOp::reduce_scatter : net::CollectiveOp::all_reduce;
+        const std::uint32_t kernel_id = plan.add_kernel(piece);
+        std::vector<std::uint32_t> comm_last(mem.size(), kNone);
+        const std::vector<std::vector<std::uint32_t>> input_ready = pending;
+        for (int j = 0; j < chunks; ++j) {
+            if (gather_first) {
+                // Every chunk of the gather needs only the input; the TP stream orders them.
+                const auto ids = issue_tp(s, net::CollectiveOp::all_gather, comm, ph, mb, step, input_ready, last);
+                for (std::size_t i = 0; i < mem.size(); ++i) pending[i] = {ids[i]};
+            }
+            for (std::size_t i = 0; i < mem.size(); ++i) {
+                Task t = base(ph, mb, -1, step);
+                t.kind = TaskKind::kernel;
+                t.stream = StreamKind::compute;
+                t.gpu = mem[i].local;
+                t.kernel = kernel_id;
+                last[i] = plan.add(t, pending[i]);
+                pending[i].clear();
+            }
+            if (!gather_first) comm_last = issue_tp(s, reduce, comm, ph, mb, step, pending, last);
+        }
+        if (!gather_first)
+            for (std::size_t i = 0; i < mem.size(); ++i) {
+                pending[i] = {comm_last[i]};
+                last[i] = comm_last[i];
+            }
+    }
+
+    // One of `chunks` equal token slices of a GEMM (m is the token dimension):
+    // FLOPs, bytes and tensors scale by 1 / chunks (the weight is re-read by
+    // every slice but stays in L2 between them, so its HBM traffic is not repeated).
+    static hw::KernelDesc kernel_chunk(const hw::KernelDesc& k, int chunks) {
+        hw::KernelDesc c = k;
+        const auto n = static_cast<std::uint64_t>(chunks);
+        const auto part = [n](Bytes b) { return Bytes{(b.value + n - 1) / n}; };
+        c.name = k.name + "_chunk";
+        c.m = (k.m + chunks - 1) / chunks;
+        c.flops = Flops{k.flops.value / static_cast<double>(chunks)};
+        c.bytes_read = part(k.bytes_read);
+        c.bytes_written = part(k.bytes_written);
+        c.epilogue_read = part(k.epilogue_read);
+        for (auto& u : c.tensors) u.size = part(u.size);
+        return c;
     }
 
     // Point-to-point sends from every member of stage `from` to its
@@ -661,6 +796,46 @@ void emit_training(Emitter& em, PlanBuild& out) {
         }
     };
 
+    // Gradient buckets of a stage: reduced as each layer's last micro-batch
+    // completes (overlap.grad_reduce), or all after the stage's backward ends.
+    struct Bucket {
+        double bytes;
+        int layer, mb;
+    };
+    std::vector<std::vector<Bucket>> deferred(static_cast<std::size_t>(p));
+    std::vector<std::vector<std::uint32_t>> stage_end(static_cast<std::size_t>(p), std::vector<std::uint32_t>(width, kNone));
+    const auto reduce_op = rs.zero >= 1 ? net::CollectiveOp::reduce_scatter : net::CollectiveOp::all_reduce;
+    auto grad_bucket = [&](int s, double bytes, int mb, int layer, const std::vector<std::uint32_t>& after) {
+        if (rs.overlap.grad_reduce) dp_collective(s, reduce_op, bytes, Phase::backward, mb, layer, after);
+        else deferred[static_cast<std::size_t>(s)].push_back({bytes, layer, mb});
+    };
+
+    // overlap.param_gather (ZeRO >= 1): the distributed optimizer's
+    // parameter all-gather of the previous step runs bucket by bucket during
+    // this forward (steady state), each layer's first forward waiting for its
+    // bucket, instead of after the optimizer.
+    const bool gather_in_forward = rs.overlap.param_gather && rs.zero >= 1 && rs.dp * rs.cp > 1;
+    std::map<int, std::vector<std::uint32_t>> gathered;  // layer (-1 embedding, -2 head) -> per member
+    if (gather_in_forward) {
+        for (int s = 0; s < p; ++s)
+            for (int c = 0; c < v; ++c) {
+                const int vs = c * p + s;
+                const auto [a, b] = em.vstages[static_cast<std::size_t>(vs)];
+                auto bucket = [&](int layer, double count) {
+                    dp_collective(s, net::CollectiveOp::all_gather, count / rs.tp * wbytes, Phase::forward, -1, layer, {});
+                    gathered[layer] = last_dp[static_cast<std::size_t>(s)];
+                };
+                if (vs == 0) bucket(workload::kEmbeddingLayer, params.embedding);
+                for (int l = a; l < b; ++l) bucket(l, params.per_layer);
+                if (vs + 1 == nv) bucket(workload::kHeadLayer, params.lm_head + params.final_norm);
+            }
+    }
+    auto wait_gather = [&](int layer, std::vector<std::vector<std::uint32_t>>& pending) {
+        if (!gather_in_forward) return;
+        const auto& ids = gathered.at(layer);
+        for (std::size_t i = 0; i < width; ++i) pending[i].push_back(ids[i]);
+    };
+
     auto emit_item = [&](int s, const Item& it) {
         const int vs = it.chunk * p + s;
         const auto [first_layer, end_layer] = em.vstages[static_cast<std::size_t>(vs)];
@@ -672,9 +847,13 @@ void emit_training(Emitter& em, PlanBuild& out) {
                 for (std::size_t i = 0; i < width; ++i) pending[i].push_back(host_task[static_cast<std::size_t>(it.mb)][i]);
             }
             std::vector<Operator> ops;
-            if (vs == 0) ops = workload::embedding_forward(m, it.mb, shape, em.opt);
+            if (vs == 0) {
+                ops = workload::embedding_forward(m, it.mb, shape, em.opt);
+                wait_gather(workload::kEmbeddingLayer, pending);
+            }
             em.emit_ops(s, ops, Phase::forward, it.mb, -1, pending, last);
             for (int l = first_layer; l < end_layer; ++l) {
+                wait_gather(l, pending);
                 if (rs.zero >= 3) {
                     dp_collective(s, net::CollectiveOp::all_gather, params.per_layer / rs.tp * wbytes, Phase::forward,
                                   it.mb, l, {});
@@ -683,7 +862,10 @@ void emit_training(Emitter& em, PlanBuild& out) {
                 em.emit_ops(s, workload::layer_forward(m, l, it.mb, shape, em.opt), Phase::forward, it.mb, -1, pending,
                             last);
             }
-            if (vs + 1 == nv) em.emit_ops(s, workload::head_forward(m, it.mb, shape, em.opt, true), Phase::forward, it.mb, -1, pending, last);
+            if (vs + 1 == nv) {
+                wait_gather(workload::kHeadLayer, pending);
+                em.emit_ops(s, workload::head_forward(m, it.mb, shape, em.opt, true), Phase::forward, it.mb, -1, pending, last);
+            }
             auto& slot = fwd_out[static_cast<std::size_t>(vs)][static_cast<std::size_t>(it.mb)];
             if (vs + 1 < nv) slot = em.send(s, (s + 1) % p, Bytes::ceil(boundary), Phase::forward, it.mb, -1, last);
             else slot = std::vector<std::vector<std::uint32_t>>(width);
@@ -705,19 +887,15 @@ void emit_training(Emitter& em, PlanBuild& out) {
                 // Bucketed gradient synchronisation: one bucket per layer,
                 // issued once the last micro-batch's gradients are complete,
                 // overlapping the backward of earlier layers.
-                if (last_mb)
-                    dp_collective(s, rs.zero >= 1 ? net::CollectiveOp::reduce_scatter : net::CollectiveOp::all_reduce,
-                                  params.per_layer / rs.tp * grad_bytes, Phase::backward, it.mb, l, last);
+                if (last_mb) grad_bucket(s, params.per_layer / rs.tp * grad_bytes, it.mb, l, last);
             }
             if (vs == 0)
                 em.emit_ops(s, workload::embedding_backward(m, it.mb, shape, em.opt), Phase::backward, it.mb, -1,
                             pending, last);
-            if (last_mb && vs == 0)
-                dp_collective(s, rs.zero >= 1 ? net::CollectiveOp::reduce_scatter : net::CollectiveOp::all_reduce,
-                              params.embedding / rs.tp * grad_bytes, Phase::backward, it.mb, -1, last);
+            if (last_mb && vs == 0) grad_bucket(s, params.embedding / rs.tp * grad_bytes, it.mb, -1, last);
             if (last_mb && vs + 1 == nv && params.lm_head > 0)
-                dp_collective(s, rs.zero >= 1 ? net::CollectiveOp::reduce_scatter : net::CollectiveOp::all_reduce,
-                              params.lm_head / rs.tp * grad_bytes, Phase::backward, it.mb, -1, last);
+                grad_bucket(s, params.lm_head / rs.tp * grad_bytes, it.mb, -1, last);
+            stage_end[static_cast<std::size_t>(s)] = last;
             auto& slot = bwd_out[static_cast<std::size_t>(vs)][static_cast<std::size_t>(it.mb)];
             if (vs > 0) slot = em.send(s, (s + p - 1) % p, Bytes::ceil(boundary), Phase::backward, it.mb, -1, last);
         }
@@ -765,8 +943,13 @@ void emit_training(Emitter& em, PlanBuild& out) {
         if (!progress) throw InternalError("pipeline schedule deadlocked while emitting the plan");
     }
 
-    // Optimizer step after the gradient collectives, then (ZeRO >= 1) the
-    // parameter all-gather.
+    // Without overlap.grad_reduce, the buckets go once the stage's backward is done.
+    for (int s = 0; s < p; ++s)
+        for (const auto& b : deferred[static_cast<std::size_t>(s)])
+            dp_collective(s, reduce_op, b.bytes, Phase::backward, b.mb, b.layer, stage_end[static_cast<std::size_t>(s)]);
+
+    // Optimizer step after the gradient collectives, then (ZeRO >= 1, unless
+    // it runs during the forward) the parameter all-gather.
     for (int s = 0; s < p; ++s) {
         const auto& mem = em.members[static_cast<std::size_t>(s)];
         double stage_params = 0;
@@ -787,7 +970,8 @@ void emit_training(Emitter& em, PlanBuild& out) {
             t.kernel = em.plan.add_kernel(workload::optimizer_step(local_params, em.opt).kernel);
             opt_task[i] = em.plan.add(t, {last_dp[static_cast<std::size_t>(s)][i]});
         }
-        if (rs.zero >= 1) dp_collective(s, net::CollectiveOp::all_gather, stage_params * wbytes, Phase::optimizer, -1, -1, opt_task);
+        if (rs.zero >= 1 && !gather_in_forward)
+            dp_collective(s, net::CollectiveOp::all_gather, stage_params * wbytes, Phase::optimizer, -1, -1, opt_task);
     }
     out.tokens_per_iteration = static_cast<double>(w.global_batch) * static_cast<double>(w.seq_len);
     out.model_flops = workload::training_flops_per_token(m, w.seq_len) * out.tokens_per_iteration;
@@ -807,7 +991,10 @@ PlanBuild build_plan(const config::ScenarioSpec& sc, const config::StrategySpec&
         partition_cache_aware(sc, spec, rs, cm);
         vstages = rs.stage_layers;
     } else {
-        vstages = uniform_split(static_cast<int>(sc.model.layers), nv);
+        const int layers = static_cast<int>(sc.model.layers);
+        vstages = spec.first_stage_layers > 0 || spec.last_stage_layers > 0
+                      ? uneven_split(spec, layers, rs.pp, rs.virtual_stages)
+                      : uniform_split(layers, nv);
         for (int s = 0; s < rs.pp; ++s) {
             int first = static_cast<int>(sc.model.layers), last = 0;
             for (int c = 0; c < rs.virtual_stages; ++c) {
@@ -817,6 +1004,8 @@ PlanBuild build_plan(const config::ScenarioSpec& sc, const config::StrategySpec&
             rs.stage_layers.emplace_back(first, last);
         }
     }
+
+    rs.virtual_stage_layers = vstages;
 
     // Memory: the most loaded stage decides feasibility.
     double worst = -1;

@@ -23,9 +23,11 @@ struct ResolvedStrategy {
     int zero = 0;
     config::PipelineSchedule schedule = config::PipelineSchedule::one_f_one_b;
     int virtual_stages = 1;
+    config::Overlap overlap;                // communication overlapped with compute
     int microbatches = 1;                   // per DP replica
     std::vector<std::int64_t> microbatch_sizes;  // sequences in each micro-batch
     std::vector<LayerRange> stage_layers;   // per pipeline stage
+    std::vector<LayerRange> virtual_stage_layers;  // per virtual stage vs = chunk x pp + stage
     // Cache-aware partitioning: the capacity level each stage's working set
     // fits ("l2", "hbm", or "none"), and what the partitioner concluded.
     std::vector<std::string> stage_fit;

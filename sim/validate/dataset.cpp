@@ -3,6 +3,7 @@
 #include "sim/validate/dataset.h"
 
 #include "sim/config/model_loader.h"
+#include "sim/config/run_details.h"
 
 #include <fmt/format.h>
 
@@ -143,12 +144,9 @@ config::WorkloadSpec read_workload(const Node& node, Kind kind, std::vector<std:
     w.precision.weights = w.precision.compute == hw::DType::tf32 ? hw::DType::fp32 : w.precision.compute;
     w.precision.kv = w.precision.weights;
     if (auto n = r.optional("kv_dtype")) w.precision.kv = read_dtype(*n, kDTypes);
-    if (auto n = r.optional("flash_attention")) {
-        w.flash_attention = n->as_bool();
-    } else {
-        w.flash_attention = true;
-        defaults.push_back("flash_attention=true");
-    }
+    const std::optional<Node> flash = r.optional("flash_attention"), attention = r.optional("attention");
+    config::apply_attention(w, attention, flash);
+    if (!flash && !attention) defaults.push_back("flash_attention=true");
     if (kind == Kind::training) {
         w.seq_len = r.required("seq_len").as_int(1, 1 << 24);
         w.global_batch = r.required("global_batch").as_int(1, 1 << 30);
@@ -167,7 +165,10 @@ config::WorkloadSpec read_workload(const Node& node, Kind kind, std::vector<std:
             w.recompute = workload::Recompute::none;
             defaults.push_back("recompute=none");
         }
+        if (auto n = r.optional("dropout")) w.dropout = config::read_dropout(*n);
+        else defaults.push_back("dropout=0");
     } else {
+        if (auto n = r.optional("dropout")) n->fail("dropout applies to training points only");
         w.batch = r.required("batch").as_int(1, 1 << 24);
         w.prompt_tokens = r.required("prompt_tokens").as_int(1, 1 << 24);
         w.output_tokens = r.required("output_tokens").as_int(1, 1 << 24);
@@ -239,6 +240,13 @@ ParallelismSpec read_parallelism(const std::optional<Node>& node, const Point& p
     }
     if (s.schedule == config::PipelineSchedule::interleaved_one_f_one_b && s.virtual_stages < 2)
         (vstages ? *vstages : *schedule).fail("schedule interleaved-1f1b needs virtual_stages >= 2");
+    if (auto n = get("overlap")) {
+        if (!training) n->fail("overlap applies to training points only");
+        s.overlap = config::read_overlap(*n);
+    } else if (training && (s.tp > 1 || s.dp > 1 || s.cp > 1)) {
+        defaults.push_back("overlap={grad_reduce}");
+    }
+    if (r) config::read_stage_layers(*r, s.first_stage_layers, s.last_stage_layers);
     if (r) r->finish();
     return s;
 }
@@ -330,6 +338,7 @@ Point read_point(const Node& node) {
         if (!(p.measured > 0)) value.fail("a measured value must be positive");
         m.finish();
     }
+    if (auto n = r.optional("software")) p.software = config::read_software(*n);
     r.finish();
     return p;
 }

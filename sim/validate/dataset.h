@@ -67,6 +67,8 @@ struct ParallelismSpec {
     int zero = 0;
     config::PipelineSchedule schedule = config::PipelineSchedule::one_f_one_b;
     int virtual_stages = 1;
+    config::Overlap overlap;                     // the defaults unless the point states them
+    int first_stage_layers = 0, last_stage_layers = 0;  // 0: an even pipeline split
     SourceLocation where;
 };
 
@@ -75,7 +77,7 @@ struct GemmOp {
     hw::DType dtype = hw::DType::bf16;
 };
 
-enum class AttentionImpl { flash2, flash3 };
+using workload::AttentionImpl;  // attention points: flash2 or flash3
 struct AttentionOp {
     std::int64_t batch = 0, heads = 0, head_dim = 0, seq_len = 0;
     bool causal = false;
@@ -110,6 +112,7 @@ struct Point {
     AttentionOp attention;
     CollectiveSpec collective;
     MemoryOp memory;
+    config::SoftwareSpec software;   // the stack that ran, when the point says
     Metric metric = Metric::iteration_s;
     double measured = 0;
     // "micro_batch=1", ...: the defaults the loader applied for fields the point left out.

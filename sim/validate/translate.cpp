@@ -218,8 +218,12 @@ Setup translate(const Point& p, config::GpuCatalog& gpus, const ShippedClusters&
                                         par.dp, par.cp, par.tp * par.pp * par.dp * par.cp, p.hardware.gpus));
             const auto& pr = p.workload.precision;
             if (auto why = check_dtypes(gpu, {pr.compute, pr.weights, pr.kv})) return skip(*why);
+            if (p.workload.attention == workload::AttentionImpl::flash3 && gpu.architecture != "hopper")
+                return skip(fmt::format("FlashAttention-3 runs on Hopper only, not on {} ({})", gpu.name,
+                                        gpu.architecture));
             sc.model = p.model;
             sc.workload = p.workload;
+            sc.software = p.software;
             config::StrategySpec& st = s.strategy;
             st.name = "as-published";
             st.tp = par.tp;
@@ -230,6 +234,9 @@ Setup translate(const Point& p, config::GpuCatalog& gpus, const ShippedClusters&
             st.zero = par.zero;
             st.schedule = par.schedule;
             st.virtual_stages = par.virtual_stages;
+            st.overlap = par.overlap;
+            st.first_stage_layers = par.first_stage_layers;
+            st.last_stage_layers = par.last_stage_layers;
             st.where = par.where;
             sc.strategies = {st};
             break;
@@ -277,7 +284,9 @@ std::string scenario_yaml(const Point& p, const Setup& s) {
         for (const auto& d : s.defaults) y += " " + d + ";";
         y += "\n";
     }
-    y += fmt::format("name: {}\ncluster:\n  name: {}\n  gpu: {}\n  nodes: {}\n  gpus_per_node: {}\n", p.id, c.name,
+    y += fmt::format("name: {}\n", p.id);
+    if (sc.software.given()) y += fmt::format("software: {{name: {}, version: '{}'}}\n", sc.software.name, sc.software.version);  // version: no quote or control character (read_software)
+    y += fmt::format("cluster:\n  name: {}\n  gpu: {}\n  nodes: {}\n  gpus_per_node: {}\n", c.name,
                      c.gpu, c.nodes, c.gpus_per_node);
     y += fmt::format("  intra_node: {}\n  in_switch_reduction: {}\n  pcie_switches_per_node: {}\n  inter_node: {}\n",
                      net::to_string(c.intra_node), yes(c.in_switch_reduction), c.pcie_switches_per_node,
@@ -302,7 +311,10 @@ std::string scenario_yaml(const Point& p, const Setup& s) {
     y += fmt::format("workload:\n  mode: {}\n  dtype: {}\n  weight_dtype: {}\n  kv_dtype: {}\n  flash_attention: {}\n",
                      training ? "training" : "inference", hw::to_string(w.precision.compute),
                      hw::to_string(w.precision.weights), hw::to_string(w.precision.kv), yes(w.flash_attention));
+    if (w.attention) y += fmt::format("  attention: {}\n", workload::to_string(*w.attention));
     if (training) {
+        if (w.dropout.hidden > 0 || w.dropout.attention > 0)
+            y += fmt::format("  dropout: {{hidden: {:g}, attention: {:g}}}\n", w.dropout.hidden, w.dropout.attention);
         const char* rc = w.recompute == workload::Recompute::none        ? "none"
                          : w.recompute == workload::Recompute::selective ? "selective"
                                                                          : "full";
@@ -317,6 +329,11 @@ std::string scenario_yaml(const Point& p, const Setup& s) {
     if (st.cp > 1) y += fmt::format("    cp: {}\n", st.cp);
     y += fmt::format("    schedule: {}\n", config::to_string(st.schedule));
     if (st.virtual_stages > 1) y += fmt::format("    virtual_stages: {}\n", st.virtual_stages);
+    if (training)
+        y += fmt::format("    overlap: {{tp_comm: {}, grad_reduce: {}, param_gather: {}}}\n", yes(st.overlap.tp_comm),
+                         yes(st.overlap.grad_reduce), yes(st.overlap.param_gather));
+    if (st.first_stage_layers > 0) y += fmt::format("    first_stage_layers: {}\n", st.first_stage_layers);
+    if (st.last_stage_layers > 0) y += fmt::format("    last_stage_layers: {}\n", st.last_stage_layers);
     return y;
 }
 

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cmath>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -123,6 +124,7 @@ Outcome simulate_point(const Point& p, config::GpuCatalog& catalog, const Shippe
     o.metric = p.metric;
     o.measured = p.measured;
     o.defaults = p.defaults;
+    o.software = p.software.name;
     const auto skip = [&](std::string why) {
         o.skipped = true;
         o.reason = std::move(why);
@@ -227,6 +229,20 @@ void summarise(Report& r) {
     for (std::size_t i = 0; i < kKindCount; ++i)
         if (r.kinds[i].simulated > 0) r.kinds[i].mape = sum[i] / r.kinds[i].simulated;
     if (r.all.simulated > 0) r.all.mape = sum_all / r.all.simulated;
+
+    std::map<std::pair<Kind, std::string>, std::pair<KindSummary, double>> stacks;
+    for (const auto& o : r.outcomes) {
+        if (o.kind != Kind::training && o.kind != Kind::inference) continue;
+        auto& [k, total] = stacks[{o.kind, o.software.empty() ? "unstated" : o.software}];
+        add(k, o);
+        if (!o.skipped) total += std::fabs(o.error);
+    }
+    r.by_software.clear();
+    for (auto& [key, value] : stacks) {
+        auto& [k, total] = value;
+        if (k.simulated > 0) k.mape = total / k.simulated;
+        r.by_software.push_back({key.first, key.second, k});
+    }
 }
 
 Report validate(const Dataset& d, const ValidateOptions& options) {
@@ -289,6 +305,17 @@ std::string format_table(const Report& r) {
     };
     for (Kind k : kAllKinds) row(to_string(k), r.kinds[static_cast<std::size_t>(k)]);
     row("all", r.all);
+    if (!r.by_software.empty()) {
+        out += fmt::format("\n{:<28}  {:>9}  {:>7}  {:>7}  {}\n", "whole runs by software", "simulated", "skipped",
+                           "MAPE", "worst point");
+        out += std::string(89, '-') + "\n";
+        for (const auto& st : r.by_software) {
+            const auto& k = st.summary;
+            out += fmt::format("{:<28}  {:>9}  {:>7}  {:>7}  {}\n", fmt::format("{} / {}", to_string(st.kind), st.software),
+                               k.simulated, k.skipped, k.mape ? fmt::format("{:.1f}%", *k.mape * 100) : "-",
+                               k.worst_id.empty() ? "-" : fmt::format("{} ({})", k.worst_id, percent(k.worst_error)));
+        }
+    }
     bool any = false;
     for (const auto& o : r.outcomes)
         if (o.skipped) {
@@ -319,6 +346,7 @@ std::string format_json(const Report& r) {
                            o.skipped ? "null" : json_number(o.error));
         if (o.skipped) out += ",\"skipped\":" + json_string(o.reason);
         if (!o.detail.empty()) out += ",\"detail\":" + json_string(o.detail);
+        if (!o.software.empty()) out += ",\"software\":" + json_string(o.software);
         out += ",\"defaults\":[";
         for (std::size_t j = 0; j < o.defaults.size(); ++j) {
             if (j) out += ',';
@@ -344,7 +372,15 @@ std::string format_json(const Report& r) {
         out += fmt::format("{}{}:{{\"simulated\":{},\"skipped\":{}}}", i ? "," : "", json_string(to_string(kAllKinds[i])),
                            s.simulated, s.skipped);
     }
-    out += fmt::format(",\"all\":{{\"simulated\":{},\"skipped\":{}}}}}}}\n", r.all.simulated, r.all.skipped);
+    out += fmt::format(",\"all\":{{\"simulated\":{},\"skipped\":{}}}}}", r.all.simulated, r.all.skipped);
+    out += ",\"by_software\":[";
+    for (std::size_t i = 0; i < r.by_software.size(); ++i) {
+        const auto& st = r.by_software[i];
+        out += fmt::format("{}{{\"kind\":{},\"software\":{},\"simulated\":{},\"skipped\":{},\"mape\":{}}}", i ? "," : "",
+                           json_string(to_string(st.kind)), json_string(st.software), st.summary.simulated,
+                           st.summary.skipped, json_number(st.summary.mape));
+    }
+    out += "]}\n";
     return out;
 }
 

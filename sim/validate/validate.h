@@ -35,6 +35,7 @@ struct Outcome {
     double error = 0;                    // signed fraction
     std::vector<std::string> defaults;   // defaults applied to fields the point left out
     std::string detail;                  // what the simulation did (strategy, algorithm, ...)
+    std::string software;                // the point's software.name ("" when it does not say)
 };
 
 struct KindSummary {
@@ -50,6 +51,14 @@ struct Report {
     std::vector<Outcome> outcomes;       // dataset order
     std::array<KindSummary, kKindCount> kinds;
     KindSummary all;
+    // Whole runs (training, inference) by software stack, "unstated" where a
+    // point does not say; ordered by kind, then name.
+    struct StackSummary {
+        Kind kind;
+        std::string software;
+        KindSummary summary;
+    };
+    std::vector<StackSummary> by_software;
 };
 
 struct ValidateOptions {

@@ -69,6 +69,8 @@ constexpr int resid = 0, norm1 = 1, q = 2, kv = 3, k = 4, v = 5, kv_new = 6, sco
               out_proj = 11, resid_mid = 12, norm2 = 13, gate = 14, up = 15, silu = 16, act = 17, down = 18,
               router = 19, topk = 20, combine = 21, norm_grad = 22;
 constexpr int kv_recv = 23;  // context parallelism: the two receive buffers of the K/V ring (23, 24)
+constexpr int probs_dropped = 25, probs_mask = 26;  // attention dropout (unfused attention)
+constexpr int attn_drop_mask = 27, mlp_drop_mask = 28;  // hidden dropout masks of the two residual branches
 constexpr int final_norm = 1, logits = 2, loss = 3, tokens = 4;  // kHeadLayer
 constexpr int expert = 64;  // expert e: 64 + 8e + {0 in, 1 gate, 2 up, 3 silu, 4 act, 5 out}
 }  // namespace aslot
@@ -93,6 +95,8 @@ struct Dims {
     bool kv_mode = false;
     bool swiglu = false, bias = false;
     double norm_w = 0;  // bytes of one norm's weights
+    // Dropout probabilities in force: a training pass only (0 otherwise).
+    double p_hidden = 0, p_attention = 0;
 
     std::uint64_t act(int which, std::int64_t at_layer) const {
         return encode(IdKind::activation, at_layer, which, mb);
@@ -160,6 +164,10 @@ Dims make_dims(const ModelSpec& m, std::int64_t layer, std::int64_t mb, const Pa
     x.kb = x.kv_mode ? hw::bytes_per_element(o.precision.kv) : x.ab;
     x.bias = m.bias;
     x.norm_w = static_cast<double>(m.norm == NormKind::layernorm ? 2 * m.hidden : m.hidden) * x.wb;
+    if (!o.inference && !x.kv_mode) {
+        x.p_hidden = o.dropout.hidden;
+        x.p_attention = o.dropout.attention;
+    }
     return x;
 }
 
@@ -392,6 +400,28 @@ void ring_attention_backward(const Dims& x, const AttentionTensors& t, std::vect
     }
 }
 
+// ---- dropout ----------------------------------------------------------------------
+// PyTorch's dropout draws a Philox random number per element, scales the kept
+// ones by 1 / (1 - p) and keeps a 1-byte mask for the backward. Megatron
+// fuses the hidden dropout with the bias and residual add
+// (bias_dropout_add_fused_train), so there it only adds the mask's write;
+// unfused stacks run it as its own kernel. Fused (flash) attention draws its
+// dropout inside the attention kernel: no extra kernel or traffic
+// (docs/workload-model.md, "Dropout").
+constexpr double kDropoutFlops = 2;  // random draw compare + scale, per element
+
+// Unfused attention: the dropout of the probability matrix; returns the id
+// the values GEMM reads (the probabilities themselves without dropout).
+std::uint64_t attention_dropout_forward(const Dims& x, std::vector<Operator>& ops, std::uint64_t probs,
+                                        double s_bytes) {
+    if (x.p_attention <= 0) return probs;
+    const double elems = s_bytes / x.ab;
+    const std::uint64_t kept = x.act(aslot::probs_dropped);
+    ops.push_back(elementwise(x, "attention_dropout", kDropoutFlops * elems, s_bytes, s_bytes + elems,
+                              {use(probs, s_bytes), use(kept, s_bytes, true), use(x.act(aslot::probs_mask), elems, true)}));
+    return kept;
+}
+
 void attention_forward(const Dims& x, std::vector<Operator>& ops) {
     const AttentionTensors t = attention_tensors(x);
     if (x.cp > 1) {
@@ -422,7 +452,8 @@ void attention_forward(const Dims& x, std::vector<Operator>& ops) {
     ops.push_back(gemm("attention_scores", x.attn_dt, tq, c, x.d, b * x.a_p, q + kv / 2, s_bytes, std::move(u1)));
     ops.push_back(elementwise(x, "softmax", kSoftmaxFlops * static_cast<double>(b * x.a_p * tq * c), s_bytes, s_bytes,
                               {use(scores, s_bytes), use(probs, s_bytes, true)}));
-    std::vector<TensorUse> u2{use(probs, s_bytes), t.v[0], TensorUse{t.o.id, t.o.size, true}};
+    const std::uint64_t kept = attention_dropout_forward(x, ops, probs, s_bytes);
+    std::vector<TensorUse> u2{use(kept, s_bytes), t.v[0], TensorUse{t.o.id, t.o.size, true}};
     ops.push_back(gemm("attention_values", x.attn_dt, tq, x.d, c, b * x.a_p, s_bytes + kv / 2, q, std::move(u2)));
 }
 
@@ -459,8 +490,16 @@ void attention_backward(const Dims& x, std::vector<Operator>& ops) {
     // dP = dO V^T, dV = P^T dO, dS = softmax'(dP), dQ = dS K, dK = dS^T Q
     ops.push_back(gemm("attention_values_dp", x.attn_dt, tq, c, x.d, bh, q + kv / 2, s_bytes,
                        {dO, t.v[0], use(flagged(probs, kGrad), s_bytes, true)}));
+    const std::uint64_t kept = x.p_attention > 0 ? x.act(aslot::probs_dropped) : probs;
     ops.push_back(gemm("attention_values_dv", x.attn_dt, c, x.d, tq, bh, s_bytes + q, kv / 2,
-                       {use(probs, s_bytes), dO, TensorUse{flagged(t.v[0].id, kGrad), t.v[0].size, true}}));
+                       {use(kept, s_bytes), dO, TensorUse{flagged(t.v[0].id, kGrad), t.v[0].size, true}}));
+    if (x.p_attention > 0) {
+        // dP through the dropout: dP * mask / (1 - p), in place.
+        const double elems = static_cast<double>(bh * tq * c);
+        ops.push_back(elementwise(x, "attention_dropout_bwd", elems, s_bytes + elems, s_bytes,
+                                  {use(flagged(probs, kGrad), s_bytes), use(x.act(aslot::probs_mask), elems),
+                                   use(flagged(probs, kGrad), s_bytes, true)}));
+    }
     ops.push_back(elementwise(
         x, "softmax_bwd", 2 * kSoftmaxFlops * static_cast<double>(bh * tq * c), 2 * s_bytes, s_bytes,
         {use(probs, s_bytes), use(flagged(probs, kGrad), s_bytes), use(flagged(scores, kGrad), s_bytes, true)}));
@@ -795,6 +834,39 @@ void moe_backward(const Dims& x, std::vector<Operator>& ops) {
 
 // ---- the layer -------------------------------------------------------------------
 
+// Hidden dropout on a residual branch (`branch`, the out-projection or MLP
+// output): bytes and FLOPs a fused residual kernel gains, or its own kernel
+// when elementwise work is unfused.
+struct HiddenDropout {
+    double flops = 0, mask_bytes = 0;
+};
+HiddenDropout hidden_dropout_extra(const Dims& x) {
+    if (x.p_hidden <= 0) return {};
+    const double elems = x.Ts * static_cast<double>(x.h);
+    return {kDropoutFlops * elems, elems};
+}
+
+void hidden_dropout_forward(const Dims& x, std::vector<Operator>& ops, const std::string& name, std::uint64_t branch,
+                            int mask_slot) {
+    const HiddenDropout d = hidden_dropout_extra(x);
+    if (d.mask_bytes <= 0 || x.o->fuse_elementwise) return;
+    const double xs = shard_act(x);
+    ops.push_back(elementwise(x, name + "_dropout", d.flops, xs, xs + d.mask_bytes,
+                              {use(branch, xs), use(branch, xs, true), use(x.act(mask_slot), d.mask_bytes, true)}));
+}
+
+// The backward of a hidden dropout: the branch gradient is the residual
+// stream's gradient times mask / (1 - p).
+void hidden_dropout_backward(const Dims& x, std::vector<Operator>& ops, const std::string& name,
+                             std::uint64_t dresidual, std::uint64_t dbranch, int mask_slot) {
+    const HiddenDropout d = hidden_dropout_extra(x);
+    if (d.mask_bytes <= 0) return;
+    const double xs = shard_act(x);
+    ops.push_back(elementwise(x, name + "_dropout_bwd", d.mask_bytes, xs + d.mask_bytes, xs,
+                              {use(dresidual, xs), use(x.act(mask_slot), d.mask_bytes), use(dbranch, xs, true)}));
+}
+
+
 void forward_ops(const Dims& x, std::vector<Operator>& ops) {
     const double xs = shard_act(x);
     const double nf = x.norm_flops() * x.Ts * static_cast<double>(x.h);
@@ -811,15 +883,20 @@ void forward_ops(const Dims& x, std::vector<Operator>& ops) {
     ops.push_back(linear_forward(x, out_linear(x)));
     // Residual (+ the out-projection's bias) and the second norm.
     const std::uint64_t proj = x.act(aslot::out_proj);
+    const HiddenDropout drop = hidden_dropout_extra(x);
+    const std::string drop_tag = drop.mask_bytes > 0 ? "dropout_" : "";
     if (fuse) {
-        ops.push_back(elementwise(x, x.bias ? "bias_residual_add_norm2" : "residual_add_norm2",
-                                  add * (x.bias ? 2 : 1) + nf, 2 * xs + hb + x.norm_w, 2 * xs,
-                                  {use(resid, xs), use(proj, xs), use(x.weight(wslot::norm2), x.norm_w),
-                                   use(mid, xs, true), use(n2, xs, true)}));
+        std::vector<TensorUse> uses{use(resid, xs), use(proj, xs), use(x.weight(wslot::norm2), x.norm_w),
+                                    use(mid, xs, true), use(n2, xs, true)};
+        if (drop.mask_bytes > 0) uses.push_back(use(x.act(aslot::attn_drop_mask), drop.mask_bytes, true));
+        ops.push_back(elementwise(x, (x.bias ? "bias_" : "") + drop_tag + "residual_add_norm2",
+                                  add * (x.bias ? 2 : 1) + nf + drop.flops, 2 * xs + hb + x.norm_w,
+                                  2 * xs + drop.mask_bytes, std::move(uses)));
     } else {
         if (x.bias) {
             ops.push_back(elementwise(x, "out_proj_bias_add", add, xs + hb, xs, {use(proj, xs), use(proj, xs, true)}));
         }
+        hidden_dropout_forward(x, ops, "out_proj", proj, aslot::attn_drop_mask);
         ops.push_back(
             elementwise(x, "residual_add1", add, 2 * xs, xs, {use(resid, xs), use(proj, xs), use(mid, xs, true)}));
         ops.push_back(elementwise(x, "norm2", nf, xs + x.norm_w, xs,
@@ -839,9 +916,14 @@ void forward_ops(const Dims& x, std::vector<Operator>& ops) {
         ops.push_back(elementwise(x, "mlp_down_bias_add", add, xs + hb, xs, {use(down, xs), use(down, xs, true)}));
     }
     const bool fused_bias = fuse && bias_here;
-    ops.push_back(elementwise(x, fused_bias ? "bias_residual_add2" : "residual_add2", add * (fused_bias ? 2 : 1),
-                              2 * xs + (fused_bias ? hb : 0.0), xs,
-                              {use(mid, xs), use(down, xs), use(next, xs, true)}));
+    if (!fuse) hidden_dropout_forward(x, ops, "mlp", down, aslot::mlp_drop_mask);
+    const bool fused_drop = fuse && drop.mask_bytes > 0;
+    std::vector<TensorUse> uses{use(mid, xs), use(down, xs), use(next, xs, true)};
+    if (fused_drop) uses.push_back(use(x.act(aslot::mlp_drop_mask), drop.mask_bytes, true));
+    ops.push_back(elementwise(x, std::string(fused_bias ? "bias_" : "") + (fused_drop ? "dropout_" : "") + "residual_add2",
+                              add * (fused_bias ? 2 : 1) + (fused_drop ? drop.flops : 0.0),
+                              2 * xs + (fused_bias ? hb : 0.0), xs + (fused_drop ? drop.mask_bytes : 0.0),
+                              std::move(uses)));
 }
 
 // Backward of a norm, followed by (or fused with) the addition of the
@@ -875,6 +957,7 @@ void backward_ops(const Dims& x, std::vector<Operator>& ops, Recompute recompute
     }
     const std::uint64_t dnext = flagged(x.act(aslot::resid, x.layer + 1), kGrad);
     const std::uint64_t dmid = flagged(x.act(aslot::resid_mid), kGrad);
+    hidden_dropout_backward(x, ops, "mlp", dnext, flagged(x.act(aslot::down), kGrad), aslot::mlp_drop_mask);
     if (x.m->experts > 0) {
         moe_backward(x, ops);
     } else {
@@ -888,6 +971,7 @@ void backward_ops(const Dims& x, std::vector<Operator>& ops, Recompute recompute
     }
     norm_backward(x, ops, "norm2", wslot::norm2, flagged(x.act(aslot::norm2), kGrad), x.act(aslot::resid_mid), dnext,
                   dmid);
+    hidden_dropout_backward(x, ops, "out_proj", dmid, flagged(x.act(aslot::out_proj), kGrad), aslot::attn_drop_mask);
     const Linear out = out_linear(x);
     ops.push_back(linear_dgrad(x, out));
     ops.push_back(linear_wgrad(x, out));
@@ -952,13 +1036,37 @@ hw::DType activation_dtype(const Precision& p) {
     return DType::bf16;
 }
 
+const char* to_string(AttentionImpl a) { return kAttentionImplNames[static_cast<std::size_t>(a)]; }
+
+hw::AttentionKernel attention_kernel_of(AttentionImpl a) {
+    switch (a) {
+        case AttentionImpl::flash3:
+        case AttentionImpl::cudnn: return hw::AttentionKernel::best;
+        case AttentionImpl::flash1:
+        case AttentionImpl::flash2:
+        case AttentionImpl::triton:
+        case AttentionImpl::xformers:
+        case AttentionImpl::naive: return hw::AttentionKernel::flash2;
+    }
+    return hw::AttentionKernel::best;
+}
+
+namespace {
+// Fused attention kernels run as the options' implementation.
+std::vector<Operator> with_attention_kernel(std::vector<Operator> ops, const OperatorOptions& opt) {
+    for (auto& op : ops)
+        if (op.kernel.kind == KernelKind::attention) op.kernel.attention_kernel = opt.attention_kernel;
+    return ops;
+}
+}  // namespace
+
 std::vector<Operator> layer_forward(const ModelSpec& m, std::int64_t layer, std::int64_t microbatch,
                                     const PassShape& shape, const OperatorOptions& opt) {
     check_layer(m, layer);
     const Dims x = make_dims(m, layer, microbatch, shape, opt);
     std::vector<Operator> ops;
     forward_ops(x, ops);
-    return ops;
+    return with_attention_kernel(std::move(ops), opt);
 }
 
 std::vector<Operator> layer_backward(const ModelSpec& m, std::int64_t layer, std::int64_t microbatch,
@@ -967,7 +1075,7 @@ std::vector<Operator> layer_backward(const ModelSpec& m, std::int64_t layer, std
     const Dims x = make_dims(m, layer, microbatch, shape, opt);
     std::vector<Operator> ops;
     backward_ops(x, ops, recompute);
-    return ops;
+    return with_attention_kernel(std::move(ops), opt);
 }
 
 std::vector<Operator> embedding_forward(const ModelSpec& m, std::int64_t microbatch, const PassShape& shape,

@@ -20,9 +20,29 @@ struct Precision {
     hw::DType kv = hw::DType::bf16;       // KV cache
 };
 
+// Dropout probabilities of a training run (Megatron --hidden-dropout and
+// --attention-dropout; 0 disables). Inference never drops.
+struct Dropout {
+    double hidden = 0;     // on the two residual branches (fused with the bias and residual add)
+    double attention = 0;  // on the attention probabilities
+};
+
+// The attention kernel a stack runs (FlashAttention 1/2/3, cuDNN fused
+// attention, a Triton flash kernel, xFormers, or unfused matmul-softmax-matmul).
+enum class AttentionImpl { flash1, flash2, flash3, cudnn, triton, xformers, naive };
+inline constexpr const char* kAttentionImplNames[] = {"flash1", "flash2",   "flash3", "cudnn",
+                                                      "triton", "xformers", "naive"};
+const char* to_string(AttentionImpl a);
+// The fused kernel whose measured efficiency times an implementation
+// (docs/workload-model.md, "Attention kernels"): FA3 and cuDNN run at the
+// GPU's best flash kernel, the others at FlashAttention-2's.
+hw::AttentionKernel attention_kernel_of(AttentionImpl a);
+
 struct OperatorOptions {
     Precision precision;
     bool flash_attention = true;
+    hw::AttentionKernel attention_kernel = hw::AttentionKernel::best;  // which fused kernel (flash only)
+    Dropout dropout;               // training passes only
     bool causal = true;
     bool fuse_elementwise = true;  // fused chains drop intermediate HBM round trips and launches
     int tp = 1;                    // tensor-parallel degree (heads and FFN split)

@@ -308,3 +308,138 @@ TEST_CASE("context parallelism: symmetry collapsing agrees with simulating every
     REQUIRE(b.metrics.feasible);
     CHECK(*a.metrics.iteration_ms == doctest::Approx(*b.metrics.iteration_ms).epsilon(0.01));
 }
+
+TEST_CASE("uneven pipeline split: first and last ranks hold the given layers, short chunks at the ends") {
+    const auto cm = hw::make_cost_model("roofline");
+    // 8 layers over 4 stages, 1 on the first and the last: 1 | 3 | 3 | 1.
+    const auto sc = scenario(kData + "pipeline-4stage-training.yaml",
+                             {"strategies[1].first_stage_layers=1", "strategies[1].last_stage_layers=1"});
+    const auto b = parallel::build_plan(sc, strategy(sc, "1f1b"), *cm, {});
+    CHECK(b.strategy.stage_layers == std::vector<parallel::LayerRange>{{0, 1}, {1, 4}, {4, 7}, {7, 8}});
+    // The middle stages now do 3 layers' work instead of 2: the pipeline is slower than the even split.
+    auto iteration = [&](const config::ScenarioSpec& s) {
+        const auto run = report::run_strategy(s, strategy(s, "1f1b"), {});
+        REQUIRE(run.metrics.feasible);
+        return *run.metrics.iteration_ms;
+    };
+    const auto even = scenario(kData + "pipeline-4stage-training.yaml");
+    CHECK(iteration(sc) > 1.2 * iteration(even));
+    // Interleaved, as Megatron-Core builds Llama 3 405B (one layer in the
+    // first and the last chunk): 14 layers, pp 4 x 2 chunks, 3 on each end rank.
+    const auto il = scenario(kData + "pipeline-4stage-training.yaml",
+                             {"model.layers=14", "strategies[1].schedule=interleaved-1f1b",
+                              "strategies[1].virtual_stages=2", "strategies[1].first_stage_layers=3",
+                              "strategies[1].last_stage_layers=3"});
+    const auto bi = parallel::build_plan(il, strategy(il, "1f1b"), *cm, {});
+    CHECK(bi.strategy.virtual_stage_layers == std::vector<parallel::LayerRange>{
+                                                  {0, 1}, {1, 3}, {3, 5}, {5, 7}, {7, 9}, {9, 11}, {11, 13}, {13, 14}});
+    // Too many layers on the ends, or a chunk left empty, is refused with the numbers.
+    const auto over = scenario(kData + "pipeline-4stage-training.yaml",
+                               {"strategies[1].first_stage_layers=5", "strategies[1].last_stage_layers=4"});
+    CHECK_THROWS_WITH_AS(parallel::build_plan(over, strategy(over, "1f1b"), *cm, {}),
+                         doctest::Contains("leave -1 of the model's 8 layers"), ConfigError);
+    const auto thin = scenario(kData + "pipeline-4stage-training.yaml",
+                               {"strategies[1].schedule=interleaved-1f1b", "strategies[1].virtual_stages=2",
+                                "strategies[1].first_stage_layers=1"});
+    CHECK_THROWS_WITH_AS(parallel::build_plan(thin, strategy(thin, "1f1b"), *cm, {}),
+                         doctest::Contains("pipeline rank 0 holds 1 layers, fewer than its 2 virtual stages"),
+                         ConfigError);
+}
+
+namespace {
+struct Executed {
+    parallel::PlanBuild build;
+    exec::ExecResult ex;
+};
+Executed execute_strategy(const config::ScenarioSpec& sc, const config::StrategySpec& st) {
+    const auto cm = hw::make_cost_model("roofline");
+    Executed e{parallel::build_plan(sc, st, *cm, {}), {}};
+    REQUIRE_FALSE(e.build.memory.oom);
+    const net::Topology topo(sc.cluster, sc.gpus);
+    e.ex = exec::execute(e.build.plan, sc.gpu, topo, *cm);
+    return e;
+}
+}  // namespace
+
+TEST_CASE("overlap.grad_reduce: gradient buckets during the backward, or all after it") {
+    auto sc = scenario(kData + "cp-training.yaml");
+    auto st = strategy(sc, "dp2");
+    const auto on = execute_strategy(sc, st);
+    st.overlap.grad_reduce = false;
+    const auto off = execute_strategy(sc, st);
+    // Per run: the end of the last backward kernel, and the earliest start of a gradient bucket.
+    auto spans = [](const Executed& e) {
+        Time last_bwd{}, first_bucket = Time::max();
+        for (std::size_t i = 0; i < e.build.plan.tasks.size(); ++i) {
+            const auto& t = e.build.plan.tasks[i];
+            if (t.phase != parallel::Phase::backward) continue;
+            if (t.kind == parallel::TaskKind::kernel) last_bwd = std::max(last_bwd, e.ex.task_end[i]);
+            if (t.kind == parallel::TaskKind::collective && t.stream == parallel::StreamKind::dp_comm)
+                first_bucket = std::min(first_bucket, e.ex.task_start[i]);
+        }
+        return std::make_pair(last_bwd, first_bucket);
+    };
+    const auto [on_bwd, on_bucket] = spans(on);
+    const auto [off_bwd, off_bucket] = spans(off);
+    CHECK(on_bucket < on_bwd);    // overlapped: a bucket starts while the backward still runs
+    CHECK(off_bucket >= off_bwd); // not: every bucket waits for the whole backward
+    CHECK(off.ex.makespan > on.ex.makespan);
+}
+
+TEST_CASE("overlap.param_gather: the distributed optimizer's all-gather runs during the forward, not after the step") {
+    auto sc = scenario(kData + "cp-training.yaml", {"strategies[1].zero=1"});
+    auto st = strategy(sc, "dp2");
+    const auto after = execute_strategy(sc, st);
+    st.overlap.param_gather = true;
+    const auto during = execute_strategy(sc, st);
+    auto gathers = [](const Executed& e, parallel::Phase ph) {
+        int n = 0;
+        for (const auto& t : e.build.plan.tasks)
+            n += t.kind == parallel::TaskKind::collective && t.op == net::CollectiveOp::all_gather && t.phase == ph;
+        return n;
+    };
+    CHECK(gathers(after, parallel::Phase::optimizer) == 1);
+    CHECK(gathers(after, parallel::Phase::forward) == 0);
+    CHECK(gathers(during, parallel::Phase::optimizer) == 0);
+    CHECK(gathers(during, parallel::Phase::forward) == 2 + 2);  // 2 layers + embedding + head buckets
+    CHECK(during.ex.makespan < after.ex.makespan);
+}
+
+TEST_CASE("overlap.tp_comm: TP collectives in tp chunks pipelined with their GEMMs, same work") {
+    auto sc = scenario(kData + "cp-training.yaml", {"gpus=4", "strategies[1].tp=2", "strategies[1].sp=true"});
+    auto st = strategy(sc, "dp2");
+    const auto plain = execute_strategy(sc, st);
+    st.overlap.tp_comm = true;
+    const auto chunked = execute_strategy(sc, st);
+    auto compute_flops = [](const Executed& e) {
+        double f = 0;
+        for (const auto& t : e.build.plan.tasks)
+            if (t.kind == parallel::TaskKind::kernel) f += e.build.plan.kernels[t.kernel].flops.value;
+        return f;
+    };
+    auto tp_bytes = [](const Executed& e) {
+        double b = 0;
+        for (const auto& t : e.build.plan.tasks)
+            if (t.stream == parallel::StreamKind::tp_comm) b += t.bytes.as_double();
+        return b;
+    };
+    CHECK(compute_flops(chunked) == doctest::Approx(compute_flops(plain)));
+    CHECK(tp_bytes(chunked) == doctest::Approx(tp_bytes(plain)).epsilon(1e-6));
+    // The out-projection runs as tp = 2 chunks, each followed by its own reduce-scatter.
+    int chunks = 0, rs_after_chunk = 0;
+    for (const auto& t : chunked.build.plan.tasks) {
+        if (t.kind == parallel::TaskKind::kernel && t.phase == parallel::Phase::forward && t.microbatch == 0 &&
+            chunked.build.plan.kernels[t.kernel].name == "out_proj_chunk")
+            ++chunks;
+        if (t.kind != parallel::TaskKind::collective || t.op != net::CollectiveOp::reduce_scatter) continue;
+        for (std::uint32_t i = 0; i < t.dep_count; ++i) {
+            const auto& dep = chunked.build.plan.tasks[chunked.build.plan.deps[t.dep_begin + i]];
+            if (dep.kind == parallel::TaskKind::kernel && dep.phase == parallel::Phase::forward && dep.microbatch == 0 &&
+                chunked.build.plan.kernels[dep.kernel].name == "out_proj_chunk")
+                ++rs_after_chunk;
+        }
+    }
+    CHECK(chunks == 2 * 2);  // 2 layers x 2 chunks (one simulated TP rank)
+    CHECK(rs_after_chunk == 2 * 2);
+    CHECK(chunked.ex.makespan < plain.ex.makespan);
+}

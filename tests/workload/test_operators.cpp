@@ -561,3 +561,63 @@ TEST_CASE("context parallelism: 1/cp of the tokens, attention as a ring of cp eq
     o.cp = 2;
     CHECK_THROWS_AS(layer_forward(m, 0, 0, PassShape{1, 1, 1000}, o), sim::ModelError);
 }
+
+TEST_CASE("dropout: a 1-byte mask per element, fused into the residual kernels, in flash attention, or its own kernel") {
+    const ModelSpec m = gpt_like();
+    const PassShape train{2, 512, 512};
+    OperatorOptions plain;
+    plain.precision.compute = DType::bf16;
+    OperatorOptions drop = plain;
+    drop.dropout = {0.1, 0.1};
+    const double T = 2 * 512, h = 1024;  // tokens and hidden: mask bytes of one residual branch = T * h
+    auto written = [](const std::vector<Operator>& ops) {
+        double w = 0;
+        for (const auto& o : ops) w += wr(o);
+        return w;
+    };
+    // Fused (the default): no new kernel; the two residual kernels write a mask each.
+    const auto f0 = layer_forward(m, 0, 0, train, plain), f1 = layer_forward(m, 0, 0, train, drop);
+    CHECK(f1.size() == f0.size());
+    CHECK(wr(find(f1, "bias_dropout_residual_add_norm2")) == wr(find(f0, "bias_residual_add_norm2")) + T * h);
+    CHECK(wr(find(f1, "bias_dropout_residual_add2")) == wr(find(f0, "bias_residual_add2")) + T * h);
+    CHECK(written(f1) == written(f0) + 2 * T * h);  // flash attention draws its dropout in the kernel
+    // Backward: each branch's gradient through its mask, reading 2 bytes + 1 byte per element.
+    const auto b0 = layer_backward(m, 0, 0, train, plain, Recompute::none);
+    const auto b1 = layer_backward(m, 0, 0, train, drop, Recompute::none);
+    CHECK(b1.size() == b0.size() + 2);
+    CHECK(rd(find(b1, "mlp_dropout_bwd")) == T * h * 2 + T * h);
+    CHECK(wr(find(b1, "out_proj_dropout_bwd")) == T * h * 2);
+    // Naive attention: the probabilities' dropout is a kernel over b * heads * s * s elements.
+    OperatorOptions naive = drop;
+    naive.flash_attention = false;
+    const auto n1 = layer_forward(m, 0, 0, train, naive);
+    const double probs = 2.0 * 16 * 512 * 512;
+    const auto& ad = find(n1, "attention_dropout");
+    CHECK(rd(ad) == probs * 2);
+    CHECK(wr(ad) == probs * 2 + probs);
+    CHECK(has(layer_backward(m, 0, 0, train, naive, Recompute::none), "attention_dropout_bwd"));
+    // Unfused elementwise work: the hidden dropout is its own kernel on each branch.
+    OperatorOptions unfused = drop;
+    unfused.fuse_elementwise = false;
+    CHECK(wr(find(layer_forward(m, 0, 0, train, unfused), "mlp_dropout")) == T * h * 2 + T * h);
+    // Inference never drops.
+    OperatorOptions infer = drop;
+    infer.inference = true;
+    OperatorOptions infer0 = plain;
+    infer0.inference = true;
+    CHECK(written(layer_forward(m, 0, 0, train, infer)) == written(layer_forward(m, 0, 0, train, infer0)));
+}
+
+TEST_CASE("attention implementations time as the kernel measured for them") {
+    CHECK(attention_kernel_of(AttentionImpl::flash3) == sim::hw::AttentionKernel::best);
+    CHECK(attention_kernel_of(AttentionImpl::cudnn) == sim::hw::AttentionKernel::best);
+    CHECK(attention_kernel_of(AttentionImpl::triton) == sim::hw::AttentionKernel::flash2);
+    CHECK(attention_kernel_of(AttentionImpl::flash1) == sim::hw::AttentionKernel::flash2);
+    OperatorOptions o;
+    o.attention_kernel = sim::hw::AttentionKernel::flash2;
+    const auto fwd = layer_forward(gpt_like(), 0, 0, {1, 256, 256}, o);
+    CHECK(find(fwd, "attention").kernel.attention_kernel == sim::hw::AttentionKernel::flash2);
+    const auto bwd = layer_backward(gpt_like(), 0, 0, {1, 256, 256}, o, Recompute::none);
+    CHECK(find(bwd, "attention_bwd").kernel.attention_kernel == sim::hw::AttentionKernel::flash2);
+    CHECK(std::string(to_string(AttentionImpl::xformers)) == "xformers");
+}

@@ -1,0 +1,80 @@
+// Readers of the run-detail fields (see run_details.h).
+#include "sim/config/run_details.h"
+
+#include <fmt/format.h>
+
+#include <iterator>
+
+namespace sim::config {
+
+const std::vector<std::string> kSoftwareNames = {
+    "megatron-lm", "megatron-core", "nemo",   "megatron-bridge", "llm-foundry", "flash-attention", "torchtitan",
+    "deepspeed",   "tensorrt-llm",  "lmdeploy", "vllm",          "other"};
+
+workload::AttentionImpl read_attention_impl(const Node& n) {
+    const std::vector<std::string> names(std::begin(workload::kAttentionImplNames),
+                                         std::end(workload::kAttentionImplNames));
+    const std::string v = n.as_enum(names);
+    for (std::size_t i = 0; i < names.size(); ++i)
+        if (names[i] == v) return static_cast<workload::AttentionImpl>(i);
+    return workload::AttentionImpl::flash2;  // unreachable: as_enum accepted v
+}
+
+workload::Dropout read_dropout(const Node& n) {
+    MapReader r(n);
+    workload::Dropout d;
+    // A probability of 1 drops everything; no run trains that way.
+    const auto prob = [](const Node& p) {
+        const double v = p.as_number(0, 1);
+        if (v >= 1) p.fail("a dropout probability must be below 1");
+        return v;
+    };
+    if (auto p = r.optional("hidden")) d.hidden = prob(*p);
+    if (auto p = r.optional("attention")) d.attention = prob(*p);
+    r.finish();
+    return d;
+}
+
+Overlap read_overlap(const Node& n) {
+    MapReader r(n);
+    Overlap o;
+    if (auto b = r.optional("tp_comm")) o.tp_comm = b->as_bool();
+    if (auto b = r.optional("grad_reduce")) o.grad_reduce = b->as_bool();
+    if (auto b = r.optional("param_gather")) o.param_gather = b->as_bool();
+    r.finish();
+    return o;
+}
+
+SoftwareSpec read_software(const Node& n) {
+    MapReader r(n);
+    SoftwareSpec s;
+    s.name = r.required("name").as_enum(kSoftwareNames);
+    if (auto v = r.optional("version")) {
+        if (!v->is_scalar()) v->fail("a version is a string, e.g. '24.07'");
+        s.version = v->as_string();
+        // Versions are tags ('24.07', 'v0.6.1'): printable, and safe to quote in a generated YAML file.
+        for (unsigned char ch : s.version)
+            if (ch < 0x20 || ch == 0x7f || ch == '\'' || ch == '"' || ch == '\\')
+                v->fail("a version holds no quotes, backslashes or control characters");
+    }
+    r.finish();
+    return s;
+}
+
+void apply_attention(WorkloadSpec& w, const std::optional<Node>& attention, const std::optional<Node>& flash) {
+    if (flash) w.flash_attention = flash->as_bool();
+    if (!attention) return;
+    w.attention = read_attention_impl(*attention);
+    const bool fused = *w.attention != workload::AttentionImpl::naive;
+    if (flash && w.flash_attention != fused)
+        attention->fail(fmt::format("attention {} contradicts flash_attention: {}", workload::to_string(*w.attention),
+                                    w.flash_attention ? "true" : "false"));
+    w.flash_attention = fused;
+}
+
+void read_stage_layers(MapReader& r, int& first, int& last) {
+    if (auto n = r.optional("first_stage_layers")) first = static_cast<int>(n->as_int(1, 1 << 20));
+    if (auto n = r.optional("last_stage_layers")) last = static_cast<int>(n->as_int(1, 1 << 20));
+}
+
+}  // namespace sim::config

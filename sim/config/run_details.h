@@ -1,0 +1,30 @@
+// Readers for what a run's software actually did, shared by the scenario
+// loader and the validation dataset loader (one parser per field, so the two
+// formats cannot drift): the attention kernel, dropout, the communication
+// overlaps, the uneven pipeline split and the software stack.
+#pragma once
+
+#include "sim/config/scenario.h"
+#include "sim/config/yaml_reader.h"
+
+namespace sim::config {
+
+// `attention: flash1 | flash2 | flash3 | cudnn | triton | xformers | naive`.
+workload::AttentionImpl read_attention_impl(const Node& n);
+// `dropout: {hidden: P, attention: P}`, each in [0, 1), both optional.
+workload::Dropout read_dropout(const Node& n);
+// `overlap: {tp_comm: B, grad_reduce: B, param_gather: B}`; a key left out
+// keeps its default (Overlap's).
+Overlap read_overlap(const Node& n);
+// `software: {name: N, version: V}`; the version is a string (quote '24.07').
+SoftwareSpec read_software(const Node& n);
+
+// Reconciles `attention` with `flash_attention` in one workload map: the
+// kernel decides flash_attention (naive = false); naming both with opposite
+// meanings is an error at the attention node.
+void apply_attention(WorkloadSpec& w, const std::optional<Node>& attention, const std::optional<Node>& flash);
+
+// Reads first_stage_layers / last_stage_layers of a strategy map into `s`.
+void read_stage_layers(MapReader& r, int& first, int& last);
+
+}  // namespace sim::config
