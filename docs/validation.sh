@@ -26,8 +26,8 @@ sets = {n: json.load(open(f"{tmp}/{n}.json")) for n in ("published", "unseen", "
 kinds = ["training", "inference", "gemm", "attention", "collective", "memory"]
 target = {"training": "5% (goal 3%), no point over 10%", "inference": "10%", "gemm": "10%",
           "attention": "10%", "collective": "10%", "memory": "-"}
-guard = {"training": "20% (not the target)", "inference": "50% (not the target)", "gemm": "10%",
-         "attention": "10%", "collective": "10%", "memory": "10%"}
+guard = {"training": "20% (not the target)", "inference": "20% (not the target)", "gemm": "10%",
+         "attention": "10%", "collective": "14% (not the target: §7, H100 PCIe bridge)", "memory": "10%"}
 
 def pct(v): return "-" if v is None else f"{100 * v:.1f}%"
 def spct(v): return "-" if v is None else f"{100 * v:+.1f}%"
@@ -58,6 +58,15 @@ out.append(f"| all | - | {pct(p['mape']['all'])} ({p['counts']['all']['simulated
 c = sets["calibration"]
 out.append(f"\nCalibration set (`tests/data/validation/calibration.yaml`, kernel points fitted, not a test): "
            + ", ".join(f"{k} {summary(c, k)}" for k in kinds if c["counts"][k]["simulated"]) + ".")
+
+for name, title in (("published", "Reference set"), ("unseen", "Unseen set")):
+    d = sets[name]
+    if d.get("by_software"):
+        out.append(f"\n{title}, whole runs by software stack (`software.name`; `unstated` where the point does not say):\n")
+        out.append("| kind | software | simulated | skipped | MAPE |")
+        out.append("|---|---|---|---|---|")
+        for st in d["by_software"]:
+            out.append(f"| {st['kind']} | {st['software']} | {st['simulated']} | {st['skipped']} | {pct(st['mape'])} |")
 
 for name, title in (("published", "Reference set"), ("unseen", "Unseen set")):
     d = sets[name]

@@ -132,6 +132,8 @@ ResolvedStrategy resolve_degrees(const config::ScenarioSpec& sc, const config::S
     rs.schedule = spec.schedule;
     rs.virtual_stages = spec.schedule == PipelineSchedule::interleaved_one_f_one_b ? spec.virtual_stages : 1;
     rs.overlap = spec.overlap;
+    if (rs.overlap.tp_comm && rs.tp > 1 && !rs.sp)
+        refuse(spec, "overlap.tp_comm (userbuffers ring exchange) needs sp: true, as Megatron-LM requires");
     if (gpus % rs.tp != 0) refuse(spec, fmt::format("tp={} does not divide the {} GPUs", rs.tp, gpus));
     if (sc.workload.attention == workload::AttentionImpl::flash3 && sc.gpu.architecture != "hopper")
         refuse(spec, fmt::format("attention flash3 (FlashAttention-3) runs on Hopper only, not on {} ({})", sc.gpu.name,
@@ -546,52 +548,66 @@ struct Emitter {
         }
     }
 
-    // --tp-comm-overlap (Transformer Engine userbuffers): a GEMM whose
-    // tokens are all-gathered before it, or reduced after it, runs as tp
-    // chunks of its tokens that pipeline with the chunks of the collective on
-    // the TP stream: chunk j of the GEMM waits only for chunk j of the
-    // all-gather; chunk j of the reduction starts when chunk j of the GEMM
-    // ends, while chunk j + 1 computes. Both streams compete for SMs and HBM
-    // in the executor. Weight-gradient GEMMs (tokens are their k) keep the
-    // plain order.
+    // --tp-comm-overlap (Transformer Engine userbuffers, sequence parallel):
+    // the all-gather before a GEMM and the reduce-scatter after it become a
+    // ring exchange of tp chunks over point-to-point copies between the TP
+    // neighbours, pipelined with the GEMM split into tp chunks of its tokens.
+    // All-gather: chunk 0 computes on the local shard while it is sent on;
+    // chunk j waits for the shard received at step j - 1, which is forwarded
+    // at step j. Reduce-scatter: chunk j computes a partial output block and
+    // sends it, added to the partial received, at step j; the result is
+    // complete with the last chunk and the last partial received. A rank
+    // receives at step j when its own send of step j completes (all ranks run
+    // alike), so one simulated TP rank suffices. Copies and GEMM chunks
+    // compete for SMs and HBM in the executor. Weight-gradient GEMMs
+    // (tokens are their k) keep the plain order.
     static bool overlappable(const Operator& op) {
-        return op.tp_sync != workload::TpSync::none && op.kernel.kind == hw::KernelKind::gemm && !op.is_weight_grad &&
-               op.cp_step < 0 && op.kernel.m >= 2;
+        return (op.tp_sync == workload::TpSync::before_column_parallel ||
+                op.tp_sync == workload::TpSync::after_row_parallel ||
+                op.tp_sync == workload::TpSync::after_column_input_grad) &&
+               op.kernel.kind == hw::KernelKind::gemm && !op.is_weight_grad && op.cp_step < 0 && op.kernel.m >= 2;
     }
 
     void emit_overlapped(int s, const Operator& op, Phase ph, int mb, int step,
                          std::vector<std::vector<std::uint32_t>>& pending, std::vector<std::uint32_t>& last) {
         const auto& mem = members[static_cast<std::size_t>(s)];
         const int chunks = static_cast<int>(std::min<std::int64_t>(rs.tp, op.kernel.m));
-        const hw::KernelDesc piece = kernel_chunk(op.kernel, chunks);
-        const Bytes comm{(op.tp_sync_bytes.value + static_cast<std::uint64_t>(chunks) - 1) / static_cast<std::uint64_t>(chunks)};
+        const std::uint32_t kernel_id = plan.add_kernel(kernel_chunk(op.kernel, chunks));
+        // Bytes of one ring step: one rank's shard of the activation.
+        const auto n = static_cast<std::uint64_t>(rs.tp);
+        const Bytes shard{(op.tp_sync_bytes.value + n - 1) / n};
         const bool gather_first = op.tp_sync == workload::TpSync::before_column_parallel;
-        const auto reduce = opt.sequence_parallel ? net::CollectiveOp::reduce_scatter : net::CollectiveOp::all_reduce;
-        const std::uint32_t kernel_id = plan.add_kernel(piece);
-        std::vector<std::uint32_t> comm_last(mem.size(), kNone);
-        const std::vector<std::vector<std::uint32_t>> input_ready = pending;
+        std::vector<std::uint32_t> sent(mem.size(), kNone);  // each member's latest ring copy
+        auto copy = [&](std::size_t i, std::vector<std::uint32_t> deps) {
+            Task t = base(ph, mb, -1, step);
+            t.kind = TaskKind::transfer;
+            t.stream = StreamKind::p2p;
+            t.gpu = mem[i].local;
+            t.peer = static_cast<std::uint32_t>(real(mem[i].d, s, mem[i].c, (mem[i].r + 1) % rs.tp));
+            t.bytes = shard;
+            if (sent[i] != kNone) deps.push_back(sent[i]);
+            sent[i] = plan.add(t, deps);
+        };
         for (int j = 0; j < chunks; ++j) {
-            if (gather_first) {
-                // Every chunk of the gather needs only the input; the TP stream orders them.
-                const auto ids = issue_tp(s, net::CollectiveOp::all_gather, comm, ph, mb, step, input_ready, last);
-                for (std::size_t i = 0; i < mem.size(); ++i) pending[i] = {ids[i]};
-            }
             for (std::size_t i = 0; i < mem.size(); ++i) {
+                std::vector<std::uint32_t> input = pending[i];
+                if (last[i] != kNone) input.push_back(last[i]);
+                std::vector<std::uint32_t> deps = j == 0 ? input : std::vector<std::uint32_t>{};
+                if (gather_first && j > 0) deps.push_back(sent[i]);  // the shard received at step j - 1
+                if (gather_first && j + 1 < chunks) copy(i, j == 0 ? input : std::vector<std::uint32_t>{});
                 Task t = base(ph, mb, -1, step);
                 t.kind = TaskKind::kernel;
                 t.stream = StreamKind::compute;
                 t.gpu = mem[i].local;
                 t.kernel = kernel_id;
-                last[i] = plan.add(t, pending[i]);
+                last[i] = plan.add(t, deps);
                 pending[i].clear();
+                if (!gather_first && j + 1 < chunks) copy(i, {last[i]});
             }
-            if (!gather_first) comm_last = issue_tp(s, reduce, comm, ph, mb, step, pending, last);
         }
         if (!gather_first)
-            for (std::size_t i = 0; i < mem.size(); ++i) {
-                pending[i] = {comm_last[i]};
-                last[i] = comm_last[i];
-            }
+            for (std::size_t i = 0; i < mem.size(); ++i)
+                if (sent[i] != kNone) pending[i] = {sent[i]};  // the last partial received
     }
 
     // One of `chunks` equal token slices of a GEMM (m is the token dimension):

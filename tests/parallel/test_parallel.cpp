@@ -405,41 +405,45 @@ TEST_CASE("overlap.param_gather: the distributed optimizer's all-gather runs dur
     CHECK(during.ex.makespan < after.ex.makespan);
 }
 
-TEST_CASE("overlap.tp_comm: TP collectives in tp chunks pipelined with their GEMMs, same work") {
+TEST_CASE("overlap.tp_comm: a ring exchange of tp chunks pipelined with the GEMM's token chunks, same work") {
     auto sc = scenario(kData + "cp-training.yaml", {"gpus=4", "strategies[1].tp=2", "strategies[1].sp=true"});
     auto st = strategy(sc, "dp2");
     const auto plain = execute_strategy(sc, st);
     st.overlap.tp_comm = true;
-    const auto chunked = execute_strategy(sc, st);
+    const auto ring = execute_strategy(sc, st);
     auto compute_flops = [](const Executed& e) {
         double f = 0;
         for (const auto& t : e.build.plan.tasks)
             if (t.kind == parallel::TaskKind::kernel) f += e.build.plan.kernels[t.kernel].flops.value;
         return f;
     };
-    auto tp_bytes = [](const Executed& e) {
-        double b = 0;
-        for (const auto& t : e.build.plan.tasks)
-            if (t.stream == parallel::StreamKind::tp_comm) b += t.bytes.as_double();
-        return b;
-    };
-    CHECK(compute_flops(chunked) == doctest::Approx(compute_flops(plain)));
-    CHECK(tp_bytes(chunked) == doctest::Approx(tp_bytes(plain)).epsilon(1e-6));
-    // The out-projection runs as tp = 2 chunks, each followed by its own reduce-scatter.
-    int chunks = 0, rs_after_chunk = 0;
-    for (const auto& t : chunked.build.plan.tasks) {
-        if (t.kind == parallel::TaskKind::kernel && t.phase == parallel::Phase::forward && t.microbatch == 0 &&
-            chunked.build.plan.kernels[t.kernel].name == "out_proj_chunk")
-            ++chunks;
-        if (t.kind != parallel::TaskKind::collective || t.op != net::CollectiveOp::reduce_scatter) continue;
-        for (std::uint32_t i = 0; i < t.dep_count; ++i) {
-            const auto& dep = chunked.build.plan.tasks[chunked.build.plan.deps[t.dep_begin + i]];
-            if (dep.kind == parallel::TaskKind::kernel && dep.phase == parallel::Phase::forward && dep.microbatch == 0 &&
-                chunked.build.plan.kernels[dep.kernel].name == "out_proj_chunk")
-                ++rs_after_chunk;
+    CHECK(compute_flops(ring) == doctest::Approx(compute_flops(plain)));
+    // Forward of micro-batch 0, per layer (tp = 2, SP): the QKV and MLP-up
+    // GEMMs gather their input, out-projection and MLP-down reduce-scatter
+    // theirs; each becomes 2 chunks and 1 ring copy of one shard (T x h x 2
+    // bytes / tp) to the next TP rank; only the embedding keeps its collective.
+    const std::uint64_t shard = 8192ull * 4096 * 2 / 2;
+    int chunks = 0, copies = 0, collectives = 0;
+    for (const auto& t : ring.build.plan.tasks) {
+        if (t.phase != parallel::Phase::forward || t.microbatch != 0) continue;
+        if (t.kind == parallel::TaskKind::kernel) {
+            const auto& name = ring.build.plan.kernels[t.kernel].name;
+            chunks += name == "out_proj_chunk" || name == "mlp_down_chunk" || name == "qkv_chunk" || name == "mlp_up_chunk";
         }
+        if (t.kind == parallel::TaskKind::transfer && t.stream == parallel::StreamKind::p2p) {
+            CHECK(t.bytes.value == shard);
+            CHECK(static_cast<int>(t.peer) == 1);  // TP rank 0's ring neighbour
+            ++copies;
+        }
+        collectives += t.kind == parallel::TaskKind::collective && t.stream == parallel::StreamKind::tp_comm &&
+                       t.bytes.value == 2 * shard;
     }
-    CHECK(chunks == 2 * 2);  // 2 layers x 2 chunks (one simulated TP rank)
-    CHECK(rs_after_chunk == 2 * 2);
-    CHECK(chunked.ex.makespan < plain.ex.makespan);
+    CHECK(chunks == 2 * 4 * 2);  // 2 layers x 4 GEMMs x 2 chunks
+    CHECK(copies == 2 * 4 + 1);  // + the LM head GEMM's gather
+    CHECK(collectives == 1);     // the embedding's reduce-scatter (a gather kernel, not a GEMM)
+    CHECK(ring.ex.makespan < plain.ex.makespan);
+    // Megatron allows it with sequence parallelism only.
+    st.sp = false;
+    const auto cm = hw::make_cost_model("roofline");
+    CHECK_THROWS_WITH_AS(parallel::build_plan(sc, st, *cm, {}), doctest::Contains("overlap.tp_comm"), ConfigError);
 }
