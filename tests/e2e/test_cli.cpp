@@ -140,3 +140,42 @@ TEST_CASE("an unknown key names its file:line:column and the nearest valid key, 
     CHECK_FALSE(std::filesystem::exists(out));
     std::filesystem::remove(bad);
 }
+
+TEST_CASE("sweep --plot runs gnuplot without a shell: a hostile scenario or folder name runs nothing") {
+    const auto base = std::filesystem::temp_directory_path() / "parasim-e2e-plot";
+    std::filesystem::remove_all(base);
+    std::filesystem::create_directories(base);
+    const auto mark = base / "MARK";
+    const auto mark2 = base / "MARK2";
+    // The name of the issue, with the mark at a fixed place whatever gnuplot's folder.
+    const std::string name = "x'; system(\"touch " + mark.string() + "\"); print '";
+    std::ifstream in(kRoot + "/tests/data/scenarios/one-layer-tp2.yaml");
+    std::stringstream yaml;
+    YAML::Emitter quoted;
+    quoted << name;
+    for (std::string line; std::getline(in, line);)
+        yaml << (line.rfind("name: ", 0) == 0 ? "name: " + std::string(quoted.c_str()) : line) << "\n";
+    yaml << "sweep:\n  workload.batch: [1, 2]\n";
+    const auto scenario = base / "s.yaml";
+    std::ofstream(scenario) << yaml.str();
+    const auto plain = base / "plots";
+    const auto r = parasim("sweep " + scenario.string() + " --plot " + plain.string());
+    CHECK_FALSE(std::filesystem::exists(mark));
+    // A folder name that closes a single-quoted shell word.
+    const auto dir = base / ("p'; touch " + mark2.string() + "; echo '");
+    const auto r2 = parasim("sweep " + scenario.string() + " --plot \"" + dir.string() + "\"");
+    CHECK_FALSE(std::filesystem::exists(mark2));
+    if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
+        CHECK(r.code == 0);
+        CHECK(r2.code == 0);
+        std::ifstream svg(plain / "throughput.svg");
+        std::stringstream text;
+        text << svg.rdbuf();
+        CHECK(text.str().find(name + ": throughput") != std::string::npos);  // shown verbatim
+        CHECK(std::filesystem::exists(dir / "breakdown.svg"));
+    } else {
+        MESSAGE("gnuplot is not installed: only checking that nothing ran");
+        CHECK(r.code == 2);
+    }
+    std::filesystem::remove_all(base);
+}
