@@ -181,13 +181,21 @@ PlotFiles plot_files(const sim::config::ScenarioSpec& base, const std::vector<Po
 }
 
 // Renders the plots in a private temporary folder (gnuplot writes its SVG
-// beside the script) and copies every file into `dir`.
-void write_plots(const std::string& dir, const sim::config::ScenarioSpec& base, const std::vector<Point>& points) {
+// beside the script) and adds every file, for `dir`, to the command's outputs.
+void add_plots(const std::string& dir, const sim::config::ScenarioSpec& base, const std::vector<Point>& points,
+               OutputSet& outputs) {
     auto plots = plot_files(base, points);
     std::string work = (std::filesystem::temp_directory_path() / "parasim-plot-XXXXXX").string();
     if (!mkdtemp(work.data())) throw UsageError(fmt::format("--plot: cannot create {}: {}", work, std::strerror(errno)));
+    const CleanupOnSignal watch_folder(work, true);
+    std::vector<std::unique_ptr<CleanupOnSignal>> watch_files;
+    for (const char* name : {"gnuplot.log", "throughput.svg", "breakdown.svg"})
+        watch_files.push_back(std::make_unique<CleanupOnSignal>(work + "/" + name));
     try {
-        for (const auto& [name, text] : plots.files) std::ofstream(std::filesystem::path(work) / name) << text;
+        for (const auto& [name, text] : plots.files) {
+            watch_files.push_back(std::make_unique<CleanupOnSignal>(work + "/" + name));
+            std::ofstream(std::filesystem::path(work) / name) << text;
+        }
         for (const auto& script : plots.scripts) {
             run_gnuplot(work, script);
             const std::string svg = script.substr(0, script.size() - 3) + ".svg";
@@ -201,8 +209,8 @@ void write_plots(const std::string& dir, const sim::config::ScenarioSpec& base, 
         throw;
     }
     std::filesystem::remove_all(work);
-    std::filesystem::create_directories(dir);
-    for (const auto& [name, text] : plots.files) write_output(dir + "/" + name, text);
+    outputs.add_directory(dir);
+    for (const auto& [name, text] : plots.files) outputs.add(dir + "/" + name, text);
 }
 
 }  // namespace
@@ -331,8 +339,10 @@ int cmd_sweep(const Args& args) {
                     text += fmt::format("{} at{}: {}\n", r.strategy, at, r.note);
                 }
     }
-    if (vm.count("plot")) write_plots(vm["plot"].as<std::string>(), base, points);
-    write_output(vm["output"].as<std::string>(), text);
+    OutputSet outputs;  // the report and the plots: all or none
+    if (vm.count("plot")) add_plots(vm["plot"].as<std::string>(), base, points, outputs);
+    outputs.add(vm["output"].as<std::string>(), text);
+    outputs.commit();
     return 0;
 }
 
