@@ -323,6 +323,10 @@ Point read_point(const Node& node) {
     p.where = node.location();
     p.id = r.required("id").as_string();
     if (p.id.empty()) node.fail("id: an empty id");
+    // validate --scenarios writes DIR/<id>.yaml: an id must stay a file name in DIR.
+    if (p.id == "." || p.id == ".." ||
+        std::any_of(p.id.begin(), p.id.end(), [](char c) { return c == '/' || static_cast<unsigned char>(c) < 0x20; }))
+        node.fail(fmt::format("id: '{}' is not a file name (no '/', control characters, '.' or '..')", p.id));
     p.kind = read_kind(r.required("kind"));
     p.source = r.required("source").as_string();
     if (auto n = r.optional("notes")) p.notes = n->as_string();

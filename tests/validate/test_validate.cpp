@@ -185,6 +185,14 @@ TEST_CASE("validate dataset: sizes whose products overflow are errors at the poi
     CHECK_NOTHROW(parse(replace(kDataset, "op: {m: 4096, n: 4096, k: 4096", "op: {m: 16777216, n: 16777216, k: 16777216")));
 }
 
+TEST_CASE("validate dataset: an id names a file in the --scenarios folder, so it cannot hold a path") {
+    for (const char* id : {"../../etc/evil", "a/b", "..", "."}) {
+        CAPTURE(id);
+        CHECK(error_of(replace(kDataset, "id: gemm\n", std::string("id: '") + id + "'\n")).find("is not a file name") !=
+              std::string::npos);
+    }
+}
+
 TEST_CASE("validate translate: clusters take the link figures of the matching shipped topology") {
     const Dataset d = parse(kDataset);
     sim::config::GpuCatalog gpus;
