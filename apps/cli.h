@@ -24,8 +24,43 @@ int cmd_bench(const Args& args);
 int cmd_list(const Args& args);
 int bench_scale(const std::string& format);
 
-// Writes `text` to `path` atomically (temporary file + rename), or to stdout
-// when path is empty, so a failed run never leaves a half-written file.
-void write_output(const std::string& path, const std::string& text);
+// Removes `path` (a file, or a folder that is empty by then) if SIGINT,
+// SIGTERM, SIGHUP or SIGPIPE ends the process while this object lives; the
+// handler then re-raises the signal. Destroying it stops watching, nothing more.
+class CleanupOnSignal {
+public:
+    explicit CleanupOnSignal(const std::string& path, bool directory = false);
+    ~CleanupOnSignal();
+    CleanupOnSignal(const CleanupOnSignal&) = delete;
+    CleanupOnSignal& operator=(const CleanupOnSignal&) = delete;
+
+private:
+    void* node_;  // the handler's record (output.cpp)
+};
+
+// The outputs of one command, committed together at its end so that a failure
+// leaves none of them behind. commit() writes a temporary beside each regular
+// file (a symbolic link is followed: its target gets the content, the link
+// stays), then writes standard output ("" or "-"), character devices and
+// FIFOs in place (a rename would replace them with a regular file), then
+// renames every temporary onto its target. A failure before the renames, or a
+// fatal signal, removes every temporary and the folders add_directory made;
+// the error (UsageError, exit 2) names the path. Existing targets of another
+// kind (a folder, a socket, a block device) are refused.
+class OutputSet {
+public:
+    void add(const std::string& path, std::string text);
+    // A folder the outputs go into, created (with its parents) by commit().
+    void add_directory(const std::string& dir);
+    void commit();
+
+private:
+    struct Output {
+        std::string path;
+        std::string text;
+    };
+    std::vector<Output> outputs_;
+    std::vector<std::string> directories_;
+};
 
 }  // namespace parasim_cli

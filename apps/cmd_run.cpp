@@ -58,6 +58,7 @@ int cmd_run(const Args& args) {
     if (format == "json") text = sim::report::format_json(scenario.name, metrics);
     else if (format == "csv") text = sim::report::format_csv(metrics);
     else text = sim::report::format_table(scenario, metrics);
+    OutputSet outputs;  // the report and the trace: both or neither
     if (vm.count("trace")) {
         const std::string* trace = nullptr;
         for (const auto& r : runs)
@@ -66,9 +67,10 @@ int cmd_run(const Args& args) {
                 break;
             }
         if (!trace) throw UsageError("--trace: no strategy of the scenario is feasible, so there is nothing to trace");
-        write_output(vm["trace"].as<std::string>(), *trace);
+        outputs.add(vm["trace"].as<std::string>(), *trace);
     }
-    write_output(vm["output"].as<std::string>(), text);
+    outputs.add(vm["output"].as<std::string>(), text);
+    outputs.commit();
     return 0;
 }
 

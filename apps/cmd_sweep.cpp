@@ -10,13 +10,21 @@
 #include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <mutex>
+#include <spawn.h>
+#include <sstream>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace po = boost::program_options;
@@ -55,55 +63,154 @@ std::vector<Point> cross_product(const std::vector<std::pair<std::string, std::v
     return points;
 }
 
-void run_gnuplot(const std::string& dir, const std::string& script_name, const std::string& script) {
-    const std::string path = dir + "/" + script_name;
-    write_output(path, script);
-    const std::string cmd = fmt::format("cd '{}' && gnuplot '{}' 2>&1", dir, script_name);
-    if (std::system(cmd.c_str()) != 0) throw UsageError(fmt::format("gnuplot failed on {} (is gnuplot installed?)", path));
+// Runs `gnuplot SCRIPT` in `dir` as an argument vector, with no shell in
+// between, so no folder or scenario name can become a command; its output
+// goes to dir/gnuplot.log, whose first line explains a failure.
+void run_gnuplot(const std::filesystem::path& dir, const std::string& script) {
+    const std::string log = (dir / "gnuplot.log").string();
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addchdir_np(&actions, dir.c_str());
+    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+    std::string program = "gnuplot", argument = script;
+    char* argv[] = {program.data(), argument.data(), nullptr};
+    pid_t pid = 0;
+    const int spawned = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv, environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (spawned != 0)
+        throw UsageError(fmt::format("--plot: cannot run gnuplot: {} (is gnuplot installed?)", std::strerror(spawned)));
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+    std::string first;
+    std::ifstream in(log);
+    std::getline(in, first);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && first.empty()) first = "gnuplot not found";
+    throw UsageError(fmt::format("--plot: gnuplot failed on {}: {}", script, first.empty() ? "no message" : first));
 }
 
-void write_plots(const std::string& dir, const sim::config::ScenarioSpec& base, const std::vector<Point>& points) {
-    std::filesystem::create_directories(dir);
+// The file contents of the plots, text that goes into a gnuplot script
+// always through gnuplot_string; the data files hold numbers only.
+struct PlotFiles {
+    std::vector<std::pair<std::string, std::string>> files;  // name, content
+    std::vector<std::string> scripts;                         // names of the scripts among them
+};
+
+// "set xtics ('a' 0, 'b' 1)": category labels placed by the script, so that no
+// name has to be parsed back out of a data file.
+std::string xtics(const std::vector<std::string>& labels) {
+    std::string out = "set xtics (";
+    for (std::size_t i = 0; i < labels.size(); ++i)
+        out += fmt::format("{}{} {}", i ? ", " : "", sim::report::gnuplot_string(labels[i]), i);
+    return out + ")\n";
+}
+
+bool is_number(const std::string& s) {
+    if (s.empty()) return false;
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    return *end == '\0' && std::isfinite(v);
+}
+
+PlotFiles plot_files(const sim::config::ScenarioSpec& base, const std::vector<Point>& points) {
+    using sim::report::gnuplot_string;
     const auto& sweep = base.sweep;
-    // x axis: the 'gpus' field if swept, else the first field.
+    // x axis: the 'gpus' field if swept, else the first field; its values are
+    // numbers on the axis when they all are, categories otherwise.
     std::size_t xf = 0;
     for (std::size_t i = 0; i < sweep.size(); ++i)
         if (sweep[i].first == "gpus") xf = i;
     const std::string xname = sweep.empty() ? "point" : sweep[xf].first;
+    auto x_label = [&](const Point& p) { return p.labels.empty() ? std::string("0") : p.labels[xf]; };
+    bool numeric = true;
+    std::vector<std::string> categories;
+    for (const auto& p : points) {
+        numeric = numeric && is_number(x_label(p));
+        if (std::find(categories.begin(), categories.end(), x_label(p)) == categories.end())
+            categories.push_back(x_label(p));
+    }
+    auto x_value = [&](const Point& p) {
+        if (numeric) return x_label(p);
+        return std::to_string(std::find(categories.begin(), categories.end(), x_label(p)) - categories.begin());
+    };
     std::string dat, plot;
     for (std::size_t s = 0; s < base.strategies.size(); ++s) {
-        dat += fmt::format("# strategy {}\n", base.strategies[s].name);
+        dat += fmt::format("# strategy {}\n", gnuplot_string(base.strategies[s].name));
         for (const auto& p : points) {
             if (s >= p.runs.size() || !p.runs[s].tokens_per_s) continue;
-            dat += fmt::format("{} {}\n", p.labels.empty() ? "0" : p.labels[xf], *p.runs[s].tokens_per_s);
+            dat += fmt::format("{} {}\n", x_value(p), *p.runs[s].tokens_per_s);
         }
         dat += "\n\n";
-        plot += fmt::format("{}'throughput.dat' index {} with linespoints title '{}'", s ? ", " : "", s,
-                            base.strategies[s].name);
+        plot += fmt::format("{}'throughput.dat' index {} with linespoints title {}", s ? ", " : "", s,
+                            gnuplot_string(base.strategies[s].name));
     }
-    write_output(dir + "/throughput.dat", dat);
-    run_gnuplot(dir, "throughput.gp",
-                fmt::format("set terminal svg size 800,500\nset output 'throughput.svg'\nset title '{}: throughput'\n"
-                            "set xlabel '{}'\nset ylabel 'tokens/s'\nset key left top\nset grid\nplot {}\n",
-                            base.name, xname, plot.empty() ? "0 title 'no feasible point'" : plot));
-    std::string bars = "label compute memory communication idle\n";
+    PlotFiles out;
+    out.files.emplace_back("throughput.dat", dat);
+    out.files.emplace_back(
+        "throughput.gp",
+        fmt::format("set terminal svg size 800,500 noenhanced\nset output 'throughput.svg'\nset title {}\n"
+                    "set xlabel {}\nset ylabel 'tokens/s'\nset key left top\nset grid\n{}plot {}\n",
+                    gnuplot_string(base.name + ": throughput"), gnuplot_string(xname),
+                    numeric ? "" : xtics(categories), plot.empty() ? "0 title 'no feasible point'" : plot));
+    std::string bars = "row compute memory communication idle\n";
+    std::vector<std::string> rows;
     for (const auto& p : points)
         for (const auto& r : p.runs) {
             if (!r.frac_compute) continue;
             std::string label = r.strategy;
             for (const auto& l : p.labels) label += "/" + l;
-            bars += fmt::format("\"{}\" {} {} {} {}\n", label, *r.frac_compute, *r.frac_memory, *r.frac_communication,
-                                *r.frac_idle);
+            bars += fmt::format("{} {} {} {} {}\n", rows.size(), *r.frac_compute, *r.frac_memory,
+                                *r.frac_communication, *r.frac_idle);
+            rows.push_back(label);
         }
-    write_output(dir + "/breakdown.dat", bars);
-    run_gnuplot(dir, "breakdown.gp",
-                fmt::format("set terminal svg size 1000,500\nset output 'breakdown.svg'\nset title '{}: where the time "
-                            "goes'\nset style data histograms\nset style histogram rowstacked\nset style fill solid 0.8 "
-                            "border -1\nset boxwidth 0.7\nset yrange [0:1]\nset ylabel 'fraction of wall time'\n"
-                            "set xtics rotate by -30\nset key outside right\n"
-                            "plot 'breakdown.dat' using 2:xtic(1) title columnheader(2), '' using 3 title "
-                            "columnheader(3), '' using 4 title columnheader(4), '' using 5 title columnheader(5)\n",
-                            base.name));
+    out.files.emplace_back("breakdown.dat", bars);
+    out.files.emplace_back(
+        "breakdown.gp",
+        fmt::format("set terminal svg size 1000,500 noenhanced\nset output 'breakdown.svg'\nset title {}\n"
+                    "set style data histograms\nset style histogram rowstacked\nset style fill solid 0.8 border -1\n"
+                    "set boxwidth 0.7\nset yrange [0:1]\nset ylabel 'fraction of wall time'\n"
+                    "set xtics rotate by -30\n{}set key outside right\n"
+                    "plot 'breakdown.dat' using 2 title columnheader(2), '' using 3 title columnheader(3), "
+                    "'' using 4 title columnheader(4), '' using 5 title columnheader(5)\n",
+                    gnuplot_string(base.name + ": where the time goes"), xtics(rows)));
+    out.scripts = {"throughput.gp", "breakdown.gp"};
+    return out;
+}
+
+// Renders the plots in a private temporary folder (gnuplot writes its SVG
+// beside the script) and adds every file, for `dir`, to the command's outputs.
+void add_plots(const std::string& dir, const sim::config::ScenarioSpec& base, const std::vector<Point>& points,
+               OutputSet& outputs) {
+    auto plots = plot_files(base, points);
+    std::string work = (std::filesystem::temp_directory_path() / "parasim-plot-XXXXXX").string();
+    if (!mkdtemp(work.data())) throw UsageError(fmt::format("--plot: cannot create {}: {}", work, std::strerror(errno)));
+    const CleanupOnSignal watch_folder(work, true);
+    std::vector<std::unique_ptr<CleanupOnSignal>> watch_files;
+    for (const char* name : {"gnuplot.log", "throughput.svg", "breakdown.svg"})
+        watch_files.push_back(std::make_unique<CleanupOnSignal>(work + "/" + name));
+    try {
+        for (const auto& [name, text] : plots.files) {
+            watch_files.push_back(std::make_unique<CleanupOnSignal>(work + "/" + name));
+            std::ofstream(std::filesystem::path(work) / name) << text;
+        }
+        for (const auto& script : plots.scripts) {
+            run_gnuplot(work, script);
+            const std::string svg = script.substr(0, script.size() - 3) + ".svg";
+            std::ifstream in(std::filesystem::path(work) / svg, std::ios::binary);
+            std::stringstream text;
+            text << in.rdbuf();
+            plots.files.emplace_back(svg, text.str());
+        }
+    } catch (...) {
+        std::filesystem::remove_all(work);
+        throw;
+    }
+    std::filesystem::remove_all(work);
+    outputs.add_directory(dir);
+    for (const auto& [name, text] : plots.files) outputs.add(dir + "/" + name, text);
 }
 
 }  // namespace
@@ -232,8 +339,10 @@ int cmd_sweep(const Args& args) {
                     text += fmt::format("{} at{}: {}\n", r.strategy, at, r.note);
                 }
     }
-    if (vm.count("plot")) write_plots(vm["plot"].as<std::string>(), base, points);
-    write_output(vm["output"].as<std::string>(), text);
+    OutputSet outputs;  // the report and the plots: all or none
+    if (vm.count("plot")) add_plots(vm["plot"].as<std::string>(), base, points, outputs);
+    outputs.add(vm["output"].as<std::string>(), text);
+    outputs.commit();
     return 0;
 }
 

@@ -82,23 +82,23 @@ int cmd_validate(const Args& args) {
             if (!found) throw UsageError(fmt::format("--id: no point '{}' in {}", id, dataset.file));
         }
     }
+    OutputSet outputs;  // the report and the scenario files: all or none
     if (vm.count("scenarios")) {
         const std::string dir = vm["scenarios"].as<std::string>();
-        std::error_code ec;
-        std::filesystem::create_directories(dir, ec);
-        if (ec) throw UsageError(fmt::format("--scenarios: cannot create '{}': {}", dir, ec.message()));
+        outputs.add_directory(dir);
         sim::config::GpuCatalog catalog;
         const sim::validate::ShippedClusters shipped;
         for (const auto& p : dataset.points) {
             if (p.kind != sim::validate::Kind::training && p.kind != sim::validate::Kind::inference) continue;
             if (!vo.ids.empty() && std::find(vo.ids.begin(), vo.ids.end(), p.id) == vo.ids.end()) continue;
             const auto setup = sim::validate::translate(p, catalog, shipped);
-            if (!setup.skip) write_output(dir + "/" + p.id + ".yaml", sim::validate::scenario_yaml(p, setup));
+            if (!setup.skip) outputs.add(dir + "/" + p.id + ".yaml", sim::validate::scenario_yaml(p, setup));
         }
     }
     const auto report = sim::validate::validate(dataset, vo);
-    write_output(vm["output"].as<std::string>(),
-                 format == "json" ? sim::validate::format_json(report) : sim::validate::format_table(report));
+    outputs.add(vm["output"].as<std::string>(),
+                format == "json" ? sim::validate::format_json(report) : sim::validate::format_table(report));
+    outputs.commit();
     return 0;
 }
 

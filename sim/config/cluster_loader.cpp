@@ -1,6 +1,7 @@
 // Cluster file loader: walks the map with MapReader, then checks that the
 // fields agree with each other, pointing at the field that contradicts.
 #include "sim/config/cluster_loader.h"
+#include "sim/core/checked.h"
 
 #include <fmt/format.h>
 
@@ -73,9 +74,16 @@ ClusterSpec load_cluster(const Node& node) {
         const std::string text = nodes.as_string();
         if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
             nodes.fail(fmt::format("expected a whole number of nodes or 'auto', got '{}'", text));
-        c.nodes = static_cast<int>(nodes.as_int(1, 1 << 20));
+        c.nodes = static_cast<int>(nodes.as_int(1, kMaxGpus));
     }
     c.gpus_per_node = static_cast<int>(f.need(gpn, "gpus_per_node").as_int(1, 4096));
+    // Each factor is bounded, their product is not.
+    if (c.nodes > 0) {
+        const auto gpus = checked_mul(c.nodes, c.gpus_per_node);
+        if (!gpus || *gpus > kMaxGpus)
+            nodes.fail(fmt::format("{} nodes x {} GPUs per node is more than the {} GPUs a cluster may hold", c.nodes,
+                                   c.gpus_per_node, kMaxGpus));
+    }
 
     const Node intra = f.need(intra_opt, "intra_node");
     c.intra_node = parse_intra(intra);

@@ -27,6 +27,11 @@
 
 namespace sim::config {
 
+// The most GPUs a cluster may hold (nodes x gpus_per_node) and a scenario may
+// use: every count and index of GPUs then fits an int, and products of
+// parallel degrees that must equal it are checked against it.
+constexpr int kMaxGpus = 1 << 20;
+
 // Reads a parsed cluster map (the whole file, or a `cluster:` map inline in a scenario).
 net::ClusterSpec load_cluster(const Node& node);
 

@@ -342,9 +342,10 @@ ScenarioSpec load_scenario(const std::string& path, const std::vector<Override>&
                                                                s.gpu.name, hw::to_string(t), s.cluster.name));
     }
 
+    // At most kMaxGpus: the cluster loader checked the product.
     const int cluster_gpus = s.cluster.nodes > 0 ? s.cluster.nodes * s.cluster.gpus_per_node : 0;
     if (auto n = r.optional("gpus")) {
-        s.gpus = static_cast<int>(n->as_int(1, 1 << 20));
+        s.gpus = static_cast<int>(n->as_int(1, kMaxGpus));
         if (cluster_gpus > 0 && s.gpus > cluster_gpus)
             n->fail(fmt::format("{} GPUs asked, but cluster {} has {}", s.gpus, s.cluster.name, cluster_gpus));
     } else {

@@ -29,7 +29,8 @@ void Time::negative(Time o) const {
 }
 
 Bytes Bytes::ceil(double b) {
-    if (!(b >= 0.0) || !std::isfinite(b)) throw InternalError(fmt::format("byte count {} is invalid", b));
+    // 2^64 itself is the first double past the largest count: a cast from it is undefined.
+    if (!(b >= 0.0) || !(b < 18446744073709551616.0)) throw InternalError(fmt::format("byte count {} is invalid", b));
     return Bytes{static_cast<std::uint64_t>(std::ceil(b))};
 }
 

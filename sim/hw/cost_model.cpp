@@ -4,6 +4,7 @@
 // section numbers below refer to that file.
 #include "sim/hw/cost_model.h"
 
+#include "sim/core/checked.h"
 #include "sim/core/error.h"
 
 #include <algorithm>
@@ -30,7 +31,18 @@ constexpr double kAccumBytes = 4.0;
 // Smallest k per split worth a split-K candidate.
 constexpr std::int64_t kMinSplitK = 128;
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0); }  // a + b - 1 could overflow
+
+// Tile, CTA and wave counts are products of a kernel's sizes, each of which
+// may be large: checked, because a wrapped count is a wrong (or zero) divisor.
+std::int64_t count(const KernelDesc& kd, std::int64_t a, std::int64_t b, std::int64_t c = 1) {
+    const auto product = checked_mul(a, b, c);
+    if (!product)
+        throw ModelError(fmt::format("kernel {} (m={}, n={}, k={}, batch={}) is too large to schedule: {} x {} x {} "
+                                     "tiles do not fit in 64 bits",
+                                     kd.name, kd.m, kd.n, kd.k, kd.batch, a, b, c));
+    return *product;
+}
 
 double per_s(double amount, double rate) { return amount <= 0.0 ? 0.0 : amount / rate; }
 
@@ -92,7 +104,7 @@ Work attention_work(const GpuSpec& gpu, const KernelDesc& kd) {
         eff *= qb / (qb + 1.0);
     }
     if (kd.m >= 64 && kd.batch > 0) {
-        const std::int64_t ctas = kd.batch * ceil_div(kd.m, static_cast<std::int64_t>(kAttnBlock));
+        const std::int64_t ctas = count(kd, kd.batch, ceil_div(kd.m, static_cast<std::int64_t>(kAttnBlock)));
         const std::int64_t waves = ceil_div(ctas, gpu.sm_count);
         eff *= static_cast<double>(ctas) / (static_cast<double>(waves) * gpu.sm_count);
     }
@@ -209,8 +221,8 @@ GemmPlan evaluate_gemm_plan(const GpuSpec& gpu, const KernelDesc& kd, int tm, in
     p.tile_n = tn;
     p.split_k = s;
     const std::int64_t tiles_m = ceil_div(m, tm), tiles_n = ceil_div(n, tn);
-    const std::int64_t out_tiles = tiles_m * tiles_n;  // per batch element
-    p.tiles = out_tiles * b * s;
+    const std::int64_t out_tiles = count(kd, tiles_m, tiles_n);  // per batch element
+    p.tiles = count(kd, out_tiles, b, s);
     p.waves = ceil_div(p.tiles, gpu.sm_count);
     p.wave_eff = static_cast<double>(p.tiles) / (static_cast<double>(p.waves) * sm);
     p.fill_eff = md * nd / (static_cast<double>(tiles_m * tm) * static_cast<double>(tiles_n * tn));
@@ -279,7 +291,7 @@ GemmPlan choose_gemm_plan(const GpuSpec& gpu, const KernelDesc& kd) {
         for (int tn : dims_n) {
             if (tm * tn > native_area) continue;
             consider(tm, tn, 1);
-            const std::int64_t out = ceil_div(kd.m, tm) * ceil_div(kd.n, tn) * kd.batch;
+            const std::int64_t out = count(kd, ceil_div(kd.m, tm), ceil_div(kd.n, tn), kd.batch);
             if (out >= gpu.sm_count) continue;
             for (int s : {2, 4, 8, 16}) {
                 if (ceil_div(kd.k, s) < kMinSplitK) break;

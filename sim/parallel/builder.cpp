@@ -2,11 +2,13 @@
 // emission for training and inference.
 #include "sim/parallel/builder.h"
 
+#include "sim/core/checked.h"
 #include "sim/core/error.h"
 #include "sim/workload/operators.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <numeric>
 
@@ -150,8 +152,10 @@ ResolvedStrategy resolve_degrees(const config::ScenarioSpec& sc, const config::S
             refuse(spec, fmt::format("cp={}: context parallelism needs flash_attention (ring attention)", rs.cp));
     }
     // The product of the degrees that are fixed, for the messages below.
-    const int tc = rs.tp * rs.cp;
     const std::string tc_name = rs.cp > 1 ? fmt::format("tp={} x cp={}", rs.tp, rs.cp) : fmt::format("tp={}", rs.tp);
+    const auto tc_product = checked_mul(std::int64_t{rs.tp}, rs.cp);
+    if (!tc_product || *tc_product > gpus) refuse(spec, fmt::format("{} exceeds the {} GPUs", tc_name, gpus));
+    const std::int64_t tc = *tc_product;
     if (m.heads % rs.tp != 0 || (m.kv_heads % rs.tp != 0 && rs.tp % m.kv_heads != 0))
         refuse(spec, fmt::format("tp={} does not divide the model's {} heads / {} KV heads", rs.tp, m.heads, m.kv_heads));
     if (m.ffn % rs.tp != 0) refuse(spec, fmt::format("tp={} does not divide the MLP size {}", rs.tp, m.ffn));
@@ -168,19 +172,24 @@ ResolvedStrategy resolve_degrees(const config::ScenarioSpec& sc, const config::S
     if (dp == autov && pp == unset) pp = 1;
     if (pp == unset) pp = autov;
     if (dp == unset) dp = autov;
+    // The degrees are read up to 2^20 (dp 2^24) each, so their products are
+    // checked: a wrapped one divided by zero, or came round to the GPU count.
+    const auto divides_gpus = [&](std::optional<std::int64_t> p) { return p && *p <= gpus && gpus % *p == 0; };
     if (pp == autov) {
-        if (gpus % (tc * dp) != 0)
+        const auto other = checked_mul(tc, dp);
+        if (!divides_gpus(other))
             refuse(spec, fmt::format("pp=auto: {} GPUs are not a multiple of {} x dp={}", gpus, tc_name, dp));
-        pp = gpus / (tc * dp);
+        pp = static_cast<int>(gpus / *other);
     }
     if (dp == autov) {
-        if (gpus % (tc * pp) != 0)
+        const auto other = checked_mul(tc, pp);
+        if (!divides_gpus(other))
             refuse(spec, fmt::format("dp=auto: {} GPUs are not a multiple of {} x pp={}", gpus, tc_name, pp));
-        dp = gpus / (tc * pp);
+        dp = static_cast<int>(gpus / *other);
     }
-    if (tc * pp * dp != gpus)
+    if (const auto all = checked_mul(tc, pp, dp); all != gpus)
         refuse(spec, fmt::format("{} x pp={} x dp={} = {}, but the scenario uses {} GPUs", tc_name, pp, dp,
-                                 tc * pp * dp, gpus));
+                                 all ? fmt::format("{}", *all) : std::string("more than 2^63"), gpus));
     if (pp * rs.virtual_stages > m.layers)
         refuse(spec, fmt::format("pp={} x virtual_stages={} exceeds the model's {} layers", pp, rs.virtual_stages,
                                  m.layers));
@@ -329,8 +338,10 @@ hw::MemoryBreakdown stage_memory(const config::ScenarioSpec& sc, const ResolvedS
             case PipelineSchedule::gpipe: inflight_chunks = rs.microbatches; break;
             case PipelineSchedule::one_f_one_b: inflight_chunks = std::min(rs.microbatches, rs.pp - s); break;
             case PipelineSchedule::interleaved_one_f_one_b:
-                inflight_chunks = std::min(rs.microbatches * rs.virtual_stages,
-                                           (rs.pp - s - 1) * 2 + (rs.virtual_stages - 1) * rs.pp + 1);
+                // Up to 2^30 micro-batches x 1024 virtual stages: past an int.
+                inflight_chunks = static_cast<double>(std::min<std::int64_t>(
+                    checked_mul(std::int64_t{rs.microbatches}, rs.virtual_stages).value_or(INT64_MAX),
+                    (rs.pp - s - 1) * 2 + (rs.virtual_stages - 1) * rs.pp + 1));
                 break;
         }
         b.activations = workload::layer_activation_bytes(m, sh.train, opt, sc.workload.recompute) *

@@ -42,5 +42,12 @@ std::string format_table(const config::ScenarioSpec& scenario, const std::vector
 // Formats a number for JSON deterministically (shortest round-trip form), or null.
 std::string json_number(const std::optional<double>& v);
 std::string json_string(const std::string& s);
+// Quotes text as a gnuplot single-quoted string literal, the only way report
+// text (scenario, strategy and swept-value names: anything a scenario file
+// says) may enter a gnuplot script. Inside '...' gnuplot substitutes neither
+// backquotes nor @macros and knows one escape, '' for a quote; a newline (or
+// any control character) would end the command, so each becomes a space.
+// Nothing the text contains can end the literal.
+std::string gnuplot_string(const std::string& s);
 
 }  // namespace sim::report

@@ -28,6 +28,17 @@ std::string json_string(const std::string& s) {
     return out + "\"";
 }
 
+std::string gnuplot_string(const std::string& s) {
+    std::string out = "'";
+    for (const char c : s) {
+        const auto u = static_cast<unsigned char>(c);
+        if (c == '\'') out += "''";
+        else if (u < 0x20 || u == 0x7f) out += ' ';
+        else out += c;
+    }
+    return out + "'";
+}
+
 namespace {
 
 std::string stages_json(const parallel::ResolvedStrategy& rs) {

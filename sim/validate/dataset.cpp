@@ -2,13 +2,16 @@
 // with "did you mean"), fills the documented defaults and records them.
 #include "sim/validate/dataset.h"
 
+#include "sim/config/cluster_loader.h"
 #include "sim/config/model_loader.h"
 #include "sim/config/run_details.h"
+#include "sim/core/checked.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 namespace sim::validate {
 
@@ -18,6 +21,9 @@ using config::MapReader;
 using config::Node;
 
 constexpr std::int64_t kMaxDim = std::int64_t{1} << 40;
+// A GEMM's dimensions may each reach kMaxDim, its matrices (m x k, k x n,
+// m x n) at most 2^48 elements: their byte and tile counts then fit 64 bits.
+constexpr std::int64_t kMaxMatrixElements = std::int64_t{1} << 48;
 
 hw::DType read_dtype(const Node& n, const std::vector<std::string>& allowed) {
     return *hw::parse_dtype(n.as_enum(allowed));
@@ -71,7 +77,7 @@ HardwareSpec read_hardware(const Node& node, std::vector<std::string>& defaults)
     HardwareSpec h;
     h.where = node.location();
     h.gpu = r.required("gpu").as_string();
-    h.gpus = static_cast<int>(r.required("gpus").as_int(1, 1 << 20));
+    h.gpus = static_cast<int>(r.required("gpus").as_int(1, config::kMaxGpus));
     if (auto n = r.optional("gpus_per_node")) {
         h.gpus_per_node = static_cast<int>(n->as_int(1, 4096));
     } else {
@@ -201,10 +207,20 @@ ParallelismSpec read_parallelism(const std::optional<Node>& node, const Point& p
     if (auto n = get("pp")) s.pp = static_cast<int>(n->as_int(1, 1 << 20));
     if (auto n = get("cp")) s.cp = static_cast<int>(n->as_int(1, 1 << 20));
     if (auto n = get("ep")) s.ep = static_cast<int>(n->as_int(1, 1 << 20));
+    // A product of degrees that does not match the GPUs is a published point
+    // parasim skips (translate.cpp); one past the most GPUs a run may have is
+    // an error here, which also keeps every later product within an int.
+    const auto bounded = [&](std::optional<std::int64_t> product, const char* what) {
+        if (!product || *product > config::kMaxGpus)
+            throw ConfigError(s.where, fmt::format("parallelism: {} is more than the {} GPUs a run may have", what,
+                                                   config::kMaxGpus));
+        return static_cast<int>(*product);
+    };
+    const int others = bounded(checked_mul(std::int64_t{s.tp}, s.pp, s.cp), "tp x pp x cp");
     if (auto n = get("dp")) {
         s.dp = static_cast<int>(n->as_int(1, 1 << 24));
+        bounded(checked_mul(std::int64_t{others}, s.dp), "tp x pp x cp x dp");
     } else {
-        const int others = s.tp * s.pp * s.cp;
         s.dp = p.hardware.gpus % others == 0 ? p.hardware.gpus / others : 0;  // 0: cannot be formed
         if (s.dp > 1) defaults.push_back(fmt::format("dp={} (gpus / (tp x pp x cp))", s.dp));
     }
@@ -259,6 +275,13 @@ void read_op(const Node& node, Point& p) {
             p.gemm.n = r.required("n").as_int(1, kMaxDim);
             p.gemm.k = r.required("k").as_int(1, kMaxDim);
             p.gemm.dtype = read_dtype(r.required("dtype"), kDTypes);
+            for (const auto& [rows, cols, name] : {std::tuple{p.gemm.m, p.gemm.k, "m x k"},
+                                                   std::tuple{p.gemm.k, p.gemm.n, "k x n"},
+                                                   std::tuple{p.gemm.m, p.gemm.n, "m x n"}}) {
+                const auto elements = checked_mul(rows, cols);
+                if (!elements || *elements > kMaxMatrixElements)
+                    node.fail(fmt::format("{} = {} x {} elements is more than 2^48", name, rows, cols));
+            }
             break;
         case Kind::attention: {
             auto& a = p.attention;
@@ -308,6 +331,10 @@ Point read_point(const Node& node) {
     p.where = node.location();
     p.id = r.required("id").as_string();
     if (p.id.empty()) node.fail("id: an empty id");
+    // validate --scenarios writes DIR/<id>.yaml: an id must stay a file name in DIR.
+    if (p.id == "." || p.id == ".." ||
+        std::any_of(p.id.begin(), p.id.end(), [](char c) { return c == '/' || static_cast<unsigned char>(c) < 0x20; }))
+        node.fail(fmt::format("id: '{}' is not a file name (no '/', control characters, '.' or '..')", p.id));
     p.kind = read_kind(r.required("kind"));
     p.source = r.required("source").as_string();
     if (auto n = r.optional("notes")) p.notes = n->as_string();

@@ -1,10 +1,12 @@
 // Engine: ordering, ties, cancellation, run-until, determinism, time arithmetic.
+#include "sim/core/checked.h"
 #include "sim/core/error.h"
 #include "sim/core/hold_bench.h"
 #include "sim/core/simulation.h"
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <random>
 #include <set>
 #include <vector>
@@ -275,4 +277,19 @@ TEST_CASE("events scheduled and cancelled from callbacks run in (time, insertion
         REQUIRE(engine.size() == reference.size());
         CHECK(engine == reference);
     }
+}
+
+TEST_CASE("checked_mul gives the product when it fits and nothing when it wraps, whatever the factor types") {
+    using sim::checked_mul;
+    CHECK(checked_mul(3, 4) == 12);
+    CHECK(checked_mul(std::int64_t{1}, 354, 12132676) == std::int64_t{4294967304});  // wraps to 8 in int
+    CHECK_FALSE(checked_mul(354, 12132676).has_value());
+    CHECK_FALSE(checked_mul(65536, 65536).has_value());  // 0 in int: the divisor of the SIGFPE
+    CHECK_FALSE(checked_mul(1048576, 4095).has_value());
+    const std::int64_t two40 = std::int64_t{1} << 40;
+    CHECK_FALSE(checked_mul(two40, two40).has_value());
+    CHECK_FALSE(checked_mul(std::int64_t{1}, two40, two40, 1).has_value());  // a partial product overflows
+    CHECK(checked_mul(two40, 1 << 22) == std::int64_t{1} << 62);
+    CHECK(checked_mul(-4, 5) == -20);
+    static_assert(checked_mul(6, 7).value() == 42);
 }

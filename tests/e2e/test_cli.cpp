@@ -2,15 +2,27 @@
 #include "sim/core/error.h"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace {
 
@@ -139,4 +151,201 @@ TEST_CASE("an unknown key names its file:line:column and the nearest valid key, 
     CHECK(r.err.find("did you mean 'batch'") != std::string::npos);
     CHECK_FALSE(std::filesystem::exists(out));
     std::filesystem::remove(bad);
+}
+
+TEST_CASE("sweep --plot runs gnuplot without a shell: a hostile scenario or folder name runs nothing") {
+    const auto base = std::filesystem::temp_directory_path() / "parasim-e2e-plot";
+    std::filesystem::remove_all(base);
+    std::filesystem::create_directories(base);
+    const auto mark = base / "MARK";
+    const auto mark2 = base / "MARK2";
+    // The name of the issue, with the mark at a fixed place whatever gnuplot's folder.
+    const std::string name = "x'; system(\"touch " + mark.string() + "\"); print '";
+    std::ifstream in(kRoot + "/tests/data/scenarios/one-layer-tp2.yaml");
+    std::stringstream yaml;
+    YAML::Emitter quoted;
+    quoted << name;
+    for (std::string line; std::getline(in, line);)
+        yaml << (line.rfind("name: ", 0) == 0 ? "name: " + std::string(quoted.c_str()) : line) << "\n";
+    yaml << "sweep:\n  workload.batch: [1, 2]\n";
+    const auto scenario = base / "s.yaml";
+    std::ofstream(scenario) << yaml.str();
+    const auto plain = base / "plots";
+    const auto r = parasim("sweep " + scenario.string() + " --plot " + plain.string());
+    CHECK_FALSE(std::filesystem::exists(mark));
+    // A folder name that closes a single-quoted shell word.
+    const auto dir = base / ("p'; touch " + mark2.string() + "; echo '");
+    const auto r2 = parasim("sweep " + scenario.string() + " --plot \"" + dir.string() + "\"");
+    CHECK_FALSE(std::filesystem::exists(mark2));
+    if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
+        CHECK(r.code == 0);
+        CHECK(r2.code == 0);
+        std::ifstream svg(plain / "throughput.svg");
+        std::stringstream text;
+        text << svg.rdbuf();
+        CHECK(text.str().find(name + ": throughput") != std::string::npos);  // shown verbatim
+        CHECK(std::filesystem::exists(dir / "breakdown.svg"));
+    } else {
+        MESSAGE("gnuplot is not installed: only checking that nothing ran");
+        CHECK(r.code == 2);
+    }
+    std::filesystem::remove_all(base);
+}
+
+namespace {
+
+// A scratch folder of its own for each output test.
+std::filesystem::path scratch(const std::string& name) {
+    const auto dir = std::filesystem::temp_directory_path() / ("parasim-e2e-" + name);
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    return dir;
+}
+
+std::string slurp(const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+const std::string kSmall = kRoot + "/tests/data/scenarios/one-layer-tp2.yaml";
+
+// A device node of our own with the numbers of /dev/null (1, 3) or /dev/full
+// (1, 7), so that a regression replaces the copy and not the machine's
+// device; the real one where device nodes cannot be made and we are not root
+// (then no rename can replace it either). Empty when neither is safe.
+std::filesystem::path char_device(const std::filesystem::path& dir, const char* name, unsigned minor) {
+    const auto p = dir / name;
+    if (mknod(p.c_str(), S_IFCHR | 0666, makedev(1, minor)) == 0) return p;
+    if (geteuid() != 0) return std::filesystem::path("/dev") / name;
+    return {};
+}
+
+}  // namespace
+
+TEST_CASE("--output onto a character device writes into it and leaves it a device; /dev/full is exit 2 naming it") {
+    const auto dir = scratch("devices");
+    const auto null = char_device(dir, "null", 3);
+    const auto full = char_device(dir, "full", 7);
+    if (null.empty() || full.empty()) {
+        MESSAGE("cannot make device nodes as root: skipped rather than risk the machine's /dev/null");
+        return;
+    }
+    for (const char* option : {"--output", "--trace"}) {
+        CAPTURE(option);
+        const auto r = parasim("run " + kSmall + " " + option + " " + null.string());
+        CHECK(r.code == 0);
+        CHECK(std::filesystem::is_character_file(null));
+        const auto f = parasim("run " + kSmall + " " + option + " " + full.string());
+        CHECK(f.code == 2);
+        CHECK(f.err.find(fmt::format("'{}'", full.string())) != std::string::npos);
+        CHECK(f.err.find("No space left on device") != std::string::npos);
+        CHECK(std::filesystem::is_character_file(full));
+    }
+    const auto out = parasim("run " + kSmall + " > " + full.string());
+    CHECK(out.code == 2);  // standard output too
+    CHECK(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()) == 2);
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("--output through a symbolic link writes its target and keeps the link") {
+    const auto dir = scratch("symlink");
+    std::ofstream(dir / "real.json") << "old";
+    std::filesystem::create_symlink("real.json", dir / "link.json");
+    std::filesystem::create_symlink("made.json", dir / "dangling.json");
+    CHECK(parasim("run " + kSmall + " --format json --output " + (dir / "link.json").string()).code == 0);
+    CHECK(std::filesystem::is_symlink(dir / "link.json"));
+    CHECK(slurp(dir / "real.json").find("\"scenario\":\"one-layer-tp2\"") != std::string::npos);
+    CHECK(parasim("run " + kSmall + " --output " + (dir / "dangling.json").string()).code == 0);
+    CHECK(std::filesystem::is_symlink(dir / "dangling.json"));
+    CHECK(std::filesystem::is_regular_file(dir / "made.json"));
+    std::filesystem::create_symlink("loop-b", dir / "loop-a");
+    std::filesystem::create_symlink("loop-a", dir / "loop-b");
+    const auto loop = parasim("run " + kSmall + " --output " + (dir / "loop-a").string());
+    CHECK(loop.code == 2);
+    CHECK(loop.err.find("loop-a") != std::string::npos);
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("--output onto a FIFO writes into it for its reader") {
+    const auto dir = scratch("fifo");
+    const auto fifo = dir / "fifo";
+    REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+    // The reader never blocks: it opens without waiting for a writer and
+    // gives up after 20 s, so a parasim that does not open the FIFO fails
+    // the test instead of hanging it.
+    std::string received;
+    std::thread reader([&] {
+        const int fd = open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+        if (fd < 0) return;
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        std::array<char, 4096> buf{};
+        while (std::chrono::steady_clock::now() < deadline) {
+            const ssize_t n = read(fd, buf.data(), buf.size());
+            if (n > 0) received.append(buf.data(), static_cast<std::size_t>(n));
+            else if (n == 0 && !received.empty()) break;  // the writer closed
+            else std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        close(fd);
+    });
+    const auto r = parasim("run " + kSmall + " --format json --output " + fifo.string());
+    reader.join();
+    CHECK(r.code == 0);
+    CHECK(std::filesystem::is_fifo(fifo));
+    CHECK(received.find("\"scenario\":\"one-layer-tp2\"") != std::string::npos);
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("the outputs of a command are all written or none: a failing --output leaves no --trace nor plots") {
+    const auto dir = scratch("all-or-none");
+    const auto trace = dir / "trace.json";
+    const auto r = parasim("run " + kSmall + " --trace " + trace.string() + " --output " +
+                           (dir / "no-such-folder" / "out.txt").string());
+    CHECK(r.code == 2);
+    CHECK(r.err.find("no-such-folder/out.txt") != std::string::npos);
+    const auto f = parasim("run " + kSmall + " --trace " + trace.string() + " --output " + dir.string());
+    CHECK(f.code == 2);  // a folder is refused
+    const auto s = parasim("sweep " + kRoot + "/scenarios/partitioning-scaling.yaml --plot " + (dir / "plots").string() +
+                           " --output " + (dir / "no-such-folder" / "out.txt").string());
+    CHECK(s.code == 2);
+    CHECK(std::filesystem::is_empty(dir));  // no trace, no plot folder, no temporaries
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("SIGINT while a command writes its outputs removes the temporaries and ends by the signal") {
+    const auto dir = scratch("sigint");
+    const auto fifo = dir / "fifo";
+    REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+    const auto trace = dir / "trace.json";
+    // No one reads the FIFO: parasim waits in open(), the trace's temporary
+    // already written, which is the moment to interrupt it.
+    std::vector<std::string> args = {PARASIM_BIN, "run", kSmall, "--trace", trace.string(), "--output", fifo.string()};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    REQUIRE(posix_spawn(&pid, PARASIM_BIN, nullptr, nullptr, argv.data(), environ) == 0);
+    const auto temporary = dir / "trace.json.tmp-parasim";
+    int status = 0;
+    bool exited = false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!std::filesystem::exists(temporary) && std::chrono::steady_clock::now() < deadline) {
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            exited = true;
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    CHECK(std::filesystem::exists(temporary));
+    if (!exited) {
+        kill(pid, SIGINT);
+        waitpid(pid, &status, 0);
+    }
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == SIGINT);
+    CHECK_FALSE(std::filesystem::exists(temporary));
+    CHECK_FALSE(std::filesystem::exists(trace));
+    CHECK(std::filesystem::is_fifo(fifo));
+    std::filesystem::remove_all(dir);
 }

@@ -260,3 +260,16 @@ TEST_CASE("decode attention is bound by reading the KV cache") {
     CHECK(c.memory_time > c.compute_time);
     CHECK(c.memory_time == transfer_time(Bytes{k.bytes_read.value + k.bytes_written.value}, Bandwidth{3350e9 * 0.91}));
 }
+
+TEST_CASE("a GEMM too large to count its tiles in 64 bits is a ModelError, not a wrapped tile count") {
+    const GpuSpec g = test::h100();
+    const std::int64_t two40 = std::int64_t{1} << 40;
+    KernelDesc k = gemm(1, 1, 1);
+    k.m = k.n = k.k = two40;  // the shape only: bytes and FLOPs would not fit the helper's types
+    CHECK_THROWS_AS(evaluate_gemm_plan(g, k, g.gemm_tile_m, g.gemm_tile_n, 1), ModelError);
+    CHECK_THROWS_WITH_AS(choose_gemm_plan(g, k), doctest::Contains("too large to schedule"), ModelError);
+    // The largest GEMM a dataset may hold (2^48-element matrices) is counted exactly.
+    k.m = k.n = k.k = std::int64_t{1} << 24;
+    const GemmPlan p = choose_gemm_plan(g, k);
+    CHECK(p.tiles >= (std::int64_t{1} << 48) / (std::int64_t{p.tile_m} * p.tile_n));
+}

@@ -7,6 +7,8 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 using namespace sim;
 
@@ -66,4 +68,45 @@ TEST_CASE("a starved input pipeline shows up as idle GPU time") {
     CHECK(*b.metrics.iteration_ms >= 8 * 500.0);
     CHECK(*b.metrics.frac_idle > *a.metrics.frac_idle + 0.3);
     CHECK(*b.metrics.iteration_ms > *a.metrics.iteration_ms);
+}
+
+namespace {
+// Reads a gnuplot single-quoted literal the way gnuplot's scanner does ('' is a
+// quote, a lone ' ends it) and returns its content and where it ended.
+std::pair<std::string, std::size_t> read_gnuplot_literal(const std::string& s) {
+    std::string content;
+    std::size_t i = 1;
+    for (; i < s.size(); ++i) {
+        if (s[i] != '\'') content += s[i];
+        else if (i + 1 < s.size() && s[i + 1] == '\'') content += s[i++];
+        else break;
+    }
+    return {content, i};
+}
+}  // namespace
+
+TEST_CASE("gnuplot_string keeps any text inside one literal: quotes, backslashes, newlines and system( cannot end it") {
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"plain", "plain"},
+        {"x'; system(\"touch MARK\"); print '", "x'; system(\"touch MARK\"); print '"},
+        {"'", "'"},
+        {"''", "''"},
+        {"a\\", "a\\"},
+        {"\\'", "\\'"},
+        {"line\nsystem(\"id\")\n", "line system(\"id\") "},
+        {"cr\r\ttab", "cr  tab"},
+        {"`id` @macro \"dq\"", "`id` @macro \"dq\""},
+        {std::string("nul\0x", 5), "nul x"},
+        {"", ""},
+    };
+    for (const auto& [text, shown] : cases) {
+        const std::string lit = report::gnuplot_string(text);
+        CAPTURE(lit);
+        REQUIRE(lit.size() >= 2);
+        CHECK(lit.front() == '\'');
+        const auto [content, end] = read_gnuplot_literal(lit);
+        CHECK(end == lit.size() - 1);  // the literal ends at its last character, not before
+        CHECK(content == shown);
+        for (const char c : lit) CHECK(static_cast<unsigned char>(c) >= 0x20);
+    }
 }

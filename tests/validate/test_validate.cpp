@@ -239,6 +239,27 @@ TEST_CASE("validate dataset: the run details (software, dropout, attention, over
           std::string::npos);
 }
 
+TEST_CASE("validate dataset: sizes whose products overflow are errors at the point, not wrapped numbers") {
+    // tp x pp x cp was an int: 65536 x 65536 wrapped to 0, the divisor of gpus % (tp x pp x cp).
+    CHECK(error_of(replace(kDataset, "parallelism: {tp: 2, pp: 1, dp: 1}", "parallelism: {cp: 65536, pp: 65536}")) ==
+          "data.yaml:17:16: parallelism: tp x pp x cp is more than the 1048576 GPUs a run may have");
+    CHECK(error_of(replace(kDataset, "parallelism: {tp: 2, pp: 1, dp: 1}", "parallelism: {pp: 354, dp: 12132676}")) ==
+          "data.yaml:17:16: parallelism: tp x pp x cp x dp is more than the 1048576 GPUs a run may have");
+    // m = n = k = 2^40: each dimension is in range, the tile count m/tm x n/tn is not.
+    CHECK(error_of(replace(kDataset, "op: {m: 4096, n: 4096, k: 4096",
+                           "op: {m: 1099511627776, n: 1099511627776, k: 1099511627776")) ==
+          "data.yaml:23:7: points[2].op: m x k = 1099511627776 x 1099511627776 elements is more than 2^48");
+    CHECK_NOTHROW(parse(replace(kDataset, "op: {m: 4096, n: 4096, k: 4096", "op: {m: 16777216, n: 16777216, k: 16777216")));
+}
+
+TEST_CASE("validate dataset: an id names a file in the --scenarios folder, so it cannot hold a path") {
+    for (const char* id : {"../../etc/evil", "a/b", "..", "."}) {
+        CAPTURE(id);
+        CHECK(error_of(replace(kDataset, "id: gemm\n", std::string("id: '") + id + "'\n")).find("is not a file name") !=
+              std::string::npos);
+    }
+}
+
 TEST_CASE("validate translate: clusters take the link figures of the matching shipped topology") {
     const Dataset d = parse(kDataset);
     sim::config::GpuCatalog gpus;
