@@ -197,9 +197,12 @@ std::string format_table(const config::ScenarioSpec& sc, const std::vector<RunMe
     for (std::size_t c = 0; c < headers.size(); ++c) width[c] = headers[c].size();
     for (const auto& line : grid)
         for (std::size_t c = 0; c < line.size(); ++c) width[c] = std::max(width[c], line[c].size());
-    std::string out = fmt::format("scenario {}: {} on {} ({} GPUs of {}), model {}\n", sc.name,
+    std::string out = fmt::format("scenario {}: {} on {} ({} GPUs of {}), model {}", sc.name,
                                   inference ? "inference" : "training", sc.cluster.name, sc.gpus, sc.gpu.name,
                                   sc.model.name);
+    if (sc.software.given())
+        out += fmt::format(", software {}{}", sc.software.name, sc.software.version.empty() ? "" : " " + sc.software.version);
+    out += "\n";
     auto emit = [&](const std::vector<std::string>& line) {
         for (std::size_t c = 0; c < line.size(); ++c)
             out += c == 0 ? fmt::format("{:<{}}", line[c], width[c]) : fmt::format("  {:>{}}", line[c], width[c]);

@@ -1036,8 +1036,6 @@ hw::DType activation_dtype(const Precision& p) {
     return DType::bf16;
 }
 
-const char* to_string(AttentionImpl a) { return kAttentionImplNames[static_cast<std::size_t>(a)]; }
-
 hw::AttentionKernel attention_kernel_of(AttentionImpl a) {
     switch (a) {
         case AttentionImpl::flash3:

@@ -32,7 +32,7 @@ struct Dropout {
 enum class AttentionImpl { flash1, flash2, flash3, cudnn, triton, xformers, naive };
 inline constexpr const char* kAttentionImplNames[] = {"flash1", "flash2",   "flash3", "cudnn",
                                                       "triton", "xformers", "naive"};
-const char* to_string(AttentionImpl a);
+inline const char* to_string(AttentionImpl a) { return kAttentionImplNames[static_cast<int>(a)]; }
 // The fused kernel whose measured efficiency times an implementation
 // (docs/workload-model.md, "Attention kernels"): FA3 and cuDNN run at the
 // GPU's best flash kernel, the others at FlashAttention-2's.
