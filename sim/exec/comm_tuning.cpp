@@ -1,5 +1,5 @@
 // Collective tuning constants. Each fitted value names its data: the
-// nccl-tests points of /work/shared/validation/published.yaml (kind:
+// nccl-tests points of ../shared/validation/published.yaml (kind:
 // collective) and hardware.md §6-7. Whole training and inference runs are
 // never used here (docs/validation.md §3).
 #include "sim/exec/comm_tuning.h"

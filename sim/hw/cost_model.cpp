@@ -17,7 +17,7 @@ namespace {
 // §3: flash-attention kernels. Query and key blocks of 128 rows (FA2/FA3 on
 // Ampere and Hopper); a kv-loop prologue worth 128 keys and a head_dim
 // half-efficiency point of 64, both fitted to the FlashAttention-3 H100
-// forward points of /work/shared/validation/published.yaml (head_dim 64 /
+// forward points of ../shared/validation/published.yaml (head_dim 64 /
 // 128 / 256 reach 0.77 / 1 / 1.17 of the head_dim-128 rate; seq 512 reaches
 // ~0.75 of seq 16k); the backward kernel at 0.85 of the forward rate, from
 // the FlashAttention-2 A100 fwd+bwd points of the same file.

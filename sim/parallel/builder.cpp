@@ -519,14 +519,9 @@ struct Emitter {
         }
     }
 
-    // One TP collective per (replica, CP rank) group of stage s; a group
-    // waits for last[i] and pending[i] of its members. Returns, per member,
-    // its group's collective.
-    std::vector<std::uint32_t> issue_tp(int s, net::CollectiveOp cop, Bytes bytes, Phase ph, int mb, int step,
-                                        const std::vector<std::vector<std::uint32_t>>& pending,
-                                        const std::vector<std::uint32_t>& last) {
+    void tp_collective(int s, net::CollectiveOp cop, Bytes bytes, Phase ph, int mb, int step,
+                       std::vector<std::vector<std::uint32_t>>& pending, std::vector<std::uint32_t>& last) {
         const auto& mem = members[static_cast<std::size_t>(s)];
-        std::vector<std::uint32_t> out(mem.size(), kNone);
         const int dps = options.collapse ? 1 : rs.dp;
         for (int d = 0; d < dps; ++d)
             for (int c = 0; c < rs.cp; ++c) {
@@ -539,24 +534,17 @@ struct Emitter {
                 std::vector<std::uint32_t> deps;
                 for (std::size_t i = 0; i < mem.size(); ++i)
                     if (mem[i].d == d && mem[i].c == c) {
-                        if (last[i] != kNone) deps.push_back(last[i]);
+                        deps.push_back(last[i]);
                         deps.insert(deps.end(), pending[i].begin(), pending[i].end());
                     }
                 t.gpu = plan.groups[t.group].members.front();
                 const auto id = plan.add(t, deps);
                 for (std::size_t i = 0; i < mem.size(); ++i)
-                    if (mem[i].d == d && mem[i].c == c) out[i] = id;
+                    if (mem[i].d == d && mem[i].c == c) {
+                        pending[i] = {id};
+                        last[i] = id;
+                    }
             }
-        return out;
-    }
-
-    void tp_collective(int s, net::CollectiveOp cop, Bytes bytes, Phase ph, int mb, int step,
-                       std::vector<std::vector<std::uint32_t>>& pending, std::vector<std::uint32_t>& last) {
-        const auto ids = issue_tp(s, cop, bytes, ph, mb, step, pending, last);
-        for (std::size_t i = 0; i < ids.size(); ++i) {
-            pending[i] = {ids[i]};
-            last[i] = ids[i];
-        }
     }
 
     // --tp-comm-overlap (Transformer Engine userbuffers, sequence parallel):

@@ -1,5 +1,5 @@
 // Datasets of published measurements (the format of
-// /work/shared/validation/README.md, documented in docs/validation.md):
+// ../shared/validation/README.md, documented in docs/validation.md):
 // training runs, inference runs, single GEMMs, attention kernels,
 // collectives and memory-bandwidth runs, each with its hardware, its setup
 // and the measured value.
