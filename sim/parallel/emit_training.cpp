@@ -1,0 +1,288 @@
+// A training iteration as tasks: the pipeline schedule's items on every
+// stage (GPipe, 1F1B, interleaved 1F1B), ZeRO gathers, gradient buckets
+// (overlapped or after the backward), the optimizer step and the parameter
+// all-gather (after it, or during the forward with overlap.param_gather).
+#include "sim/parallel/emitter.h"
+
+#include "sim/core/checked.h"
+#include "sim/core/error.h"
+
+namespace sim::parallel {
+
+using config::PipelineSchedule;
+
+namespace {
+
+// One pipeline schedule entry: forward or backward of micro-batch `mb` on model chunk `chunk`.
+struct Item {
+    bool forward;
+    int mb;
+    int chunk;
+};
+
+std::vector<std::vector<Item>> schedule_items(const ResolvedStrategy& rs) {
+    const int p = rs.pp, m = rs.microbatches, v = rs.virtual_stages;
+    std::vector<std::vector<Item>> out(static_cast<std::size_t>(p));
+    for (int s = 0; s < p; ++s) {
+        auto& items = out[static_cast<std::size_t>(s)];
+        if (rs.schedule == PipelineSchedule::gpipe) {
+            for (int j = 0; j < m; ++j) items.push_back({true, j, 0});
+            for (int j = 0; j < m; ++j) items.push_back({false, j, 0});
+        } else if (rs.schedule == PipelineSchedule::one_f_one_b) {
+            const int warmup = std::min(p - s - 1, m);
+            int f = 0, b = 0;
+            for (; f < warmup; ++f) items.push_back({true, f, 0});
+            while (f < m) {
+                items.push_back({true, f++, 0});
+                items.push_back({false, b++, 0});
+            }
+            while (b < m) items.push_back({false, b++, 0});
+        } else {
+            // Megatron-LM's interleaved schedule: the k-th forward on a device
+            // runs chunk (k / p) % v of micro-batch (k / (p v)) p + k % p;
+            // backwards mirror it with chunks in reverse.
+            const int total = m * v;
+            const int warmup = std::min(total, (p - s - 1) * 2 + (v - 1) * p);
+            auto fwd = [&](int k) { return Item{true, (k / (p * v)) * p + k % p, (k / p) % v}; };
+            auto bwd = [&](int k) { return Item{false, (k / (p * v)) * p + k % p, v - 1 - (k / p) % v}; };
+            int f = 0, b = 0;
+            for (; f < warmup; ++f) items.push_back(fwd(f));
+            while (f < total) {
+                items.push_back(fwd(f++));
+                items.push_back(bwd(b++));
+            }
+            while (b < total) items.push_back(bwd(b++));
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+void emit_training(Emitter& em, PlanBuild& out) {
+    const auto& sc = em.sc;
+    const auto& rs = em.rs;
+    const auto& m = sc.model;
+    const auto& w = sc.workload;
+    const int p = rs.pp, v = rs.virtual_stages, mbs = rs.microbatches;
+    const int nv = p * v;
+    const workload::PassShape shape{w.micro_batch, w.seq_len, w.seq_len};
+    const auto items = schedule_items(rs);
+    const std::size_t width = em.members.front().size();
+    const auto params = workload::count_parameters(m);
+    const double wbytes = hw::bytes_per_element(em.opt.precision.weights);
+    const double grad_bytes = wbytes >= 4 ? 4 : 2;
+    const double boundary = em.boundary_per_rank(shape);
+
+    // fwd_done[vs][mb] / bwd_done[vs][mb]: per member, the task the next stage waits for.
+    std::vector<std::vector<std::vector<std::vector<std::uint32_t>>>> fwd_out(
+        static_cast<std::size_t>(nv), std::vector<std::vector<std::vector<std::uint32_t>>>(static_cast<std::size_t>(mbs)));
+    auto bwd_out = fwd_out;
+    std::vector<std::vector<int>> bwd_count(static_cast<std::size_t>(p), std::vector<int>(static_cast<std::size_t>(v), 0));
+    std::vector<std::vector<std::uint32_t>> host_task(static_cast<std::size_t>(mbs));
+    std::vector<std::vector<std::uint32_t>> last_dp(static_cast<std::size_t>(p), std::vector<std::uint32_t>(width, kNone));
+
+    auto dp_collective = [&](int s, net::CollectiveOp op, double bytes, Phase ph, int mb, int layer,
+                             const std::vector<std::uint32_t>& after) {
+        if (rs.dp * rs.cp <= 1) return;  // gradients are reduced over dp x cp
+        const auto& mem = em.members[static_cast<std::size_t>(s)];
+        const int tps = em.options.collapse ? 1 : rs.tp;
+        for (int r = 0; r < tps; ++r) {
+            Task t = em.base(ph, mb, layer, -1);
+            t.kind = TaskKind::collective;
+            t.stream = StreamKind::dp_comm;
+            t.group = em.dp_group(s, r);
+            t.op = op;
+            t.bytes = Bytes::ceil(bytes);
+            t.gpu = em.plan.groups[t.group].members.front();
+            std::vector<std::uint32_t> deps;
+            for (std::size_t i = 0; i < mem.size(); ++i)
+                if (mem[i].r == r && !after.empty()) deps.push_back(after[i]);
+            const auto id = em.plan.add(t, deps);
+            for (std::size_t i = 0; i < mem.size(); ++i)
+                if (mem[i].r == r) last_dp[static_cast<std::size_t>(s)][i] = id;
+        }
+    };
+
+    // Gradient buckets of a stage: reduced as each layer's last micro-batch
+    // completes (overlap.grad_reduce), or all after the stage's backward ends.
+    struct Bucket {
+        double bytes;
+        int layer, mb;
+    };
+    std::vector<std::vector<Bucket>> deferred(static_cast<std::size_t>(p));
+    std::vector<std::vector<std::uint32_t>> stage_end(static_cast<std::size_t>(p), std::vector<std::uint32_t>(width, kNone));
+    const auto reduce_op = rs.zero >= 1 ? net::CollectiveOp::reduce_scatter : net::CollectiveOp::all_reduce;
+    auto grad_bucket = [&](int s, double bytes, int mb, int layer, const std::vector<std::uint32_t>& after) {
+        if (rs.overlap.grad_reduce) dp_collective(s, reduce_op, bytes, Phase::backward, mb, layer, after);
+        else deferred[static_cast<std::size_t>(s)].push_back({bytes, layer, mb});
+    };
+
+    // overlap.param_gather (ZeRO >= 1): the distributed optimizer's
+    // parameter all-gather of the previous step runs bucket by bucket during
+    // this forward (steady state), each layer's first forward waiting for its
+    // bucket, instead of after the optimizer.
+    const bool gather_in_forward = rs.overlap.param_gather && rs.zero >= 1 && rs.dp * rs.cp > 1;
+    std::map<int, std::vector<std::uint32_t>> gathered;  // layer (-1 embedding, -2 head) -> per member
+    if (gather_in_forward) {
+        for (int s = 0; s < p; ++s)
+            for (int c = 0; c < v; ++c) {
+                const int vs = c * p + s;
+                const auto [a, b] = em.vstages[static_cast<std::size_t>(vs)];
+                auto bucket = [&](int layer, double count) {
+                    dp_collective(s, net::CollectiveOp::all_gather, count / rs.tp * wbytes, Phase::forward, -1, layer, {});
+                    gathered[layer] = last_dp[static_cast<std::size_t>(s)];
+                };
+                if (vs == 0) bucket(workload::kEmbeddingLayer, params.embedding);
+                for (int l = a; l < b; ++l) bucket(l, params.per_layer);
+                if (vs + 1 == nv) bucket(workload::kHeadLayer, params.lm_head + params.final_norm);
+            }
+    }
+    auto wait_gather = [&](int layer, std::vector<std::vector<std::uint32_t>>& pending) {
+        if (!gather_in_forward) return;
+        const auto& ids = gathered.at(layer);
+        for (std::size_t i = 0; i < width; ++i) pending[i].push_back(ids[i]);
+    };
+
+    auto emit_item = [&](int s, const Item& it) {
+        const int vs = it.chunk * p + s;
+        const auto [first_layer, end_layer] = em.vstages[static_cast<std::size_t>(vs)];
+        std::vector<std::uint32_t> last(width, kNone);
+        std::vector<std::vector<std::uint32_t>> pending(width);
+        if (it.forward) {
+            if (vs > 0) pending = fwd_out[static_cast<std::size_t>(vs - 1)][static_cast<std::size_t>(it.mb)];
+            if (vs == 0 && w.host_time_per_batch > Time{}) {
+                for (std::size_t i = 0; i < width; ++i) pending[i].push_back(host_task[static_cast<std::size_t>(it.mb)][i]);
+            }
+            std::vector<Operator> ops;
+            if (vs == 0) {
+                ops = workload::embedding_forward(m, it.mb, shape, em.opt);
+                wait_gather(workload::kEmbeddingLayer, pending);
+            }
+            em.emit_ops(s, ops, Phase::forward, it.mb, -1, pending, last);
+            for (int l = first_layer; l < end_layer; ++l) {
+                wait_gather(l, pending);
+                if (rs.zero >= 3) {
+                    dp_collective(s, net::CollectiveOp::all_gather, params.per_layer / rs.tp * wbytes, Phase::forward,
+                                  it.mb, l, {});
+                    for (std::size_t i = 0; i < width; ++i) pending[i].push_back(last_dp[static_cast<std::size_t>(s)][i]);
+                }
+                em.emit_ops(s, workload::layer_forward(m, l, it.mb, shape, em.opt), Phase::forward, it.mb, -1, pending,
+                            last);
+            }
+            if (vs + 1 == nv) {
+                wait_gather(workload::kHeadLayer, pending);
+                em.emit_ops(s, workload::head_forward(m, it.mb, shape, em.opt, true), Phase::forward, it.mb, -1, pending, last);
+            }
+            auto& slot = fwd_out[static_cast<std::size_t>(vs)][static_cast<std::size_t>(it.mb)];
+            if (vs + 1 < nv) slot = em.send(s, (s + 1) % p, Bytes::ceil(boundary), Phase::forward, it.mb, -1, last);
+            else slot = std::vector<std::vector<std::uint32_t>>(width);
+            for (std::size_t i = 0; i < width; ++i)
+                if (vs + 1 == nv) slot[i] = {last[i]};
+        } else {
+            if (vs + 1 < nv) pending = bwd_out[static_cast<std::size_t>(vs + 1)][static_cast<std::size_t>(it.mb)];
+            const bool last_mb = ++bwd_count[static_cast<std::size_t>(s)][static_cast<std::size_t>(it.chunk)] == mbs;
+            if (vs + 1 == nv)
+                em.emit_ops(s, workload::head_backward(m, it.mb, shape, em.opt), Phase::backward, it.mb, -1, pending, last);
+            for (int l = end_layer - 1; l >= first_layer; --l) {
+                if (rs.zero >= 3) {
+                    dp_collective(s, net::CollectiveOp::all_gather, params.per_layer / rs.tp * wbytes, Phase::backward,
+                                  it.mb, l, {});
+                    for (std::size_t i = 0; i < width; ++i) pending[i].push_back(last_dp[static_cast<std::size_t>(s)][i]);
+                }
+                em.emit_ops(s, workload::layer_backward(m, l, it.mb, shape, em.opt, w.recompute), Phase::backward,
+                            it.mb, -1, pending, last);
+                // Bucketed gradient synchronisation: one bucket per layer,
+                // issued once the last micro-batch's gradients are complete,
+                // overlapping the backward of earlier layers.
+                if (last_mb) grad_bucket(s, params.per_layer / rs.tp * grad_bytes, it.mb, l, last);
+            }
+            if (vs == 0)
+                em.emit_ops(s, workload::embedding_backward(m, it.mb, shape, em.opt), Phase::backward, it.mb, -1,
+                            pending, last);
+            if (last_mb && vs == 0) grad_bucket(s, params.embedding / rs.tp * grad_bytes, it.mb, -1, last);
+            if (last_mb && vs + 1 == nv && params.lm_head > 0)
+                grad_bucket(s, params.lm_head / rs.tp * grad_bytes, it.mb, -1, last);
+            stage_end[static_cast<std::size_t>(s)] = last;
+            auto& slot = bwd_out[static_cast<std::size_t>(vs)][static_cast<std::size_t>(it.mb)];
+            if (vs > 0) slot = em.send(s, (s + p - 1) % p, Bytes::ceil(boundary), Phase::backward, it.mb, -1, last);
+        }
+    };
+
+    // Input pipeline: the host prepares micro-batches in order, one after another.
+    if (w.host_time_per_batch > Time{}) {
+        for (int j = 0; j < mbs; ++j) {
+            for (const auto& mem : em.members.front()) {
+                Task t = em.base(Phase::input, j, -1, -1);
+                t.kind = TaskKind::host;
+                t.stream = StreamKind::host;
+                t.gpu = mem.local;
+                t.host_time = w.host_time_per_batch;
+                host_task[static_cast<std::size_t>(j)].push_back(em.plan.add(t, {}));
+            }
+        }
+    }
+
+    // Emit the per-stage schedules in an order that respects cross-stage
+    // dependencies (a schedule is deadlock-free, so this always progresses).
+    std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
+    std::vector<std::vector<char>> fwd_emitted(static_cast<std::size_t>(nv), std::vector<char>(static_cast<std::size_t>(mbs), 0));
+    auto bwd_emitted = fwd_emitted;
+    std::size_t remaining = 0;
+    for (const auto& v_items : items) remaining += v_items.size();
+    while (remaining > 0) {
+        bool progress = false;
+        for (int s = 0; s < p; ++s) {
+            auto& idx = next[static_cast<std::size_t>(s)];
+            while (idx < items[static_cast<std::size_t>(s)].size()) {
+                const Item it = items[static_cast<std::size_t>(s)][idx];
+                const int vs = it.chunk * p + s;
+                const bool ready = it.forward ? (vs == 0 || fwd_emitted[static_cast<std::size_t>(vs - 1)][static_cast<std::size_t>(it.mb)])
+                                              : (vs + 1 == nv ? fwd_emitted[static_cast<std::size_t>(vs)][static_cast<std::size_t>(it.mb)]
+                                                              : bwd_emitted[static_cast<std::size_t>(vs + 1)][static_cast<std::size_t>(it.mb)]);
+                if (!ready) break;
+                emit_item(s, it);
+                (it.forward ? fwd_emitted : bwd_emitted)[static_cast<std::size_t>(vs)][static_cast<std::size_t>(it.mb)] = 1;
+                ++idx;
+                --remaining;
+                progress = true;
+            }
+        }
+        if (!progress) throw InternalError("pipeline schedule deadlocked while emitting the plan");
+    }
+
+    // Without overlap.grad_reduce, the buckets go once the stage's backward is done.
+    for (int s = 0; s < p; ++s)
+        for (const auto& b : deferred[static_cast<std::size_t>(s)])
+            dp_collective(s, reduce_op, b.bytes, Phase::backward, b.mb, b.layer, stage_end[static_cast<std::size_t>(s)]);
+
+    // Optimizer step after the gradient collectives, then (ZeRO >= 1, unless
+    // it runs during the forward) the parameter all-gather.
+    for (int s = 0; s < p; ++s) {
+        const auto& mem = em.members[static_cast<std::size_t>(s)];
+        double stage_params = 0;
+        for (int c = 0; c < v; ++c) {
+            const auto [a, b] = em.vstages[static_cast<std::size_t>(c * p + s)];
+            stage_params += (b - a) * params.per_layer;
+            if (c * p + s == 0) stage_params += params.embedding;
+            if (c * p + s == nv - 1) stage_params += params.lm_head + params.final_norm;
+        }
+        stage_params /= rs.tp;
+        const double local_params = stage_params / (rs.zero >= 1 ? rs.dp * rs.cp : 1);
+        std::vector<std::uint32_t> opt_task(mem.size());
+        for (std::size_t i = 0; i < mem.size(); ++i) {
+            Task t = em.base(Phase::optimizer, -1, -1, -1);
+            t.kind = TaskKind::kernel;
+            t.stream = StreamKind::compute;
+            t.gpu = mem[i].local;
+            t.kernel = em.plan.add_kernel(workload::optimizer_step(local_params, em.opt).kernel);
+            opt_task[i] = em.plan.add(t, {last_dp[static_cast<std::size_t>(s)][i]});
+        }
+        if (rs.zero >= 1 && !gather_in_forward)
+            dp_collective(s, net::CollectiveOp::all_gather, stage_params * wbytes, Phase::optimizer, -1, -1, opt_task);
+    }
+    out.tokens_per_iteration = static_cast<double>(w.global_batch) * static_cast<double>(w.seq_len);
+    out.model_flops = workload::training_flops_per_token(m, w.seq_len) * out.tokens_per_iteration;
+}
+
+}  // namespace sim::parallel

@@ -1,0 +1,333 @@
+// Inside the plan builder: the Emitter places a strategy's operators on the
+// simulated GPUs of each pipeline stage as tasks: kernels in lockstep, TP
+// collectives (or, with overlap.tp_comm, the userbuffers ring exchange),
+// the context-parallel K/V ring, and point-to-point sends between stages.
+// builder.cpp (inference) and emit_training.cpp (training) drive it.
+#pragma once
+
+#include "sim/parallel/strategy.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace sim::parallel {
+
+using workload::Operator;
+
+struct Emitter {
+    const config::ScenarioSpec& sc;
+    const ResolvedStrategy& rs;
+    const BuildOptions& options;
+    workload::OperatorOptions opt;
+    Plan& plan;
+    std::vector<LayerRange> vstages;  // layer range of each virtual stage
+    // members[s] = simulated GPUs of stage s as (dp replica, cp rank, tp rank, local id)
+    struct Member {
+        int d, c, r;
+        std::uint32_t local;
+    };
+    std::vector<std::vector<Member>> members;
+    std::map<std::tuple<int, int, int>, std::uint32_t> group_cache;  // (kind, stage, index) -> group
+    std::string collective_algorithm = "auto";
+
+    config::StrategySpec::Placement placement = config::StrategySpec::Placement::tp_first;
+    std::vector<std::vector<std::size_t>> cp_next;  // cp_next[s][i]: member index of i's successor on the CP ring
+
+    // GPU id of DP replica d, stage s, CP rank c, TP rank r. tp-first: TP
+    // ranks, then CP ranks, are consecutive (a cp group stays in a node when
+    // tp x cp divides gpus_per_node); pp-first: stages are consecutive.
+    int real(int d, int s, int c, int r) const {
+        const int replica = d * rs.pp * rs.cp * rs.tp;
+        return placement == config::StrategySpec::Placement::tp_first ? replica + s * rs.cp * rs.tp + c * rs.tp + r
+                                                                      : replica + (c * rs.tp + r) * rs.pp + s;
+    }
+
+    void setup() {
+        members.assign(static_cast<std::size_t>(rs.pp), {});
+        const int dps = options.collapse ? 1 : rs.dp;
+        const int tps = options.collapse ? 1 : rs.tp;
+        // CP ranks exchange K/V every layer, so all of them are simulated
+        // (their ring transfers are the dependencies of each other's attention).
+        for (int d = 0; d < dps; ++d)
+            for (int s = 0; s < rs.pp; ++s)
+                for (int c = 0; c < rs.cp; ++c)
+                    for (int r = 0; r < tps; ++r) {
+                        const auto local = static_cast<std::uint32_t>(plan.simulated_gpus.size());
+                        plan.simulated_gpus.push_back(real(d, s, c, r));
+                        members[static_cast<std::size_t>(s)].push_back(Member{d, c, r, local});
+                    }
+        // Ring neighbour: the member of the same stage, replica and TP rank on the next CP rank.
+        cp_next.assign(members.size(), {});
+        for (std::size_t s = 0; s < members.size(); ++s) {
+            const auto& mem = members[s];
+            std::map<std::tuple<int, int, int>, std::size_t> index;  // (d, c, r) -> member
+            for (std::size_t i = 0; i < mem.size(); ++i) index.emplace(std::make_tuple(mem[i].d, mem[i].c, mem[i].r), i);
+            cp_next[s].resize(mem.size());
+            for (std::size_t i = 0; i < mem.size(); ++i)
+                cp_next[s][i] = index.at(std::make_tuple(mem[i].d, (mem[i].c + 1) % rs.cp, mem[i].r));
+        }
+        plan.streams.resize(plan.simulated_gpus.size());
+        plan.gpus_represented = sc.gpus;
+    }
+
+    // TP group of replica d, CP rank c at stage s; DP group of TP rank r at
+    // stage s. Weights are replicated over the CP ranks, so gradients are
+    // reduced over dp x cp GPUs (rank order: replica, then CP rank).
+    std::uint32_t tp_group(int s, int d, int c) { return group(0, s, d * rs.cp + c); }
+    std::uint32_t dp_group(int s, int r) { return group(1, s, r); }
+    std::uint32_t group(int kind, int s, int idx) {
+        const auto key = std::make_tuple(kind, s, idx);
+        if (auto it = group_cache.find(key); it != group_cache.end()) return it->second;
+        Group g;
+        g.algorithm = collective_algorithm;
+        if (kind == 0) {
+            for (int i = 0; i < rs.tp; ++i) g.gpus.push_back(real(idx / rs.cp, s, idx % rs.cp, i));
+        } else {
+            for (int d = 0; d < rs.dp; ++d)
+                for (int c = 0; c < rs.cp; ++c) g.gpus.push_back(real(d, s, c, idx));
+        }
+        for (const auto& mem : members[static_cast<std::size_t>(s)])
+            if ((kind == 0 && mem.d * rs.cp + mem.c == idx) || (kind == 1 && mem.r == idx))
+                g.members.push_back(mem.local);
+        const auto id = plan.add_group(std::move(g));
+        group_cache.emplace(key, id);
+        return id;
+    }
+
+    // Bytes each TP rank sends across a pipeline boundary: Megatron's
+    // scatter/gather sends 1/tp of the activation per rank (under sequence
+    // parallelism the activation is already sharded that way).
+    double boundary_per_rank(const workload::PassShape& shape) const {
+        const double b = workload::boundary_activation_bytes(sc.model, shape, opt);
+        return opt.sequence_parallel ? b : b / rs.tp;
+    }
+
+    Task base(Phase ph, int mb, int layer, int step) const {
+        Task t;
+        t.phase = ph;
+        t.microbatch = mb;
+        t.layer = layer;
+        t.step = step;
+        return t;
+    }
+
+    // Emits `ops` on every simulated GPU of stage s in lockstep. `pending`
+    // holds, per member, the cross-stream tasks the next kernel must wait
+    // for; on return it holds the last task of each member's chain.
+    void emit_ops(int s, const std::vector<Operator>& ops, Phase ph, int mb, int step,
+                  std::vector<std::vector<std::uint32_t>>& pending, std::vector<std::uint32_t>& last) {
+        const auto& mem = members[static_cast<std::size_t>(s)];
+        const bool tp_on = rs.tp > 1;
+        std::vector<std::uint32_t> ring_in(mem.size(), kNone);  // the task that made the chunk a member forwards next
+        for (const auto& op : ops) {
+            if (tp_on && rs.overlap.tp_comm && overlappable(op)) {
+                emit_overlapped(s, op, ph, mb, step, pending, last);
+                continue;
+            }
+            if (tp_on && op.tp_sync == workload::TpSync::before_column_parallel)
+                tp_collective(s, net::CollectiveOp::all_gather, op.tp_sync_bytes, ph, mb, step, pending, last);
+            if (op.cp_step == 0) ring_in = last;  // K and V (and dO) are ready once the preceding task is
+            if (op.cp_step > 0) ring_step(s, op.cp_ring_bytes, ph, mb, step, ring_in, pending);
+            for (std::size_t i = 0; i < mem.size(); ++i) {
+                Task t = base(ph, mb, -1, step);
+                t.kind = TaskKind::kernel;
+                t.stream = StreamKind::compute;
+                t.gpu = mem[i].local;
+                t.kernel = plan.add_kernel(op.kernel);
+                last[i] = plan.add(t, pending[i]);
+                pending[i].clear();
+            }
+            if (tp_on && (op.tp_sync == workload::TpSync::after_row_parallel ||
+                          op.tp_sync == workload::TpSync::after_column_input_grad)) {
+                const auto cop = opt.sequence_parallel ? net::CollectiveOp::reduce_scatter : net::CollectiveOp::all_reduce;
+                tp_collective(s, cop, op.tp_sync_bytes, ph, mb, step, pending, last);
+            }
+        }
+    }
+
+    // One step of the context-parallel ring: every CP rank sends the chunk it
+    // holds (its own K/V at the first step, then the one it last received) to
+    // the next rank on the p2p stream; the receiver's next attention step
+    // waits for it, while the current step computes on the chunk already
+    // present, so the overlap comes out of the simulation.
+    void ring_step(int s, Bytes bytes, Phase ph, int mb, int step, std::vector<std::uint32_t>& ring_in,
+                   std::vector<std::vector<std::uint32_t>>& pending) {
+        const auto& mem = members[static_cast<std::size_t>(s)];
+        const auto& next = cp_next[static_cast<std::size_t>(s)];
+        std::vector<std::uint32_t> sent(mem.size());
+        for (std::size_t i = 0; i < mem.size(); ++i) {
+            Task t = base(ph, mb, -1, step);
+            t.kind = TaskKind::transfer;
+            t.stream = StreamKind::p2p;
+            t.gpu = mem[i].local;
+            t.peer = static_cast<std::uint32_t>(plan.simulated_gpus[mem[next[i]].local]);
+            t.bytes = bytes;
+            std::vector<std::uint32_t> deps;
+            if (ring_in[i] != kNone) deps.push_back(ring_in[i]);
+            sent[i] = plan.add(t, deps);
+        }
+        for (std::size_t i = 0; i < mem.size(); ++i) {
+            pending[next[i]].push_back(sent[i]);
+            ring_in[next[i]] = sent[i];
+        }
+    }
+
+    void tp_collective(int s, net::CollectiveOp cop, Bytes bytes, Phase ph, int mb, int step,
+                       std::vector<std::vector<std::uint32_t>>& pending, std::vector<std::uint32_t>& last) {
+        const auto& mem = members[static_cast<std::size_t>(s)];
+        const int dps = options.collapse ? 1 : rs.dp;
+        for (int d = 0; d < dps; ++d)
+            for (int c = 0; c < rs.cp; ++c) {
+                Task t = base(ph, mb, -1, step);
+                t.kind = TaskKind::collective;
+                t.stream = StreamKind::tp_comm;
+                t.group = tp_group(s, d, c);
+                t.op = cop;
+                t.bytes = bytes;
+                std::vector<std::uint32_t> deps;
+                for (std::size_t i = 0; i < mem.size(); ++i)
+                    if (mem[i].d == d && mem[i].c == c) {
+                        deps.push_back(last[i]);
+                        deps.insert(deps.end(), pending[i].begin(), pending[i].end());
+                    }
+                t.gpu = plan.groups[t.group].members.front();
+                const auto id = plan.add(t, deps);
+                for (std::size_t i = 0; i < mem.size(); ++i)
+                    if (mem[i].d == d && mem[i].c == c) {
+                        pending[i] = {id};
+                        last[i] = id;
+                    }
+            }
+    }
+
+    // --tp-comm-overlap (Transformer Engine userbuffers, sequence parallel):
+    // the all-gather before a GEMM and the reduce-scatter after it become a
+    // ring exchange of tp chunks over point-to-point copies between the TP
+    // neighbours, pipelined with the GEMM split into tp chunks of its tokens.
+    // All-gather: chunk 0 computes on the local shard while it is sent on;
+    // chunk j waits for the shard received at step j - 1, which is forwarded
+    // at step j. Reduce-scatter: chunk j computes a partial output block and
+    // sends it, added to the partial received, at step j; the result is
+    // complete with the last chunk and the last partial received. A rank
+    // receives at step j when its own send of step j completes (all ranks run
+    // alike), so one simulated TP rank suffices. Copies and GEMM chunks
+    // compete for SMs and HBM in the executor. Weight-gradient GEMMs
+    // (tokens are their k) keep the plain order.
+    static bool overlappable(const Operator& op) {
+        return (op.tp_sync == workload::TpSync::before_column_parallel ||
+                op.tp_sync == workload::TpSync::after_row_parallel ||
+                op.tp_sync == workload::TpSync::after_column_input_grad) &&
+               op.kernel.kind == hw::KernelKind::gemm && !op.is_weight_grad && op.cp_step < 0 && op.kernel.m >= 2;
+    }
+
+    void emit_overlapped(int s, const Operator& op, Phase ph, int mb, int step,
+                         std::vector<std::vector<std::uint32_t>>& pending, std::vector<std::uint32_t>& last) {
+        const auto& mem = members[static_cast<std::size_t>(s)];
+        const int chunks = static_cast<int>(std::min<std::int64_t>(rs.tp, op.kernel.m));
+        const std::uint32_t kernel_id = plan.add_kernel(kernel_chunk(op.kernel, chunks));
+        // Bytes of one ring step: one rank's shard of the activation.
+        const auto n = static_cast<std::uint64_t>(rs.tp);
+        const Bytes shard{(op.tp_sync_bytes.value + n - 1) / n};
+        const bool gather_first = op.tp_sync == workload::TpSync::before_column_parallel;
+        std::vector<std::uint32_t> sent(mem.size(), kNone);  // each member's latest ring copy
+        auto copy = [&](std::size_t i, std::vector<std::uint32_t> deps) {
+            Task t = base(ph, mb, -1, step);
+            t.kind = TaskKind::transfer;
+            t.stream = StreamKind::p2p;
+            t.gpu = mem[i].local;
+            t.peer = static_cast<std::uint32_t>(real(mem[i].d, s, mem[i].c, (mem[i].r + 1) % rs.tp));
+            t.bytes = shard;
+            if (sent[i] != kNone) deps.push_back(sent[i]);
+            sent[i] = plan.add(t, deps);
+        };
+        for (int j = 0; j < chunks; ++j) {
+            for (std::size_t i = 0; i < mem.size(); ++i) {
+                std::vector<std::uint32_t> input = pending[i];
+                if (last[i] != kNone) input.push_back(last[i]);
+                std::vector<std::uint32_t> deps = j == 0 ? input : std::vector<std::uint32_t>{};
+                if (gather_first && j > 0) deps.push_back(sent[i]);  // the shard received at step j - 1
+                if (gather_first && j + 1 < chunks) copy(i, j == 0 ? input : std::vector<std::uint32_t>{});
+                Task t = base(ph, mb, -1, step);
+                t.kind = TaskKind::kernel;
+                t.stream = StreamKind::compute;
+                t.gpu = mem[i].local;
+                t.kernel = kernel_id;
+                last[i] = plan.add(t, deps);
+                pending[i].clear();
+                if (!gather_first && j + 1 < chunks) copy(i, {last[i]});
+            }
+        }
+        if (!gather_first)
+            for (std::size_t i = 0; i < mem.size(); ++i)
+                if (sent[i] != kNone) pending[i] = {sent[i]};  // the last partial received
+    }
+
+    // One of `chunks` equal token slices of a GEMM (m is the token dimension):
+    // FLOPs, bytes and tensors scale by 1 / chunks (the weight is re-read by
+    // every slice but stays in L2 between them, so its HBM traffic is not repeated).
+    static hw::KernelDesc kernel_chunk(const hw::KernelDesc& k, int chunks) {
+        hw::KernelDesc c = k;
+        const auto n = static_cast<std::uint64_t>(chunks);
+        const auto part = [n](Bytes b) { return Bytes{(b.value + n - 1) / n}; };
+        c.name = k.name + "_chunk";
+        c.m = (k.m + chunks - 1) / chunks;
+        c.flops = Flops{k.flops.value / static_cast<double>(chunks)};
+        c.bytes_read = part(k.bytes_read);
+        c.bytes_written = part(k.bytes_written);
+        c.epilogue_read = part(k.epilogue_read);
+        for (auto& u : c.tensors) u.size = part(u.size);
+        return c;
+    }
+
+    // Point-to-point sends from every member of stage `from` to its
+    // counterpart on stage `to`; returns, per member of `to`, the transfer it waits for.
+    std::vector<std::vector<std::uint32_t>> send(int from, int to, Bytes bytes, Phase ph, int mb, int step,
+                                                 const std::vector<std::uint32_t>& last) {
+        const auto& src = members[static_cast<std::size_t>(from)];
+        const auto& dst = members[static_cast<std::size_t>(to)];
+        std::vector<std::vector<std::uint32_t>> out(dst.size());
+        for (std::size_t i = 0; i < src.size(); ++i) {
+            if (from == to) {
+                out[i].push_back(last[i]);
+                continue;
+            }
+            Task t = base(ph, mb, -1, step);
+            t.kind = TaskKind::transfer;
+            t.stream = StreamKind::p2p;
+            t.gpu = src[i].local;
+            t.peer = static_cast<std::uint32_t>(real(src[i].d, to, src[i].c, src[i].r));
+            t.bytes = bytes;
+            const auto id = plan.add(t, {last[i]});
+            out[i].push_back(id);  // members are laid out alike on every stage
+        }
+        return out;
+    }
+
+    std::vector<Operator> forward_ops(int vs, int mb, const workload::PassShape& shape, bool training) const {
+        std::vector<Operator> ops;
+        const auto& m = sc.model;
+        if (vs == 0) {
+            auto e = workload::embedding_forward(m, mb, shape, opt);
+            ops.insert(ops.end(), e.begin(), e.end());
+        }
+        for (int l = vstages[static_cast<std::size_t>(vs)].first; l < vstages[static_cast<std::size_t>(vs)].second; ++l) {
+            auto f = workload::layer_forward(m, l, mb, shape, opt);
+            ops.insert(ops.end(), f.begin(), f.end());
+        }
+        if (vs + 1 == static_cast<int>(vstages.size())) {
+            auto h = workload::head_forward(m, mb, shape, opt, training);
+            ops.insert(ops.end(), h.begin(), h.end());
+        }
+        return ops;
+    }
+};
+
+// The training iteration (schedule items of every stage, gradient buckets,
+// optimizer, ZeRO gathers): emit_training.cpp.
+void emit_training(Emitter& em, PlanBuild& out);
+
+}  // namespace sim::parallel

@@ -1,0 +1,29 @@
+// Inside the plan builder: resolving a strategy against a scenario (the
+// degrees, micro-batching and every refusal with its numbers), splitting the
+// layers into (virtual) pipeline stages, and the memory of each stage. The
+// task emission (emitter.h, builder.cpp, emit_training.cpp) builds on these.
+#pragma once
+
+#include "sim/parallel/builder.h"
+#include "sim/workload/operators.h"
+
+#include <string>
+#include <vector>
+
+namespace sim::parallel {
+
+// ConfigError at the strategy's location, naming it.
+[[noreturn]] void refuse(const config::StrategySpec& spec, const std::string& why);
+workload::OperatorOptions operator_options(const config::ScenarioSpec& sc, const ResolvedStrategy& rs);
+// tp/cp/pp/dp, schedule, overlaps and micro-batches; refuses what cannot be formed.
+ResolvedStrategy resolve_degrees(const config::ScenarioSpec& sc, const config::StrategySpec& spec);
+// The layers of each virtual stage (vs = chunk x pp + stage): cache-aware,
+// uneven (first/last_stage_layers) or even; fills rs.stage_layers (and the
+// cache-aware fields).
+std::vector<LayerRange> split_layers(const config::ScenarioSpec& sc, const config::StrategySpec& spec,
+                                     ResolvedStrategy& rs, const hw::CostModel& cm);
+// Per-GPU memory of pipeline stage `s` (every TP rank of a stage is alike).
+hw::MemoryBreakdown stage_memory(const config::ScenarioSpec& sc, const ResolvedStrategy& rs, int s,
+                                 const std::vector<LayerRange>& vstages);
+
+}  // namespace sim::parallel
