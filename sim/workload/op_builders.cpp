@@ -1,0 +1,165 @@
+// The shared operator builders (see op_builders.h): pass dimensions,
+// kernel constructors and the three GEMMs of a weight.
+#include "sim/workload/op_builders.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace sim::workload::ops {
+
+double grad_bytes(const Precision& p) {
+    const double w = hw::bytes_per_element(p.weights);
+    return w >= 2 ? w : 2.0;
+}
+
+Dims make_dims(const ModelSpec& m, std::int64_t layer, std::int64_t mb, const PassShape& s, const OperatorOptions& o) {
+    if (o.tp < 1) throw ModelError(fmt::format("tensor-parallel degree {} must be at least 1", o.tp));
+    if (s.batch < 1 || s.new_tokens < 1 || s.context < s.new_tokens) {
+        throw ModelError(
+            fmt::format("pass shape batch {} new_tokens {} context {}: need batch >= 1, new_tokens >= 1 "
+                        "and context >= new_tokens",
+                        s.batch, s.new_tokens, s.context));
+    }
+    if (o.cp < 1) throw ModelError(fmt::format("context-parallel degree {} must be at least 1", o.cp));
+    if (o.cp > 1) {
+        if (o.inference || s.context != s.new_tokens)
+            throw ModelError(fmt::format("context parallelism (cp={}) is modelled for training passes only", o.cp));
+        if (s.new_tokens % (2 * o.cp) != 0)
+            throw ModelError(fmt::format("context parallelism: {} tokens per sequence do not split into 2 x cp = {} chunks",
+                                         s.new_tokens, 2 * o.cp));
+        if (!o.flash_attention)
+            throw ModelError(fmt::format("context parallelism (cp={}) needs flash attention (ring attention)", o.cp));
+    }
+    if (m.experts > 1000) {
+        throw ModelError(fmt::format("model '{}': {} experts; tensor ids hold at most 1000", m.name, m.experts));
+    }
+    Dims x;
+    x.m = &m;
+    x.o = &o;
+    x.s = s;
+    x.layer = layer;
+    x.mb = mb;
+    x.p = o.tp;
+    x.a_p = heads_per_shard(m, o.tp);
+    x.g_p = kv_heads_per_shard(m, o.tp);
+    x.d = m.head_dim;
+    x.h = m.hidden;
+    x.swiglu = m.ffn_kind == FfnKind::swiglu;
+    x.f_p = ceil_div(m.ffn, x.p);
+    x.fup_p = x.swiglu ? 2 * x.f_p : x.f_p;
+    x.cp = o.cp;
+    x.T = s.batch * s.new_tokens / x.cp;
+    x.sp = o.sequence_parallel && x.p > 1;
+    x.Ts = x.sp ? static_cast<double>(x.T) / static_cast<double>(x.p) : static_cast<double>(x.T);
+    x.act_dt = activation_dtype(o.precision);
+    x.gemm_dt = o.precision.compute;
+    const bool low = o.precision.compute == DType::fp8 || o.precision.compute == DType::int8;
+    x.attn_dt = low ? x.act_dt : o.precision.compute;
+    x.ab = hw::bytes_per_element(x.act_dt);
+    x.in_b = std::min(x.ab, hw::bytes_per_element(o.precision.compute));
+    x.wb = hw::bytes_per_element(o.precision.weights);
+    x.gb = grad_bytes(o.precision);
+    x.kv_mode = o.inference || s.context > s.new_tokens;
+    x.kb = x.kv_mode ? hw::bytes_per_element(o.precision.kv) : x.ab;
+    x.bias = m.bias;
+    x.norm_w = static_cast<double>(m.norm == NormKind::layernorm ? 2 * m.hidden : m.hidden) * x.wb;
+    if (!o.inference && !x.kv_mode) {
+        x.p_hidden = o.dropout.hidden;
+        x.p_attention = o.dropout.attention;
+    }
+    return x;
+}
+
+// ---- operator builders --------------------------------------------------------
+
+TensorUse use(std::uint64_t id, double bytes, bool write) { return TensorUse{id, Bytes::ceil(bytes), write}; }
+
+Operator make_op(std::string name, KernelKind kind, DType dt, double flops, double read, double written,
+                 std::vector<TensorUse> tensors) {
+    Operator op;
+    op.kernel.name = std::move(name);
+    op.kernel.kind = kind;
+    op.kernel.dtype = dt;
+    op.kernel.flops = Flops{flops};
+    op.kernel.bytes_read = Bytes::ceil(read);
+    op.kernel.bytes_written = Bytes::ceil(written);
+    op.kernel.tensors = std::move(tensors);
+    return op;
+}
+
+Operator elementwise(const Dims& x, std::string name, double flops, double read, double written,
+                     std::vector<TensorUse> tensors) {
+    return make_op(std::move(name), KernelKind::elementwise, x.act_dt, flops, read, written, std::move(tensors));
+}
+
+Operator gemm(std::string name, DType dt, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch,
+              double read, double written, std::vector<TensorUse> tensors) {
+    Operator op = make_op(
+        std::move(name), KernelKind::gemm, dt,
+        2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(batch),
+        read, written, std::move(tensors));
+    op.kernel.m = m;
+    op.kernel.n = n;
+    op.kernel.k = k;
+    op.kernel.batch = batch;
+    return op;
+}
+
+void set_sync(const Dims& x, Operator& op, TpSync sync, double bytes) {
+    if (x.p <= 1 || sync == TpSync::none) return;
+    op.tp_sync = sync;
+    op.tp_sync_bytes = Bytes::ceil(bytes);
+}
+
+double weight_bytes(const Dims& x, const Linear& l) {
+    return static_cast<double>(l.in) * static_cast<double>(l.out) * x.wb;
+}
+
+Operator linear_forward(const Dims& x, const Linear& l) {
+    const double t = static_cast<double>(l.tokens);
+    const double bias = l.bias_in_gemm ? static_cast<double>(l.out) * x.wb : 0.0;
+    std::vector<TensorUse> uses = l.x_reads;
+    uses.push_back(use(x.weight(l.weight), weight_bytes(x, l)));
+    uses.insert(uses.end(), l.y_writes.begin(), l.y_writes.end());
+    const double y = l.y_bytes >= 0 ? l.y_bytes : t * static_cast<double>(l.out) * x.ab;
+    Operator op = gemm(l.name, x.gemm_dt, l.tokens, l.out, l.in, 1,
+                       t * static_cast<double>(l.in) * x.in_b + weight_bytes(x, l) + bias, y, std::move(uses));
+    op.kernel.epilogue_read = Bytes::ceil(bias);
+    set_sync(x, op, l.fwd_sync, l.sync_bytes);
+    return op;
+}
+
+Operator linear_dgrad(const Dims& x, const Linear& l) {
+    const double t = static_cast<double>(l.tokens);
+    std::vector<TensorUse> uses = l.dy_reads;
+    uses.push_back(use(x.weight(l.weight), weight_bytes(x, l)));
+    uses.insert(uses.end(), l.dx_writes.begin(), l.dx_writes.end());
+    Operator op = gemm(l.name + "_dgrad", x.gemm_dt, l.tokens, l.in, l.out, 1,
+                       t * static_cast<double>(l.out) * x.in_b + weight_bytes(x, l),
+                       t * static_cast<double>(l.in) * x.ab, std::move(uses));
+    set_sync(x, op, l.dgrad_sync, l.sync_bytes);
+    return op;
+}
+
+Operator linear_wgrad(const Dims& x, const Linear& l) {
+    const double t = static_cast<double>(l.tokens);
+    const double g = static_cast<double>(l.in) * static_cast<double>(l.out) * x.gb;
+    const double bias_g = l.has_bias ? static_cast<double>(l.out) * x.gb : 0.0;
+    std::vector<TensorUse> uses = l.x_reads;
+    uses.insert(uses.end(), l.dy_reads.begin(), l.dy_reads.end());
+    uses.push_back(use(weight_tensor_id(x.layer, l.weight | kGrad), g, true));
+    Operator op = gemm(l.name + "_wgrad", x.gemm_dt, l.in, l.out, l.tokens, 1,
+                       t * static_cast<double>(l.in + l.out) * x.in_b + g + bias_g, g + bias_g, std::move(uses));
+    op.kernel.epilogue_read = Bytes::ceil(g + bias_g);  // dW (and db) accumulated: read once, not per tile
+    op.is_weight_grad = true;
+    set_sync(x, op, l.wgrad_sync, l.sync_bytes);
+    return op;
+}
+
+std::vector<TensorUse> grads_of(const std::vector<TensorUse>& uses, bool write) {
+    std::vector<TensorUse> out;
+    for (const auto& u : uses) out.push_back(TensorUse{flagged(u.id, kGrad), u.size, write});
+    return out;
+}
+
+}  // namespace sim::workload::ops

@@ -1,0 +1,178 @@
+// Inside the workload layer: what the operator builders share. The FLOP
+// conventions of the elementwise kernels, tensor ids and their slots, the
+// dimensions of one pass on one shard (Dims), the constructors of kernels
+// and of a weight GEMM with its two backward GEMMs (Linear), and the
+// attention core (attention_ops.cpp). operators.cpp builds the layers on
+// these; nothing outside sim/workload includes this header.
+#pragma once
+
+#include "sim/core/error.h"
+#include "sim/workload/operators.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sim::workload::ops {
+
+using hw::DType;
+using hw::KernelKind;
+using hw::TensorUse;
+
+// FLOPs per element of the elementwise kernels (a convention: these kernels
+// are memory-bound, their FLOPs only feed the HFU count). Backward kernels
+// count twice their forward.
+inline constexpr double kLayerNormFlops = 8;  // mean, variance, normalise, scale, shift
+inline constexpr double kRmsNormFlops = 4;    // square-sum, rsqrt scale, weight
+inline constexpr double kGeluFlops = 8;       // tanh approximation
+inline constexpr double kSiluFlops = 4;       // x * sigmoid(x)
+inline constexpr double kSoftmaxFlops = 5;    // max, subtract, exp, sum, divide
+inline constexpr double kAdamFlops = 12;      // moments, bias correction, update
+// Flash attention backward / forward FLOPs: the backward runs five matmuls
+// (S = QK^T again, dV, dP, dQ, dK) against the forward's two (Dao 2023,
+// FlashAttention-2; the benchmark script of the flash-attn repository counts
+// backward = 2.5 x forward).
+inline constexpr double kFlashBackwardFactor = 2.5;
+
+inline constexpr double kDropoutFlops = 2;  // dropout: random draw compare + scale, per element
+
+// ---- tensor ids -------------------------------------------------------------
+// kind (2 bits) | layer + 2 (20 bits) | which (16 bits) | micro-batch (26 bits)
+inline constexpr int kMbBits = 26;
+inline constexpr int kWhichBits = 16;
+inline constexpr int kLayerBits = 20;
+enum class IdKind : std::uint64_t { weight = 1, activation = 2, kv = 3 };
+// Flags inside `which`.
+inline constexpr int kPartial = 1 << 13;   // the partial sum a row-parallel kernel writes before its TP reduction
+inline constexpr int kGathered = 1 << 14;  // the all-gathered copy of a sequence-parallel tensor
+inline constexpr int kGrad = 1 << 15;      // the gradient of a tensor (or of a weight)
+
+inline std::uint64_t encode(IdKind kind, std::int64_t layer, int which, std::int64_t mb) {
+    check(layer >= -2 && layer + 2 < (std::int64_t{1} << kLayerBits), "tensor id: layer index out of range");
+    check(which >= 0 && which < (1 << kWhichBits), "tensor id: slot out of range");
+    check(mb >= 0 && mb < (std::int64_t{1} << kMbBits), "tensor id: micro-batch index out of range");
+    return (static_cast<std::uint64_t>(kind) << 62) |
+           (static_cast<std::uint64_t>(layer + 2) << (kMbBits + kWhichBits)) |
+           (static_cast<std::uint64_t>(which) << kMbBits) | static_cast<std::uint64_t>(mb);
+}
+
+inline std::uint64_t flagged(std::uint64_t id, int flag) { return id | (static_cast<std::uint64_t>(flag) << kMbBits); }
+
+// Weight slots.
+namespace wslot {
+inline constexpr int qkv = 0, out = 1, mlp_up = 2, mlp_down = 3, norm1 = 4, norm2 = 5, router = 6;
+inline constexpr int expert = 16;                  // expert e: up 16 + 2e, down 17 + 2e
+inline constexpr int table = 0, position = 1;      // kEmbeddingLayer
+inline constexpr int lm_head = 0, final_norm = 1;  // kHeadLayer
+}  // namespace wslot
+
+// Activation slots.
+namespace aslot {
+inline constexpr int resid = 0, norm1 = 1, q = 2, kv = 3, k = 4, v = 5, kv_new = 6, scores = 7, probs = 8, attn = 9, lse = 10,
+              out_proj = 11, resid_mid = 12, norm2 = 13, gate = 14, up = 15, silu = 16, act = 17, down = 18,
+              router = 19, topk = 20, combine = 21, norm_grad = 22;
+inline constexpr int kv_recv = 23;  // context parallelism: the two receive buffers of the K/V ring (23, 24)
+inline constexpr int probs_dropped = 25, probs_mask = 26;  // attention dropout (unfused attention)
+inline constexpr int attn_drop_mask = 27, mlp_drop_mask = 28;  // hidden dropout masks of the two residual branches
+inline constexpr int final_norm = 1, logits = 2, loss = 3, tokens = 4;  // kHeadLayer
+inline constexpr int expert = 64;  // expert e: 64 + 8e + {0 in, 1 gate, 2 up, 3 silu, 4 act, 5 out}
+}  // namespace aslot
+
+// ---- shapes of one pass -----------------------------------------------------
+
+struct Dims {
+    const ModelSpec* m = nullptr;
+    const OperatorOptions* o = nullptr;
+    PassShape s;
+    std::int64_t layer = 0, mb = 0;
+    std::int64_t cp = 1;  // context-parallel degree: T holds 1/cp of each sequence
+    std::int64_t p = 1, a_p = 0, g_p = 0, d = 0, h = 0, f_p = 0, fup_p = 0, T = 0;
+    double Ts = 0;    // tokens a norm / residual kernel handles (T / tp under sequence parallel)
+    double ab = 2;    // activation (and activation-gradient) bytes per element
+    double in_b = 2;  // bytes per element of a GEMM's activation operands (FP8/INT8 when the math is)
+    double wb = 2;    // weight bytes per element
+    double kb = 2;    // K/V bytes per element (KV cache dtype in inference, activations in training)
+    double gb = 2;    // weight-gradient bytes per element
+    DType gemm_dt = DType::bf16, act_dt = DType::bf16, attn_dt = DType::bf16;
+    bool sp = false;  // sequence parallel with tp > 1
+    bool kv_mode = false;
+    bool swiglu = false, bias = false;
+    double norm_w = 0;  // bytes of one norm's weights
+    // Dropout probabilities in force: a training pass only (0 otherwise).
+    double p_hidden = 0, p_attention = 0;
+
+    std::uint64_t act(int which, std::int64_t at_layer) const {
+        return encode(IdKind::activation, at_layer, which, mb);
+    }
+    std::uint64_t act(int which) const { return act(which, layer); }
+    std::uint64_t weight(int which) const { return weight_tensor_id(layer, which); }
+    double norm_flops() const { return m->norm == NormKind::layernorm ? kLayerNormFlops : kRmsNormFlops; }
+};
+
+inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+// Bytes per element of weight gradients (16-bit at least).
+double grad_bytes(const Precision& p);
+// The shapes of one pass of `s` through layer `layer` on one shard; ModelError when they cannot be formed.
+Dims make_dims(const ModelSpec& m, std::int64_t layer, std::int64_t mb, const PassShape& s, const OperatorOptions& o);
+
+// Gathered (sequence-parallel) read of a norm output, or the plain one.
+inline std::uint64_t gathered_if_sp(const Dims& x, std::uint64_t id) { return x.sp ? flagged(id, kGathered) : id; }
+inline std::uint64_t partial_if_tp(const Dims& x, std::uint64_t id) { return x.p > 1 ? flagged(id, kPartial) : id; }
+
+inline double full_act(const Dims& x) { return static_cast<double>(x.T * x.h) * x.ab; }
+inline double shard_act(const Dims& x) { return x.Ts * static_cast<double>(x.h) * x.ab; }
+
+// ---- operator builders (op_builders.cpp) ----------------------------------------
+TensorUse use(std::uint64_t id, double bytes, bool write = false);
+Operator make_op(std::string name, KernelKind kind, DType dt, double flops, double read, double written,
+                 std::vector<TensorUse> tensors);
+Operator elementwise(const Dims& x, std::string name, double flops, double read, double written,
+                     std::vector<TensorUse> tensors);
+Operator gemm(std::string name, DType dt, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch,
+              double read, double written, std::vector<TensorUse> tensors);
+void set_sync(const Dims& x, Operator& op, TpSync sync, double bytes);
+
+// A weight GEMM Y[tokens, out] = X[tokens, in] W[in, out] and its two
+// backward GEMMs. Tensor ids are given explicitly; grads are the same ids
+// flagged kGrad.
+struct Linear {
+    std::string name;
+    int weight = 0;
+    std::int64_t tokens = 0, in = 0, out = 0;
+    std::vector<TensorUse> x_reads;    // forward input (also read by the weight-gradient GEMM)
+    std::vector<TensorUse> y_writes;   // forward outputs
+    double y_bytes = -1;               // forward output bytes when not tokens * out * ab (KV cache dtype)
+    std::vector<TensorUse> dy_reads;   // output gradients read by both backward GEMMs
+    std::vector<TensorUse> dx_writes;  // input gradient written by the input-gradient GEMM
+    bool bias_in_gemm = false;         // forward epilogue adds the bias
+    bool has_bias = false;             // the weight-gradient GEMM also reduces the bias gradient
+    TpSync fwd_sync = TpSync::none, dgrad_sync = TpSync::none, wgrad_sync = TpSync::none;
+    double sync_bytes = 0;
+};
+
+double weight_bytes(const Dims& x, const Linear& l);
+Operator linear_forward(const Dims& x, const Linear& l);
+// dX[tokens, in] = dY[tokens, out] W^T
+Operator linear_dgrad(const Dims& x, const Linear& l);
+// dW[in, out] += X^T dY (accumulated across micro-batches, hence read and written).
+Operator linear_wgrad(const Dims& x, const Linear& l);
+std::vector<TensorUse> grads_of(const std::vector<TensorUse>& uses, bool write);
+
+// ---- the attention core (attention_ops.cpp) ---------------------------------------
+struct AttentionTensors {
+    TensorUse q, o, lse;
+    std::vector<TensorUse> k, v, kv;  // naive reads K and V separately, flash both at once
+};
+
+double q_bytes(const Dims& x);
+// K and V of the whole context for the micro-batch, per shard (under context
+// parallelism: of the 1/cp of the context this rank holds, one ring chunk).
+double kv_bytes(const Dims& x);
+AttentionTensors attention_tensors(const Dims& x);
+// 4 * b * heads * pairs * head_dim (see attention_ops.cpp).
+double flash_forward_flops(const Dims& x, bool causal);
+// Flash, ring (cp > 1) or naive attention, with attention dropout.
+void attention_forward(const Dims& x, std::vector<Operator>& ops);
+void attention_backward(const Dims& x, std::vector<Operator>& ops);
+
+}  // namespace sim::workload::ops
