@@ -171,7 +171,7 @@ std::string unknown_gpu(const std::string& name, const std::string& dir) {
 std::string resolve(const std::string& name_or_path, const std::string& dir) {
     if (!is_bare_name(name_or_path)) return name_or_path;
     const std::string path = dir + "/" + name_or_path + ".yaml";
-    if (!fs::exists(path)) throw ConfigError(SourceLocation{dir, 0, 0}, unknown_gpu(name_or_path, dir));
+    if (!exists_quietly(path)) throw ConfigError(SourceLocation{dir, 0, 0}, unknown_gpu(name_or_path, dir));
     return path;
 }
 
@@ -210,7 +210,7 @@ const hw::GpuSpec& GpuCatalog::get(const Node& name) {
 std::vector<std::string> GpuCatalog::names() const { return names_in(dir_); }
 
 bool GpuCatalog::contains(const std::string& name) const {
-    return is_bare_name(name) && fs::exists(dir_ + "/" + name + ".yaml");
+    return is_bare_name(name) && exists_quietly(dir_ + "/" + name + ".yaml");
 }
 
 }  // namespace sim::config

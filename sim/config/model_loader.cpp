@@ -238,8 +238,8 @@ std::string resolve_model_path(const std::string& name_or_path, std::string& err
     const bool bare = name_or_path.find('/') == std::string::npos && !file_like;
     if (bare) {
         const fs::path shipped = fs::path(PARASIM_DATA_DIR) / "models" / (name_or_path + ".yaml");
-        if (fs::exists(shipped)) return shipped.string();
-        if (!fs::exists(p)) {
+        if (exists_quietly(shipped)) return shipped.string();
+        if (!exists_quietly(p)) {
             const auto names = shipped_models();
             const std::string hint = nearest(name_or_path, names);
             error = fmt::format("no model named '{}' under {}/models{} (known: {})", name_or_path, PARASIM_DATA_DIR,
@@ -247,7 +247,7 @@ std::string resolve_model_path(const std::string& name_or_path, std::string& err
             return "";
         }
     }
-    if (fs::is_directory(p)) return (p / "config.json").string();
+    if (is_directory_quietly(p)) return (p / "config.json").string();
     return name_or_path;
 }
 
@@ -265,7 +265,7 @@ ModelSpec load_model_ref(const Node& node) {
     std::string error;
     const std::string path = resolve_model_path(node.as_string(), error);
     if (!error.empty()) node.fail(error);
-    if (!fs::exists(path)) node.fail(fmt::format("model file '{}' does not exist", path));
+    if (!exists_quietly(path)) node.fail(fmt::format("model file '{}' does not exist", path));
     return load_model_file(path);
 }
 

@@ -326,4 +326,14 @@ Node load_file(const std::string& path) {
     return load_string(ss.str(), path);
 }
 
+bool exists_quietly(const std::filesystem::path& p) {
+    std::error_code ec;
+    return std::filesystem::exists(p, ec);
+}
+
+bool is_directory_quietly(const std::filesystem::path& p) {
+    std::error_code ec;
+    return std::filesystem::is_directory(p, ec);
+}
+
 }  // namespace sim::config

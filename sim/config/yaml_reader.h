@@ -16,6 +16,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <set>
@@ -86,6 +87,12 @@ Node load_string(const std::string& text, const std::string& name);
 // Parses "450 GB/s"-style text. `what` names the kind for messages.
 enum class Dimension { bytes, bandwidth, time, flop_rate, frequency };
 double parse_quantity(const std::string& text, Dimension dim, std::string& error);
+
+// Filesystem queries on paths that come from input: false, never an
+// exception, when the path cannot be examined (a name over the system's
+// limit, a symlink loop): such a path is reported as not found.
+bool exists_quietly(const std::filesystem::path& p);
+bool is_directory_quietly(const std::filesystem::path& p);
 
 // The closest of `candidates` to `word` by edit distance, or "" when none is close.
 std::string nearest(const std::string& word, const std::vector<std::string>& candidates);
