@@ -3,6 +3,9 @@
 // code. Errors are thrown; main() maps them to exit codes and one line each.
 #pragma once
 
+#include <boost/program_options/options_description.hpp>
+#include <boost/program_options/variables_map.hpp>
+
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -16,6 +19,11 @@ public:
 };
 
 using Args = std::vector<std::string>;
+
+// `--limit NAME=VALUE` (repeatable), on every command that reads input: adds
+// the option, and applies what was given to sim::limits() (docs/testing.md).
+void add_limit_option(boost::program_options::options_description& opts);
+void apply_limits(const boost::program_options::variables_map& vm);
 
 int cmd_run(const Args& args);
 int cmd_sweep(const Args& args);

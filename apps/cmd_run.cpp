@@ -22,10 +22,12 @@ int cmd_run(const Args& args) {
         "strategy", po::value<std::string>(), "run only the strategy of this name")(
         "no-collapse", "simulate every replica instead of one per symmetric group (slower)")(
         "scenario", po::value<std::string>(), "scenario file");
+    add_limit_option(opts);
     po::positional_options_description pos;
     pos.add("scenario", 1);
     po::variables_map vm;
     po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
+    apply_limits(vm);
     if (vm.count("help")) {
         std::cout << opts << "\nExample: parasim run scenarios/partitioning-16xh100.yaml --set workload.batch=16\n";
         return 0;

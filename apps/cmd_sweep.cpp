@@ -3,6 +3,7 @@
 // thread count.
 #include "apps/cli.h"
 #include "sim/config/scenario.h"
+#include "sim/core/limits.h"
 #include "sim/report/runner.h"
 
 #include <boost/program_options.hpp>
@@ -48,6 +49,15 @@ struct Point {
 };
 
 std::vector<Point> cross_product(const std::vector<std::pair<std::string, std::vector<YAML::Node>>>& sweep) {
+    // Counted before any point is made: a few long lists multiply fast.
+    const std::uint64_t cap = sim::limits().sweep_points;
+    std::uint64_t count = 1;
+    for (const auto& field : sweep) {
+        const std::uint64_t n = field.second.size();
+        if (n > cap || count > cap / n)
+            throw sim::LimitError(fmt::format("the sweep has more than {} points", cap), "sweep-points", cap);
+        count *= n;
+    }
     std::vector<Point> points(1);
     for (const auto& [path, values] : sweep) {
         std::vector<Point> next;
@@ -224,10 +234,12 @@ int cmd_sweep(const Args& args) {
         "threads", po::value<int>()->default_value(0), "worker threads (0: all cores)")(
         "plot", po::value<std::string>(), "write SVG plots (gnuplot) into DIR")(
         "scenario", po::value<std::string>(), "scenario file with a sweep: block");
+    add_limit_option(opts);
     po::positional_options_description pos;
     pos.add("scenario", 1);
     po::variables_map vm;
     po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
+    apply_limits(vm);
     if (vm.count("help")) {
         std::cout << opts << "\nThe scenario's sweep: block maps field paths to lists of values, e.g.\n"
                   << "  sweep:\n    gpus: [8, 12, 16]\n    workload.batch: [1, 16]\n";

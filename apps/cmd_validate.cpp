@@ -42,10 +42,12 @@ int cmd_validate(const Args& args) {
         "scenarios", po::value<std::string>(),
         "also write each whole-run point as a scenario file DIR/<id>.yaml that 'parasim run' simulates identically")(
         "dataset", po::value<std::string>(), "dataset file");
+    add_limit_option(opts);
     po::positional_options_description pos;
     pos.add("dataset", 1);
     po::variables_map vm;
     po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
+    apply_limits(vm);
     if (vm.count("help")) {
         std::cout << opts
                   << "\nExample: parasim validate ../shared/validation/published.yaml --format json\n"

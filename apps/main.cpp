@@ -3,9 +3,11 @@
 // scenario, model or topology files), 3 for an internal error.
 #include "apps/cli.h"
 #include "sim/core/error.h"
+#include "sim/core/limits.h"
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/exceptions.h>
 
 #include <cstdio>
@@ -13,6 +15,18 @@
 
 namespace po = boost::program_options;
 using namespace parasim_cli;
+
+void parasim_cli::add_limit_option(po::options_description& opts) {
+    opts.add_options()("limit", po::value<std::vector<std::string>>()->composing(),
+                       fmt::format("raise a resource limit: NAME=VALUE, NAME one of {} (repeatable)",
+                                   fmt::join(sim::limit_names(), ", "))
+                           .c_str());
+}
+
+void parasim_cli::apply_limits(const po::variables_map& vm) {
+    if (!vm.count("limit")) return;
+    for (const auto& l : vm["limit"].as<std::vector<std::string>>()) sim::set_limit(l);
+}
 
 namespace {
 

@@ -43,10 +43,10 @@ std::optional<Node> hf_field(MapReader& r, const std::string& key) {
     return n;
 }
 
-std::int64_t hf_int(MapReader& r, const std::string& key) {
+std::int64_t hf_int(MapReader& r, const std::string& key, std::int64_t max = kMaxDim) {
     auto n = hf_field(r, key);
     if (!n) r.node().fail(fmt::format("missing required field '{}'", key));
-    return n->as_int(1, kMaxDim);
+    return n->as_int(1, max);
 }
 
 std::int64_t hf_int_or(MapReader& r, const std::string& key, std::int64_t fallback) {
@@ -104,7 +104,7 @@ ModelSpec load_model(const Node& map) {
     m.where = map.location();
     m.name = r.required("name").as_string();
     if (auto s = r.optional("source")) m.source = s->as_string();
-    m.layers = r.required("layers").as_int(1, kMaxDim);
+    m.layers = r.required("layers").as_int(1, workload::kMaxLayers);
     m.hidden = r.required("hidden").as_int(1, kMaxDim);
     const Node heads = r.required("heads");
     m.heads = heads.as_int(1, kMaxDim);
@@ -124,7 +124,7 @@ ModelSpec load_model(const Node& map) {
     m.bias = r.required("bias").as_bool();
     if (auto moe = r.optional("moe")) {
         MapReader mr(*moe);
-        m.experts = mr.required("experts").as_int(1, 1 << 16);
+        m.experts = mr.required("experts").as_int(1, workload::kMaxExperts);
         const Node top_k = mr.required("top_k");
         m.top_k = top_k.as_int(1, 1 << 16);
         mr.finish();
@@ -156,7 +156,7 @@ ModelSpec load_hf_config(const Node& map) {
     std::optional<Node> kv_node;
     bool head_dim_given = false;
     if (arch == "GPT2LMHeadModel" || arch == "GPT2Model") {
-        m.layers = hf_int(r, "n_layer");
+        m.layers = hf_int(r, "n_layer", workload::kMaxLayers);
         m.hidden = hf_int(r, "n_embd");
         heads_node = hf_field(r, "n_head");
         m.heads = hf_int(r, "n_head");
@@ -170,7 +170,7 @@ ModelSpec load_hf_config(const Node& map) {
         m.position = PositionKind::learned;
         m.bias = true;
     } else {
-        m.layers = hf_int(r, "num_hidden_layers");
+        m.layers = hf_int(r, "num_hidden_layers", workload::kMaxLayers);
         m.hidden = hf_int(r, "hidden_size");
         heads_node = hf_field(r, "num_attention_heads");
         m.heads = hf_int(r, "num_attention_heads");
@@ -197,7 +197,7 @@ ModelSpec load_hf_config(const Node& map) {
             m.tied_embeddings = hf_bool_or(r, "tie_word_embeddings", false);
             m.bias = hf_bool_or(r, "attention_bias", false) || hf_bool_or(r, "mlp_bias", false);
             if (arch == "MixtralForCausalLM") {
-                m.experts = hf_int(r, "num_local_experts");
+                m.experts = hf_int(r, "num_local_experts", workload::kMaxExperts);
                 m.top_k = hf_int(r, "num_experts_per_tok");
                 if (m.top_k > m.experts) {
                     r.node().fail(

@@ -6,25 +6,33 @@
 #include "sim/config/gpu_loader.h"
 #include "sim/config/model_loader.h"
 #include "sim/config/run_details.h"
+#include "sim/core/limits.h"
 
+#include <charconv>
 #include <filesystem>
 
 namespace sim::config {
 
 namespace {
 
-// A deep copy without source marks (values that came from the command line).
-YAML::Node strip_marks(const YAML::Node& n) {
+// A deep copy without source marks (values that came from the command line
+// or a sweep). Aliases are followed, so the copy counts its nodes against
+// limits().yaml_nodes: a few lines of nested aliases expand to billions.
+YAML::Node strip_marks(const YAML::Node& n, std::uint64_t& budget) {
+    if (budget == 0)
+        throw LimitError("a --set or sweep value expands to too many YAML nodes (nested aliases?)", "yaml-nodes",
+                         limits().yaml_nodes);
+    --budget;
     switch (n.Type()) {
         case YAML::NodeType::Scalar: return YAML::Node(n.Scalar());
         case YAML::NodeType::Sequence: {
             YAML::Node out(YAML::NodeType::Sequence);
-            for (const auto& e : n) out.push_back(strip_marks(e));
+            for (const auto& e : n) out.push_back(strip_marks(e, budget));
             return out;
         }
         case YAML::NodeType::Map: {
             YAML::Node out(YAML::NodeType::Map);
-            for (const auto& kv : n) out[kv.first.Scalar()] = strip_marks(kv.second);
+            for (const auto& kv : n) out[kv.first.Scalar()] = strip_marks(kv.second, budget);
             return out;
         }
         default: return YAML::Node();
@@ -45,9 +53,13 @@ std::vector<PathToken> split_path(const std::string& path) {
             const std::size_t close = path.find(']', i);
             if (close == std::string::npos) throw ConfigError(where, "unclosed '[' in the path");
             const std::string num = path.substr(i + 1, close - i - 1);
+            long index = 0;
+            const auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), index);
             if (num.empty() || num.find_first_not_of("0123456789") != std::string::npos)
                 throw ConfigError(where, fmt::format("'[{}]' is not a list index", num));
-            out.push_back(PathToken{"", std::stol(num)});
+            if (ec != std::errc{} || end != num.data() + num.size())
+                throw ConfigError(where, fmt::format("index [{}] does not exist", num));
+            out.push_back(PathToken{"", index});
             i = close + 1;
             if (i < path.size() && path[i] == '.') ++i;
             continue;
@@ -129,6 +141,8 @@ Routed route(const std::vector<Override>& overrides) {
         const bool sub = tokens.size() > 1;
         if (sub && head == "cluster") r.cluster.emplace_back(o, tokens);
         else if (sub && head == "model") r.model.emplace_back(o, tokens);
+        // "gpu=NAME" swaps the cluster's GPU; "gpu.FIELD=..." edits the GPU's file.
+        else if (head == "gpu" && !sub) r.cluster.emplace_back(o, std::vector<PathToken>{{"cluster"}, tokens.front()});
         else if (head == "gpu") r.gpu.emplace_back(o, tokens);
         else r.root.emplace_back(o, tokens);
     }
@@ -260,7 +274,8 @@ const char* to_string(PipelineSchedule s) {
 }
 
 Override make_override(const std::string& path, const YAML::Node& value) {
-    return Override{path, strip_marks(value)};
+    std::uint64_t budget = limits().yaml_nodes;
+    return Override{path, strip_marks(value, budget)};
 }
 
 Override parse_override(const std::string& text) {

@@ -1,7 +1,10 @@
 // YAML access with locations, unknown-key rejection and unit parsing.
 #include "sim/config/yaml_reader.h"
 
+#include "sim/core/limits.h"
+
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <filesystem>
@@ -60,6 +63,30 @@ const char* example_of(Dimension dim) {
     return "";
 }
 
+// The largest value of each dimension, in base units: far above any real
+// machine, and low enough that products and quotients stay finite.
+double max_of(Dimension dim) {
+    switch (dim) {
+        case Dimension::bytes: return 1e18;
+        case Dimension::bandwidth: return 1e18;
+        case Dimension::time: return 86400.0;  // the clock counts ps in 64 bits (213 days); a day is plenty
+        case Dimension::flop_rate: return 1e21;
+        case Dimension::frequency: return 1e12;
+    }
+    return 0;
+}
+
+const char* max_text_of(Dimension dim) {
+    switch (dim) {
+        case Dimension::bytes: return "1 EB";
+        case Dimension::bandwidth: return "1 EB/s";
+        case Dimension::time: return "86400 s";
+        case Dimension::flop_rate: return "1 ZFLOP/s";
+        case Dimension::frequency: return "1 THz";
+    }
+    return "";
+}
+
 std::size_t edit_distance(const std::string& a, const std::string& b) {
     std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
     for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
@@ -112,8 +139,15 @@ double parse_quantity(const std::string& text, Dimension dim, std::string& error
     }
     std::vector<std::string> names;
     for (const auto& u : units_of(dim)) {
-        if (unit == u.suffix) return value * u.factor;
         names.emplace_back(u.suffix);
+        if (unit != u.suffix) continue;
+        const double base = value * u.factor;
+        if (base > max_of(dim)) {
+            error = fmt::format("'{}' is too {} (at most {})", text, dim == Dimension::time ? "long" : "large",
+                                max_text_of(dim));
+            return 0;
+        }
+        return base;
     }
     error = fmt::format("unknown unit '{}' in '{}' (expected one of {})", unit, text, join(names));
     return 0;
@@ -185,7 +219,6 @@ double quantity(const Node& n, Dimension dim) {
 
 Bytes Node::as_bytes() const {
     const double v = quantity(*this, Dimension::bytes);
-    if (v > 1e18) fail(fmt::format("'{}' is too large (at most 1 EB)", as_string()));
     return Bytes::ceil(v);
 }
 Bandwidth Node::as_bandwidth() const {
@@ -195,9 +228,6 @@ Bandwidth Node::as_bandwidth() const {
 }
 Time Node::as_time() const {
     const double v = quantity(*this, Dimension::time);
-    // The clock counts picoseconds in 64 bits (213 days); a single duration
-    // beyond a day cannot be meant.
-    if (v > 86400.0) fail(fmt::format("'{}' is too long (at most 86400 s)", as_string()));
     return Time::from_seconds_ceil(v);
 }
 FlopRate Node::as_flop_rate() const { return FlopRate{quantity(*this, Dimension::flop_rate)}; }
@@ -316,14 +346,34 @@ Node load_string(const std::string& text, const std::string& name) {
 }
 
 Node load_file(const std::string& path) {
+    // Only regular files: a device (/dev/zero) or a FIFO has no end that
+    // parasim can know of, and reading it could block or grow forever. The
+    // size is checked before reading, and again while reading, in case the
+    // file grows meanwhile.
+    const SourceLocation where{path, 0, 0};
     std::error_code ec;
-    if (std::filesystem::is_directory(path, ec))
-        throw ConfigError(SourceLocation{path, 0, 0}, "is a directory, not a YAML file");
+    const auto status = std::filesystem::status(path, ec);
+    if (ec && ec != std::errc::no_such_file_or_directory)
+        throw ConfigError(where, fmt::format("cannot open file: {}", ec.message()));  // e.g. a symbolic link loop
+    if (ec || !std::filesystem::exists(status)) throw ConfigError(where, "cannot open file (does it exist?)");
+    if (std::filesystem::is_directory(status)) throw ConfigError(where, "is a directory, not a YAML file");
+    if (!std::filesystem::is_regular_file(status))
+        throw ConfigError(where, "is not a regular file (a device, FIFO or socket); parasim reads inputs from files");
+    const std::uint64_t cap = limits().input_bytes;
+    const auto too_large = [&] {
+        throw LimitError(fmt::format("{}: the file is larger than {} bytes", path, cap), "input-bytes", cap);
+    };
+    const std::uintmax_t size = std::filesystem::file_size(path, ec);
+    if (!ec && size > cap) too_large();
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw ConfigError(SourceLocation{path, 0, 0}, "cannot open file (does it exist?)");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return load_string(ss.str(), path);
+    if (!in) throw ConfigError(where, "cannot open file (does it exist?)");
+    std::string text;
+    std::array<char, 65536> buf{};
+    while (in.read(buf.data(), buf.size()) || in.gcount() > 0) {
+        text.append(buf.data(), static_cast<std::size_t>(in.gcount()));
+        if (text.size() > cap) too_large();
+    }
+    return load_string(text, path);
 }
 
 bool exists_quietly(const std::filesystem::path& p) {

@@ -3,6 +3,7 @@
 // training iteration (emit_training.cpp) through the Emitter (emitter.h).
 #include "sim/parallel/builder.h"
 
+#include "sim/core/limits.h"
 #include "sim/parallel/emitter.h"
 
 namespace sim::parallel {
@@ -64,6 +65,27 @@ void emit_inference(Emitter& em, PlanBuild& out) {
     }
 }
 
+// Refuses a plan that would exceed limits().plan_tasks before any of it is
+// built, from a lower bound on its size: each simulated GPU of a stage runs at
+// least one kernel per layer, micro-batch and pass (forward and backward;
+// prefill and each simulated decode step). Plan::add checks the exact count
+// as the plan grows; this makes the hostile cases (millions of micro-batches
+// or layers) fail at once instead of after gigabytes.
+void refuse_oversized_plan(const config::ScenarioSpec& sc, const ResolvedStrategy& rs, std::size_t width) {
+    const auto& w = sc.workload;
+    const double passes = w.mode == Mode::training
+                              ? 2.0
+                              : 1.0 + static_cast<double>(std::min<std::int64_t>(w.decode_steps_simulated, w.output_tokens));
+    const double at_least = static_cast<double>(width) * static_cast<double>(rs.microbatches) *
+                            static_cast<double>(sc.model.layers) * passes;
+    const auto cap = limits().plan_tasks;
+    if (at_least > static_cast<double>(cap))
+        throw LimitError(fmt::format("the simulation plan needs at least {:.3g} tasks ({} micro-batches x {} layers x "
+                                     "{} simulated GPUs per stage x {} passes)",
+                                     at_least, rs.microbatches, sc.model.layers, width, passes),
+                         "plan-tasks", cap);
+}
+
 }  // namespace
 
 PlanBuild build_plan(const config::ScenarioSpec& sc, const config::StrategySpec& spec, const hw::CostModel& cm,
@@ -103,6 +125,7 @@ PlanBuild build_plan(const config::ScenarioSpec& sc, const config::StrategySpec&
     Emitter em{sc, out.strategy, effective, operator_options(sc, out.strategy), out.plan, vstages, {}, {},
                spec.collective, spec.placement, {}};
     em.setup();
+    refuse_oversized_plan(sc, out.strategy, em.members.front().size());
     if (sc.workload.mode == Mode::inference) emit_inference(em, out);
     else emit_training(em, out);
     return out;

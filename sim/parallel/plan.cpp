@@ -2,6 +2,9 @@
 #include "sim/parallel/plan.h"
 
 #include "sim/core/error.h"
+#include "sim/core/limits.h"
+
+#include <algorithm>
 
 namespace sim::parallel {
 
@@ -39,6 +42,14 @@ std::uint32_t Plan::add_group(Group g) {
 }
 
 std::uint32_t Plan::add(Task t, const std::vector<std::uint32_t>& task_deps) {
+    // The plan grows with the cluster, the layers and the micro-batches; a
+    // scenario asking for more than the stated limit is refused here, before
+    // it takes the machine's memory (task ids are 32-bit besides).
+    const std::uint64_t cap = std::min<std::uint64_t>(limits().plan_tasks, kNone - 1);
+    if (tasks.size() >= cap)
+        throw LimitError(fmt::format("the simulation plan needs more than {} tasks (fewer GPUs simulated, layers or "
+                                     "micro-batches make it smaller)", cap),
+                         "plan-tasks", cap);
     const auto id = static_cast<std::uint32_t>(tasks.size());
     t.dep_begin = static_cast<std::uint32_t>(deps.size());
     t.dep_count = 0;

@@ -1,6 +1,7 @@
 // Scenario runner.
 #include "sim/report/runner.h"
 
+#include "sim/core/limits.h"
 #include "sim/exec/executor.h"
 #include "sim/net/topology.h"
 #include "sim/parallel/builder.h"
@@ -13,7 +14,11 @@ StrategyRun run_strategy(const config::ScenarioSpec& sc, const config::StrategyS
     const auto cost_model = hw::make_cost_model(options.cost_model);
     parallel::PlanBuild build;
     try {
-        build = parallel::build_plan(sc, spec, *cost_model, parallel::BuildOptions{options.collapse});
+        try {
+            build = parallel::build_plan(sc, spec, *cost_model, parallel::BuildOptions{options.collapse});
+        } catch (const LimitError& e) {
+            throw ConfigError(spec.where, fmt::format("strategy '{}': {}", spec.name, e.what()));
+        }
     } catch (const ConfigError& e) {
         if (!options.tolerate_unformable) throw;
         out.metrics.strategy = spec.name;

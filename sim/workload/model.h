@@ -14,6 +14,12 @@ enum class FfnKind { gelu, swiglu };
 enum class NormKind { layernorm, rmsnorm };
 enum class PositionKind { rope, learned };
 
+// Limits of a model that parasim can simulate (docs/testing.md, "Limits"):
+// tensor ids carry the layer in 20 bits and an expert's weights in the slots
+// below the flag bits (workload/op_builders.h, which checks both).
+inline constexpr std::int64_t kMaxLayers = (std::int64_t{1} << 20) - 3;
+inline constexpr std::int64_t kMaxExperts = 2048;
+
 struct ModelSpec {
     std::string name;
     std::string source;  // free text: where the figures come from

@@ -58,6 +58,8 @@ inline std::uint64_t encode(IdKind kind, std::int64_t layer, int which, std::int
 
 inline std::uint64_t flagged(std::uint64_t id, int flag) { return id | (static_cast<std::uint64_t>(flag) << kMbBits); }
 
+static_assert(kMaxLayers + 2 < (std::int64_t{1} << kLayerBits), "every layer index (and embedding, head) fits an id");
+
 // Weight slots.
 namespace wslot {
 inline constexpr int qkv = 0, out = 1, mlp_up = 2, mlp_down = 3, norm1 = 4, norm2 = 5, router = 6;
@@ -65,6 +67,7 @@ inline constexpr int expert = 16;                  // expert e: up 16 + 2e, down
 inline constexpr int table = 0, position = 1;      // kEmbeddingLayer
 inline constexpr int lm_head = 0, final_norm = 1;  // kHeadLayer
 }  // namespace wslot
+static_assert(wslot::expert + 2 * kMaxExperts <= kPartial, "every expert's weight slots sit below the flag bits");
 
 // Activation slots.
 namespace aslot {

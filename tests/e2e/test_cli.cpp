@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -348,4 +349,81 @@ TEST_CASE("SIGINT while a command writes its outputs removes the temporaries and
     CHECK_FALSE(std::filesystem::exists(trace));
     CHECK(std::filesystem::is_fifo(fifo));
     std::filesystem::remove_all(dir);
+}
+
+// ---- --set paths, inputs that are not files, and the stated limits (#13 items 4, 5) ----
+
+namespace {
+const std::string kFeasible = kRoot + "/scenarios/partitioning-16xh100-feasible.yaml";
+
+// One line on stderr that contains `text`, exit 2, nothing on stdout.
+void check_refused(const Result& r, const std::string& text) {
+    CHECK(r.code == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err.find(text) != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+}
+}  // namespace
+
+TEST_CASE("--set with a list index beyond any integer is exit 2 naming the index, not a stol exception") {
+    check_refused(parasim("run " + kFeasible + " --set 'strategies[99999999999999999999].tp=1'"),
+                  "index [99999999999999999999] does not exist");
+}
+
+TEST_CASE("--set gpu=NAME swaps the cluster's GPU; an unknown name is exit 2") {
+    const auto base = parasim("run " + kFeasible + " --format json");
+    const auto a100 = parasim("run " + kFeasible + " --format json --set gpu=a100-sxm-80gb");
+    REQUIRE(base.code == 0);
+    REQUIRE(a100.code == 0);
+    // An A100 has a slower HBM and less compute: the same work takes longer.
+    const double t_h100 = json(base.out)["runs"][0]["metrics"]["ttft_ms"].as<double>();
+    const double t_a100 = json(a100.out)["runs"][0]["metrics"]["ttft_ms"].as<double>();
+    CHECK(t_a100 > 1.5 * t_h100);
+    check_refused(parasim("run " + kFeasible + " --set gpu=does-not-exist"), "unknown GPU 'does-not-exist'");
+}
+
+TEST_CASE("a scenario path that is a device, a FIFO or a symbolic-link loop is exit 2 at once") {
+    check_refused(parasim("run /dev/zero"), "/dev/zero: is not a regular file");
+    const auto dir = std::filesystem::temp_directory_path() / ("parasim-e2e-inputs-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const auto fifo = dir / "fifo.yaml";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);  // no writer: opening it would block forever
+    check_refused(parasim("run " + fifo.string()), "is not a regular file");
+    std::filesystem::create_symlink(dir / "b.yaml", dir / "a.yaml");
+    std::filesystem::create_symlink(dir / "a.yaml", dir / "b.yaml");
+    check_refused(parasim("run " + (dir / "a.yaml").string()), "cannot open file: Too many levels of symbolic links");
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("every stated limit refuses up front with exit 2, names itself, and --limit raises it") {
+    SUBCASE("input-bytes") {
+        check_refused(parasim("run " + kFeasible + " --limit input-bytes=100"),
+                      "larger than 100 bytes (limit input-bytes=100; raise it with --limit input-bytes=N)");
+        CHECK(parasim("run " + kFeasible + " --limit input-bytes=100000").code == 0);
+    }
+    SUBCASE("yaml-nodes: an alias bomb in a --set value") {
+        // 10^6 scalars as a tree, 60 bytes as text.
+        const std::string bomb =
+            "[&a [1,1,1,1,1,1,1,1,1,1], &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a], &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b],"
+            " &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c], &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d],"
+            " [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e]]";
+        check_refused(parasim("run " + kFeasible + " --set 'description=" + bomb + "'"), "limit yaml-nodes=100000");
+    }
+    SUBCASE("sweep-points") {
+        const std::string list = "[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20]";
+        const auto r = parasim("sweep " + kFeasible + " --set 'sweep={workload.batch: " + list +
+                               ", workload.prompt_tokens: " + list + "}' --limit sweep-points=399");
+        check_refused(r, "the sweep has more than 399 points (limit sweep-points=399");
+    }
+    SUBCASE("plan-tasks") {
+        // tp8-pp2 runs 16 layers x 2 micro-batches x (prefill + 3 decode
+        // steps) on one simulated GPU per stage: at least 128 tasks, so 50 is
+        // refused before building and 200 while building.
+        const auto r = parasim("run " + kFeasible + " --limit plan-tasks=50");
+        check_refused(r, "the simulation plan needs at least 128 tasks (2 micro-batches x 16 layers x 1 simulated GPUs "
+                         "per stage x 4 passes) (limit plan-tasks=50");
+        check_refused(parasim("run " + kFeasible + " --limit plan-tasks=200"),
+                      "the simulation plan needs more than 200 tasks");
+    }
+    check_refused(parasim("run " + kFeasible + " --limit speed=3"), "unknown limit 'speed'");
 }
