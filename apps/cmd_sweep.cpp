@@ -41,6 +41,12 @@ std::string show(const YAML::Node& n) {
     return e.c_str();
 }
 
+// gnuplot could not draw the plots (missing, or it failed on a script).
+class PlotError : public UsageError {
+public:
+    using UsageError::UsageError;
+};
+
 struct Point {
     std::vector<sim::config::Override> overrides;
     std::vector<std::string> labels;  // one per sweep field
@@ -90,7 +96,7 @@ void run_gnuplot(const std::filesystem::path& dir, const std::string& script) {
     const int spawned = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv, environ);
     posix_spawn_file_actions_destroy(&actions);
     if (spawned != 0)
-        throw UsageError(fmt::format("--plot: cannot run gnuplot: {} (is gnuplot installed?)", std::strerror(spawned)));
+        throw PlotError(fmt::format("--plot: cannot run gnuplot: {} (is gnuplot installed?)", std::strerror(spawned)));
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
@@ -99,7 +105,7 @@ void run_gnuplot(const std::filesystem::path& dir, const std::string& script) {
     std::ifstream in(log);
     std::getline(in, first);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && first.empty()) first = "gnuplot not found";
-    throw UsageError(fmt::format("--plot: gnuplot failed on {}: {}", script, first.empty() ? "no message" : first));
+    throw PlotError(fmt::format("--plot: gnuplot failed on {}: {}", script, first.empty() ? "no message" : first));
 }
 
 // The file contents of the plots, text that goes into a gnuplot script
@@ -146,17 +152,32 @@ PlotFiles plot_files(const sim::config::ScenarioSpec& base, const std::vector<Po
         if (numeric) return x_label(p);
         return std::to_string(std::find(categories.begin(), categories.end(), x_label(p)) - categories.begin());
     };
+    // One series per strategy and per combination of the other fields'
+    // values (a tp x pp sweep draws one line per pp), in sweep order.
+    auto others_of = [&](const Point& p) {
+        std::string key;
+        for (std::size_t f = 0; f < p.labels.size(); ++f)
+            if (f != xf) key += fmt::format("{}{}={}", key.empty() ? "" : ", ", sweep[f].first, p.labels[f]);
+        return key;
+    };
+    std::vector<std::string> combos;
+    for (const auto& p : points)
+        if (std::find(combos.begin(), combos.end(), others_of(p)) == combos.end()) combos.push_back(others_of(p));
     std::string dat, plot;
-    for (std::size_t s = 0; s < base.strategies.size(); ++s) {
-        dat += fmt::format("# strategy {}\n", gnuplot_string(base.strategies[s].name));
-        for (const auto& p : points) {
-            if (s >= p.runs.size() || !p.runs[s].tokens_per_s) continue;
-            dat += fmt::format("{} {}\n", x_value(p), *p.runs[s].tokens_per_s);
+    int index = 0;
+    for (std::size_t s = 0; s < base.strategies.size(); ++s)
+        for (const auto& combo : combos) {
+            const std::string title = base.strategies[s].name + (combo.empty() ? "" : ", " + combo);
+            dat += fmt::format("# series {}\n", gnuplot_string(title));
+            for (const auto& p : points) {
+                if (others_of(p) != combo || s >= p.runs.size() || !p.runs[s].tokens_per_s) continue;
+                dat += fmt::format("{} {}\n", x_value(p), *p.runs[s].tokens_per_s);
+            }
+            dat += "\n\n";
+            plot += fmt::format("{}'throughput.dat' index {} with linespoints title {}", index ? ", " : "", index,
+                                gnuplot_string(title));
+            ++index;
         }
-        dat += "\n\n";
-        plot += fmt::format("{}'throughput.dat' index {} with linespoints title {}", s ? ", " : "", s,
-                            gnuplot_string(base.strategies[s].name));
-    }
     PlotFiles out;
     out.files.emplace_back("throughput.dat", dat);
     out.files.emplace_back(
@@ -351,10 +372,22 @@ int cmd_sweep(const Args& args) {
                     text += fmt::format("{} at{}: {}\n", r.strategy, at, r.note);
                 }
     }
-    OutputSet outputs;  // the report and the plots: all or none
-    if (vm.count("plot")) add_plots(vm["plot"].as<std::string>(), base, points, outputs);
+    // The report and the plots are written together, all or none; but when
+    // gnuplot cannot draw them, the results are still worth keeping: the
+    // report is written alone and the failure reported after it (exit 2).
+    OutputSet outputs;
+    std::string plot_failure;
+    if (vm.count("plot")) {
+        try {
+            add_plots(vm["plot"].as<std::string>(), base, points, outputs);
+        } catch (const PlotError& e) {
+            plot_failure = e.what();
+            outputs = OutputSet{};
+        }
+    }
     outputs.add(vm["output"].as<std::string>(), text);
     outputs.commit();
+    if (!plot_failure.empty()) throw UsageError(plot_failure + " (the report was written; no plot files)");
     return 0;
 }
 

@@ -41,7 +41,10 @@ std::string format_csv(const std::vector<RunMetrics>& runs, const std::vector<st
 std::string format_table(const config::ScenarioSpec& scenario, const std::vector<RunMetrics>& runs);
 // Formats a number for JSON deterministically (shortest round-trip form), or null.
 std::string json_number(const std::optional<double>& v);
+// A JSON string literal of any bytes (invalid UTF-8 becomes U+FFFD).
 std::string json_string(const std::string& s);
+// One RFC 4180 CSV field: quoted when it holds a comma, a quote or a line break.
+std::string csv_field(const std::string& s);
 // Quotes text as a gnuplot single-quoted string literal, the only way report
 // text (scenario, strategy and swept-value names: anything a scenario file
 // says) may enter a gnuplot script. Inside '...' gnuplot substitutes neither

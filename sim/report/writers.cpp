@@ -12,9 +12,47 @@ std::string json_number(const std::optional<double>& v) {
     return fmt::format("{}", *v);
 }
 
+namespace {
+
+// The length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no
+// overlong forms, no surrogates, nothing above U+10FFFF), or 0.
+std::size_t utf8_sequence(const std::string& s, std::size_t i) {
+    const auto at = [&](std::size_t k) { return k < s.size() ? static_cast<unsigned char>(s[k]) : 0u; };
+    const unsigned b0 = at(i);
+    const auto cont = [&](std::size_t k, unsigned lo = 0x80, unsigned hi = 0xBF) { return at(k) >= lo && at(k) <= hi; };
+    if (b0 < 0x80) return 1;
+    if (b0 >= 0xC2 && b0 <= 0xDF) return cont(i + 1) ? 2 : 0;
+    if (b0 >= 0xE0 && b0 <= 0xEF) {
+        const unsigned lo = b0 == 0xE0 ? 0xA0 : 0x80, hi = b0 == 0xED ? 0x9F : 0xBF;
+        return cont(i + 1, lo, hi) && cont(i + 2) ? 3 : 0;
+    }
+    if (b0 >= 0xF0 && b0 <= 0xF4) {
+        const unsigned lo = b0 == 0xF0 ? 0x90 : 0x80, hi = b0 == 0xF4 ? 0x8F : 0xBF;
+        return cont(i + 1, lo, hi) && cont(i + 2) && cont(i + 3) ? 4 : 0;
+    }
+    return 0;
+}
+
+}  // namespace
+
+// A JSON string literal (RFC 8259) of any bytes: names come from input files,
+// which may hold invalid UTF-8; each byte that is not part of a well-formed
+// sequence becomes U+FFFD, so the document always parses.
 std::string json_string(const std::string& s) {
     std::string out = "\"";
-    for (const char c : s) {
+    for (std::size_t i = 0; i < s.size();) {
+        const char c = s[i];
+        const std::size_t len = utf8_sequence(s, i);
+        if (len == 0) {
+            out += "\\ufffd";
+            ++i;
+            continue;
+        }
+        if (len > 1) {
+            out.append(s, i, len);
+            i += len;
+            continue;
+        }
         switch (c) {
             case '"': out += "\\\""; break;
             case '\\': out += "\\\\"; break;
@@ -24,7 +62,17 @@ std::string json_string(const std::string& s) {
                 if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", static_cast<int>(c));
                 else out += c;
         }
+        ++i;
     }
+    return out + "\"";
+}
+
+// One CSV field (RFC 4180): quoted, with quotes doubled, when it holds a
+// comma, a quote or a line break; as is otherwise.
+std::string csv_field(const std::string& s) {
+    if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+    std::string out = "\"";
+    for (const char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
     return out + "\"";
 }
 
@@ -94,7 +142,7 @@ std::string format_json(const std::string& scenario, const std::vector<RunMetric
 std::string format_csv(const std::vector<RunMetrics>& runs, const std::vector<std::string>& extra_columns,
                        const std::vector<std::vector<std::string>>& extra_values) {
     std::string out;
-    for (const auto& c : extra_columns) out += c + ",";
+    for (const auto& c : extra_columns) out += csv_field(c) + ",";
     out += "strategy,gpus,tp,pp,dp,microbatches,feasible,per_gpu_peak_bytes,capacity_bytes,tokens_per_s,tpot_ms,"
            "inv_tps_ms,ttft_ms,iteration_ms,mfu,hfu,l2_hit_rate,hbm_bytes,gpu_busy,link_nvlink,link_pcie,"
            "link_network,frac_compute,frac_memory,frac_communication,frac_idle\n";
@@ -102,8 +150,8 @@ std::string format_csv(const std::vector<RunMetrics>& runs, const std::vector<st
     for (std::size_t i = 0; i < runs.size(); ++i) {
         const auto& m = runs[i];
         if (i < extra_values.size())
-            for (const auto& v : extra_values[i]) out += v + ",";
-        out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", m.strategy,
+            for (const auto& v : extra_values[i]) out += csv_field(v) + ",";
+        out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(m.strategy),
                            m.gpus, m.resolved.tp, m.resolved.pp, m.resolved.dp, m.resolved.microbatches,
                            m.feasible ? "true" : "false", m.memory.breakdown.total(), m.memory.capacity.value,
                            n(m.tokens_per_s), n(m.tpot_ms), n(m.inv_tps_ms), n(m.ttft_ms), n(m.iteration_ms), n(m.mfu),

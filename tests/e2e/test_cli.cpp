@@ -427,3 +427,36 @@ TEST_CASE("every stated limit refuses up front with exit 2, names itself, and --
     }
     check_refused(parasim("run " + kFeasible + " --limit speed=3"), "unknown limit 'speed'");
 }
+
+TEST_CASE("sweep --plot of a two-field sweep draws one series per strategy and second-field value") {
+    const auto dir = scratch("plot-two-fields");
+    const auto r = parasim("sweep " + kRoot + "/scenarios/partitioning-width.yaml --plot " + (dir / "plots").string());
+    REQUIRE(r.code == 0);
+    std::ifstream in(dir / "plots" / "throughput.gp");
+    std::stringstream script;
+    script << in.rdbuf();
+    // 2 strategies x 2 batch values: four lines, four data blocks.
+    for (const char* title : {"'tp8-pp2, workload.batch=1'", "'tp8-pp2, workload.batch=16'",
+                              "'layerwise, workload.batch=1'", "'layerwise, workload.batch=16'"})
+        CHECK(script.str().find(title) != std::string::npos);
+    CHECK(script.str().find("index 3 ") != std::string::npos);
+    CHECK(script.str().find("index 4 ") == std::string::npos);
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("sweep --plot without gnuplot still writes the report, then exits 2 saying so, with no plot files") {
+    const auto dir = scratch("plot-no-gnuplot");
+    const std::string cmd = "PATH=/nonexistent " + std::string(PARASIM_BIN) + " sweep " + kRoot +
+                            "/scenarios/partitioning-width.yaml --plot " + (dir / "plots").string() + " --output " +
+                            (dir / "report.txt").string() + " 2>" + (dir / "err").string();
+    const int status = std::system(cmd.c_str());
+    CHECK(WEXITSTATUS(status) == 2);
+    std::ifstream err(dir / "err");
+    std::string line;
+    std::getline(err, line);
+    CHECK(line.find("is gnuplot installed?") != std::string::npos);
+    CHECK(line.find("the report was written") != std::string::npos);
+    CHECK(std::filesystem::file_size(dir / "report.txt") > 0);
+    CHECK_FALSE(std::filesystem::exists(dir / "plots"));
+    std::filesystem::remove_all(dir);
+}

@@ -1,5 +1,6 @@
 // Report metrics against bounds a user can compute by hand.
 #include "sim/config/scenario.h"
+#include "sim/report/metrics.h"
 #include "sim/report/runner.h"
 #include "sim/workload/model.h"
 #include "sim/workload/operators.h"
@@ -109,4 +110,33 @@ TEST_CASE("gnuplot_string keeps any text inside one literal: quotes, backslashes
         CHECK(content == shown);
         for (const char c : lit) CHECK(static_cast<unsigned char>(c) >= 0x20);
     }
+}
+
+TEST_CASE("json_string writes valid UTF-8 JSON for any bytes: bad sequences become U+FFFD, good ones stay") {
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"plain", "\"plain\""},
+        {"q\"b\\n\n", "\"q\\\"b\\\\n\\n\""},
+        {"\x01", "\"\\u0001\""},
+        {"caf\xc3\xa9", "\"caf\xc3\xa9\""},                // é, 2 bytes
+        {"\xe2\x82\xac", "\"\xe2\x82\xac\""},              // €, 3 bytes
+        {"\xf0\x9f\x98\x80", "\"\xf0\x9f\x98\x80\""},      // 😀, 4 bytes
+        {"a\xff" "b", "\"a\\ufffdb\""},                    // never valid
+        {"\xc3", "\"\\ufffd\""},                           // truncated
+        {"\xc0\xaf", "\"\\ufffd\\ufffd\""},                // overlong '/'
+        {"\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\""},     // a UTF-16 surrogate
+        {"\xf4\x90\x80\x80", "\"\\ufffd\\ufffd\\ufffd\\ufffd\""},  // above U+10FFFF
+    };
+    for (const auto& [text, want] : cases) {
+        CAPTURE(text);
+        CHECK(report::json_string(text) == want);
+    }
+}
+
+TEST_CASE("csv_field quotes by RFC 4180: only fields with a comma, quote or line break, quotes doubled") {
+    CHECK(report::csv_field("tp8-pp2") == "tp8-pp2");
+    CHECK(report::csv_field("") == "");
+    CHECK(report::csv_field("[1, 2]") == "\"[1, 2]\"");
+    CHECK(report::csv_field("say \"hi\"") == "\"say \"\"hi\"\"\"");
+    CHECK(report::csv_field("two\nlines") == "\"two\nlines\"");
+    CHECK(report::csv_field("cr\r") == "\"cr\r\"");
 }
