@@ -237,25 +237,26 @@ ParallelismSpec read_parallelism(const std::optional<Node>& node, const Point& p
     std::optional<Node> schedule = get("schedule");
     std::optional<Node> vstages = get("virtual_stages");
     if (vstages) s.virtual_stages = static_cast<int>(vstages->as_int(1, 1024));
+    // Megatron-LM runs its interleaved schedule whenever virtual stages are
+    // set, so a point that gives them and no schedule ran that one.
+    const parallel::IPipelineSchedule& interleaved = parallel::pipeline_schedule("interleaved-1f1b");
     if (schedule) {
-        const std::string v = schedule->as_enum({"gpipe", "1f1b", "interleaved-1f1b"});
-        s.schedule = v == "gpipe" ? config::PipelineSchedule::gpipe
-                   : v == "1f1b" ? config::PipelineSchedule::one_f_one_b
-                                 : config::PipelineSchedule::interleaved_one_f_one_b;
-        if (s.schedule != config::PipelineSchedule::interleaved_one_f_one_b && s.virtual_stages > 1)
-            vstages->fail(fmt::format("virtual_stages={} needs schedule interleaved-1f1b, not {}", s.virtual_stages, v));
+        s.schedule = &parallel::pipeline_schedule(schedule->as_enum(parallel::pipeline_schedule_names()));
+        if (!s.schedule->uses_virtual_stages() && s.virtual_stages > 1)
+            vstages->fail(fmt::format("virtual_stages={} needs schedule {}, not {}", s.virtual_stages, interleaved.name(),
+                                      s.schedule->name()));
     } else if (s.virtual_stages > 1) {
-        s.schedule = config::PipelineSchedule::interleaved_one_f_one_b;
-        defaults.push_back("schedule=interleaved-1f1b (virtual_stages > 1)");
+        s.schedule = &interleaved;
+        defaults.push_back(fmt::format("schedule={} (virtual_stages > 1)", interleaved.name()));
     } else if (training && s.pp > 1) {
-        defaults.push_back("schedule=1f1b");
+        defaults.push_back(fmt::format("schedule={}", s.schedule->name()));
     }
-    if (s.schedule == config::PipelineSchedule::interleaved_one_f_one_b && !vstages) {
+    if (s.schedule->uses_virtual_stages() && !vstages) {
         s.virtual_stages = default_virtual_stages(p.model.layers, s.pp);
         defaults.push_back(fmt::format("virtual_stages={}", s.virtual_stages));
     }
-    if (s.schedule == config::PipelineSchedule::interleaved_one_f_one_b && s.virtual_stages < 2)
-        (vstages ? *vstages : *schedule).fail("schedule interleaved-1f1b needs virtual_stages >= 2");
+    if (s.schedule->uses_virtual_stages() && s.virtual_stages < 2)
+        (vstages ? *vstages : *schedule).fail(fmt::format("schedule {} needs virtual_stages >= 2", s.schedule->name()));
     if (auto n = get("overlap")) {
         if (!training) n->fail("overlap applies to training points only");
         s.overlap = config::read_overlap(*n);
