@@ -6,6 +6,7 @@
 #include "sim/config/gpu_loader.h"
 #include "sim/config/model_loader.h"
 #include "sim/config/run_details.h"
+#include "sim/net/collective/i_collective.h"
 
 #include <filesystem>
 
@@ -218,7 +219,13 @@ StrategySpec read_strategy(const Node& node, std::size_t index) {
     if (auto n = r.optional("placement"))
         s.placement = n->as_enum({"tp-first", "pp-first"}) == "tp-first" ? parallel::Placement::tp_first
                                                                            : parallel::Placement::pp_first;
-    if (auto n = r.optional("collective")) s.collective = n->as_enum({"auto", "ring", "tree", "hierarchical", "in-switch"});
+    if (auto n = r.optional("collective")) {
+        // A strategy's collectives are all-reduces or their halves, so the
+        // algorithms that implement all-reduce, or auto.
+        std::vector<std::string> names{"auto"};
+        for (auto& a : net::collective_algorithm_names(net::CollectiveOp::all_reduce)) names.push_back(std::move(a));
+        s.collective = n->as_enum(names);
+    }
     if (auto n = r.optional("overlap")) s.overlap = read_overlap(*n);
     read_stage_layers(r, s.first_stage_layers, s.last_stage_layers);
     if (auto n = r.optional("partition")) {

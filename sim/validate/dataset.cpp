@@ -5,6 +5,7 @@
 #include "sim/config/cluster_loader.h"
 #include "sim/config/model_loader.h"
 #include "sim/config/run_details.h"
+#include "sim/net/collective/i_collective.h"
 #include "sim/core/checked.h"
 
 #include <fmt/format.h>
@@ -306,8 +307,14 @@ void read_op(const Node& node, Point& p) {
                                             : net::CollectiveOp::all_to_all;
             c.bytes = read_bytes(r.required("bytes"));
             if (auto n = r.optional("algorithm")) {
-                const std::string a = n->as_enum({"auto", "ring", "tree", "nvls"});
-                c.algorithm = a == "nvls" ? "in-switch" : a;
+                // Published points name NCCL_ALGO values (nvls for in-switch).
+                std::vector<std::string> names{"auto"};
+                for (const auto* algo : net::collective_algorithms())
+                    if (!algo->nccl_name().empty()) names.emplace_back(algo->nccl_name());
+                const std::string a = n->as_enum(names);
+                c.algorithm = a;
+                for (const auto* algo : net::collective_algorithms())
+                    if (algo->nccl_name() == a) c.algorithm = algo->name();
             }
             break;
         }
