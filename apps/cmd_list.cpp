@@ -3,11 +3,14 @@
 #include "sim/config/gpu_loader.h"
 #include "sim/config/model_loader.h"
 #include "sim/hw/cost_model.h"
+#include "sim/net/collective/i_collective.h"
+#include "sim/parallel/schedule/i_schedule.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <string_view>
 
 namespace parasim_cli {
 
@@ -19,6 +22,10 @@ std::vector<std::string> yaml_stems(const std::string& dir) {
         if (e.is_regular_file() && e.path().extension() == ".yaml") out.push_back(e.path().stem().string());
     std::sort(out.begin(), out.end());
     return out;
+}
+
+void print_entry(std::string_view name, std::string_view description) {
+    fmt::print("{:<20} {}\n", name, description);
 }
 }  // namespace
 
@@ -43,23 +50,21 @@ int cmd_list(const Args& args) {
         for (const auto& n : yaml_stems(data + "/models")) fmt::print("{}\n", n);
         return 0;
     }
+    // The variant kinds print their registries, so a new implementation
+    // shows up here without touching this file.
     if (what == "schedules") {
-        fmt::print("gpipe             all forwards, then all backwards\n"
-                   "1f1b              one forward, one backward after a warm-up of pp - stage - 1 forwards\n"
-                   "interleaved-1f1b  1F1B over virtual_stages model chunks per GPU (Megatron-LM order)\n");
+        for (const auto* sched : sim::parallel::pipeline_schedules())
+            print_entry(sched->name(), sched->description());
         return 0;
     }
     if (what == "collectives") {
-        fmt::print("auto          in-switch for all-reduce over > 4 GPUs of an NVSwitch node with reduction,\n"
-                   "              hierarchical across nodes, ring otherwise\n"
-                   "ring          ring reduce-scatter / all-gather / all-reduce, chained broadcast\n"
-                   "tree          double binary tree all-reduce, binary tree broadcast\n"
-                   "hierarchical  intra-node reduce-scatter, inter-node all-reduce per rail, intra-node all-gather\n"
-                   "in-switch     NVLink SHARP all-reduce on one NVSwitch node\n");
+        print_entry("auto", "the best-ranked registered algorithm that can run the group (NCCL's rules; with "
+                            "protocols, the fastest predicted)");
+        for (const auto* algo : sim::net::collective_algorithms()) print_entry(algo->name(), algo->description());
         return 0;
     }
     if (what == "cost-models") {
-        fmt::print("roofline      roofline with tiling, wave quantization and measured ceilings\n");
+        for (const auto& m : sim::hw::list_cost_models()) print_entry(m.name, m.description);
         return 0;
     }
     throw UsageError("list needs one of: gpus, clusters, models, schedules, collectives, cost-models");

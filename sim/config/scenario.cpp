@@ -7,6 +7,7 @@
 #include "sim/config/model_loader.h"
 #include "sim/config/run_details.h"
 #include "sim/core/limits.h"
+#include "sim/net/collective/i_collective.h"
 
 #include <charconv>
 #include <filesystem>
@@ -225,29 +226,32 @@ StrategySpec read_strategy(const Node& node, std::size_t index) {
     if (auto n = r.optional("sp")) s.sp = n->as_bool();
     if (auto n = r.optional("zero")) s.zero = static_cast<int>(n->as_int(0, 3));
     if (auto n = r.optional("schedule")) {
-        const std::string v = n->as_enum({"gpipe", "1f1b", "interleaved-1f1b"});
-        s.schedule = v == "gpipe" ? PipelineSchedule::gpipe
-                   : v == "1f1b" ? PipelineSchedule::one_f_one_b
-                                 : PipelineSchedule::interleaved_one_f_one_b;
+        s.schedule = &parallel::pipeline_schedule(n->as_enum(parallel::pipeline_schedule_names()));
     }
     if (auto n = r.optional("virtual_stages")) s.virtual_stages = static_cast<int>(n->as_int(1, 1024));
     if (auto n = r.optional("microbatches")) s.microbatches = positive_or_auto(*n, 1 << 24);
     if (auto n = r.optional("placement"))
-        s.placement = n->as_enum({"tp-first", "pp-first"}) == "tp-first" ? StrategySpec::Placement::tp_first
-                                                                           : StrategySpec::Placement::pp_first;
-    if (auto n = r.optional("collective")) s.collective = n->as_enum({"auto", "ring", "tree", "hierarchical", "in-switch"});
+        s.placement = n->as_enum({"tp-first", "pp-first"}) == "tp-first" ? parallel::Placement::tp_first
+                                                                           : parallel::Placement::pp_first;
+    if (auto n = r.optional("collective")) {
+        // A strategy's collectives are all-reduces or their halves, so the
+        // algorithms that implement all-reduce, or auto.
+        std::vector<std::string> names{"auto"};
+        for (auto& a : net::collective_algorithm_names(net::CollectiveOp::all_reduce)) names.push_back(std::move(a));
+        s.collective = n->as_enum(names);
+    }
     if (auto n = r.optional("overlap")) s.overlap = read_overlap(*n);
     read_stage_layers(r, s.first_stage_layers, s.last_stage_layers);
     if (auto n = r.optional("partition")) {
         MapReader p(*n);
         const std::string m = p.required("method").as_enum({"uniform", "cache-aware"});
-        s.partition = m == "uniform" ? PartitionMethod::uniform : PartitionMethod::cache_aware;
+        s.partition = m == "uniform" ? parallel::PartitionMethod::uniform : parallel::PartitionMethod::cache_aware;
         if (auto c = p.optional("capacity")) {
             const std::string v = c->as_string();
-            if (v == "l2") s.capacity = CapacityLevel::l2;
-            else if (v == "hbm") s.capacity = CapacityLevel::hbm;
+            if (v == "l2") s.capacity = parallel::CapacityLevel::l2;
+            else if (v == "hbm") s.capacity = parallel::CapacityLevel::hbm;
             else {
-                s.capacity = CapacityLevel::bytes;
+                s.capacity = parallel::CapacityLevel::bytes;
                 std::string err;
                 parse_quantity(v, Dimension::bytes, err);
                 if (!err.empty()) c->fail("expected l2, hbm or a size like '40 MiB': " + err);
@@ -256,22 +260,13 @@ StrategySpec read_strategy(const Node& node, std::size_t index) {
         }
         p.finish();
     }
-    if (s.schedule == PipelineSchedule::interleaved_one_f_one_b && s.virtual_stages < 2)
-        node.fail("schedule interleaved-1f1b needs virtual_stages >= 2");
+    if (s.schedule->uses_virtual_stages() && s.virtual_stages < 2)
+        node.fail(fmt::format("schedule {} needs virtual_stages >= 2", s.schedule->name()));
     r.finish();
     return s;
 }
 
 }  // namespace
-
-const char* to_string(PipelineSchedule s) {
-    switch (s) {
-        case PipelineSchedule::gpipe: return "gpipe";
-        case PipelineSchedule::one_f_one_b: return "1f1b";
-        case PipelineSchedule::interleaved_one_f_one_b: return "interleaved-1f1b";
-    }
-    return "?";
-}
 
 Override make_override(const std::string& path, const YAML::Node& value) {
     std::uint64_t budget = limits().yaml_nodes;

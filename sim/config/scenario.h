@@ -8,6 +8,9 @@
 #include "sim/config/yaml_reader.h"
 #include "sim/hw/gpu.h"
 #include "sim/net/cluster.h"
+#include "sim/parallel/partitioner.h"
+#include "sim/parallel/placement.h"
+#include "sim/parallel/schedule/i_schedule.h"
 #include "sim/workload/model.h"
 #include "sim/workload/operators.h"
 
@@ -20,11 +23,6 @@
 namespace sim::config {
 
 enum class Mode { inference, training };
-enum class PipelineSchedule { gpipe, one_f_one_b, interleaved_one_f_one_b };
-enum class PartitionMethod { uniform, cache_aware };
-enum class CapacityLevel { l2, hbm, bytes };
-
-const char* to_string(PipelineSchedule s);
 
 struct WorkloadSpec {
     Mode mode = Mode::inference;
@@ -82,11 +80,12 @@ struct StrategySpec {
     int dp = kUnset;
     bool sp = false;
     int zero = 0;
-    PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+    // A registered schedule (sim/parallel/schedule/); never null.
+    const parallel::IPipelineSchedule* schedule = &parallel::default_pipeline_schedule();
     int virtual_stages = 1;
     int microbatches = 0;            // 0: auto
-    PartitionMethod partition = PartitionMethod::uniform;
-    CapacityLevel capacity = CapacityLevel::l2;
+    parallel::PartitionMethod partition = parallel::PartitionMethod::uniform;
+    parallel::CapacityLevel capacity = parallel::CapacityLevel::l2;
     Bytes capacity_bytes;            // when capacity == bytes
     std::string collective = "auto"; // collective algorithm by name
     Overlap overlap;
@@ -94,10 +93,7 @@ struct StrategySpec {
     // transformer layers on the first / last pipeline rank, all of its
     // virtual stages together; 0 = an even split.
     int first_stage_layers = 0, last_stage_layers = 0;
-    // Rank placement: which dimension gets consecutive GPU ids (and so stays
-    // inside a node): tp-first (default: TP groups inside nodes, stages and
-    // replicas across them) or pp-first (pipeline stages on neighbouring GPUs).
-    enum class Placement { tp_first, pp_first } placement = Placement::tp_first;
+    parallel::Placement placement = parallel::Placement::tp_first;
     SourceLocation where;
 };
 

@@ -2,7 +2,9 @@
 // of steps; each step is a set of concurrent flows, and the next step starts
 // when all flows of the step are done plus a per-step latency. Choosing an
 // algorithm by name ("ring", "tree", "hierarchical", "in-switch", "direct",
-// "auto"). docs/network-model.md gives each algorithm's flows and time.
+// "auto"). docs/network-model.md gives each algorithm's flows and time; the
+// algorithms are registered in sim/net/collective/, one file each (what
+// follows summarises them).
 //
 //   ring          all-reduce: 2(n-1) steps, reduce-scatter / all-gather: n-1
 //                 steps, each rank sending ceil(size/n) to the next rank;

@@ -21,7 +21,7 @@ struct ResolvedStrategy {
     int cp = 1;  // context parallel: each sequence over cp GPUs (training only)
     bool sp = false;
     int zero = 0;
-    config::PipelineSchedule schedule = config::PipelineSchedule::one_f_one_b;
+    const IPipelineSchedule* schedule = &default_pipeline_schedule();
     int virtual_stages = 1;
     config::Overlap overlap;                // communication overlapped with compute
     int microbatches = 1;                   // per DP replica

@@ -9,51 +9,13 @@
 
 namespace sim::parallel {
 
-using config::PipelineSchedule;
-
 namespace {
 
-// One pipeline schedule entry: forward or backward of micro-batch `mb` on model chunk `chunk`.
-struct Item {
-    bool forward;
-    int mb;
-    int chunk;
-};
-
-std::vector<std::vector<Item>> schedule_items(const ResolvedStrategy& rs) {
-    const int p = rs.pp, m = rs.microbatches, v = rs.virtual_stages;
-    std::vector<std::vector<Item>> out(static_cast<std::size_t>(p));
-    for (int s = 0; s < p; ++s) {
-        auto& items = out[static_cast<std::size_t>(s)];
-        if (rs.schedule == PipelineSchedule::gpipe) {
-            for (int j = 0; j < m; ++j) items.push_back({true, j, 0});
-            for (int j = 0; j < m; ++j) items.push_back({false, j, 0});
-        } else if (rs.schedule == PipelineSchedule::one_f_one_b) {
-            const int warmup = std::min(p - s - 1, m);
-            int f = 0, b = 0;
-            for (; f < warmup; ++f) items.push_back({true, f, 0});
-            while (f < m) {
-                items.push_back({true, f++, 0});
-                items.push_back({false, b++, 0});
-            }
-            while (b < m) items.push_back({false, b++, 0});
-        } else {
-            // Megatron-LM's interleaved schedule: the k-th forward on a device
-            // runs chunk (k / p) % v of micro-batch (k / (p v)) p + k % p;
-            // backwards mirror it with chunks in reverse.
-            const int total = m * v;
-            const int warmup = std::min(total, (p - s - 1) * 2 + (v - 1) * p);
-            auto fwd = [&](int k) { return Item{true, (k / (p * v)) * p + k % p, (k / p) % v}; };
-            auto bwd = [&](int k) { return Item{false, (k / (p * v)) * p + k % p, v - 1 - (k / p) % v}; };
-            int f = 0, b = 0;
-            for (; f < warmup; ++f) items.push_back(fwd(f));
-            while (f < total) {
-                items.push_back(fwd(f++));
-                items.push_back(bwd(b++));
-            }
-            while (b < total) items.push_back(bwd(b++));
-        }
-    }
+// Each stage's items, in the order the strategy's schedule runs them.
+std::vector<std::vector<ScheduleItem>> schedule_items(const ResolvedStrategy& rs) {
+    const PipelineShape shape{rs.pp, rs.microbatches, rs.virtual_stages};
+    std::vector<std::vector<ScheduleItem>> out;
+    for (int s = 0; s < rs.pp; ++s) out.push_back(rs.schedule->items(shape, s));
     return out;
 }
 
@@ -144,7 +106,7 @@ void emit_training(Emitter& em, PlanBuild& out) {
         for (std::size_t i = 0; i < width; ++i) pending[i].push_back(ids[i]);
     };
 
-    auto emit_item = [&](int s, const Item& it) {
+    auto emit_item = [&](int s, const ScheduleItem& it) {
         const int vs = it.chunk * p + s;
         const auto [first_layer, end_layer] = em.vstages[static_cast<std::size_t>(vs)];
         std::vector<std::uint32_t> last(width, kNone);
@@ -235,7 +197,7 @@ void emit_training(Emitter& em, PlanBuild& out) {
         for (int s = 0; s < p; ++s) {
             auto& idx = next[static_cast<std::size_t>(s)];
             while (idx < items[static_cast<std::size_t>(s)].size()) {
-                const Item it = items[static_cast<std::size_t>(s)][idx];
+                const ScheduleItem it = items[static_cast<std::size_t>(s)][idx];
                 const int vs = it.chunk * p + s;
                 const bool ready = it.forward ? (vs == 0 || fwd_emitted[static_cast<std::size_t>(vs - 1)][static_cast<std::size_t>(it.mb)])
                                               : (vs + 1 == nv ? fwd_emitted[static_cast<std::size_t>(vs)][static_cast<std::size_t>(it.mb)]

@@ -34,7 +34,7 @@ struct Emitter {
     std::map<std::tuple<int, int, int>, std::uint32_t> group_cache;  // (kind, stage, index) -> group
     std::string collective_algorithm = "auto";
 
-    config::StrategySpec::Placement placement = config::StrategySpec::Placement::tp_first;
+    Placement placement = Placement::tp_first;
     std::vector<std::vector<std::size_t>> cp_next;  // cp_next[s][i]: member index of i's successor on the CP ring
 
     // GPU id of DP replica d, stage s, CP rank c, TP rank r. tp-first: TP
@@ -42,8 +42,8 @@ struct Emitter {
     // tp x cp divides gpus_per_node); pp-first: stages are consecutive.
     int real(int d, int s, int c, int r) const {
         const int replica = d * rs.pp * rs.cp * rs.tp;
-        return placement == config::StrategySpec::Placement::tp_first ? replica + s * rs.cp * rs.tp + c * rs.tp + r
-                                                                      : replica + (c * rs.tp + r) * rs.pp + s;
+        return placement == Placement::tp_first ? replica + s * rs.cp * rs.tp + c * rs.tp + r
+                                                : replica + (c * rs.tp + r) * rs.pp + s;
     }
 
     void setup() {

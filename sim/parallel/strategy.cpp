@@ -13,7 +13,6 @@
 namespace sim::parallel {
 
 using config::Mode;
-using config::PipelineSchedule;
 using workload::Operator;
 
 [[noreturn]] void refuse(const config::StrategySpec& spec, const std::string& why) {
@@ -61,7 +60,7 @@ std::vector<LayerRange> uniform_split(int n, int parts) {
 std::vector<LayerRange> uneven_split(const config::StrategySpec& spec, int layers, int pp, int v) {
     const int first = spec.first_stage_layers, last = spec.last_stage_layers;
     if (pp < 2) refuse(spec, "first_stage_layers / last_stage_layers need pp >= 2");
-    if (spec.partition == config::PartitionMethod::cache_aware)
+    if (spec.partition == PartitionMethod::cache_aware)
         refuse(spec, "first_stage_layers / last_stage_layers set the split by hand; cache-aware partitioning computes it");
     const int fixed = (first > 0) + (last > 0);
     const int middle = pp - fixed;
@@ -156,10 +155,10 @@ void partition_cache_aware(const config::ScenarioSpec& sc, const config::Strateg
     }
     const auto& shape = inference ? sh.prefill : sh.train;
     const double boundary = workload::boundary_activation_bytes(m, inference ? sh.decode_mid : shape, opt);
-    const double l2_capacity = spec.capacity == config::CapacityLevel::bytes ? spec.capacity_bytes.as_double()
+    const double l2_capacity = spec.capacity == CapacityLevel::bytes ? spec.capacity_bytes.as_double()
                                                                               : sc.gpu.l2_size.as_double();
     const double hbm_capacity = sc.gpu.memory_capacity.as_double();
-    std::string level = spec.capacity == config::CapacityLevel::hbm ? "hbm" : "l2";
+    std::string level = spec.capacity == CapacityLevel::hbm ? "hbm" : "l2";
     std::optional<std::vector<LayerRange>> parts;
     if (level == "l2") {
         parts = min_max_partition(cost, l2_set, rs.pp, l2_capacity - boundary);
@@ -168,7 +167,7 @@ void partition_cache_aware(const config::ScenarioSpec& sc, const config::Strateg
             rs.partition_note = fmt::format(
                 "no split into {} stages fits the {} capacity of {}: one layer's working set alone is {} (weights{} + "
                 "boundary activation); falling back to HBM",
-                rs.pp, spec.capacity == config::CapacityLevel::bytes ? "given" : "L2", format_bytes(l2_capacity),
+                rs.pp, spec.capacity == CapacityLevel::bytes ? "given" : "L2", format_bytes(l2_capacity),
                 format_bytes(smallest), inference ? " + KV cache" : "");
             level = "hbm";
         }
@@ -206,7 +205,7 @@ ResolvedStrategy resolve_degrees(const config::ScenarioSpec& sc, const config::S
     rs.sp = spec.sp;
     rs.zero = spec.zero;
     rs.schedule = spec.schedule;
-    rs.virtual_stages = spec.schedule == PipelineSchedule::interleaved_one_f_one_b ? spec.virtual_stages : 1;
+    rs.virtual_stages = spec.schedule->uses_virtual_stages() ? spec.virtual_stages : 1;
     rs.overlap = spec.overlap;
     if (rs.overlap.tp_comm && rs.tp > 1 && !rs.sp)
         refuse(spec, "overlap.tp_comm (userbuffers ring exchange) needs sp: true, as Megatron-LM requires");
@@ -239,7 +238,7 @@ ResolvedStrategy resolve_degrees(const config::ScenarioSpec& sc, const config::S
     if (pp == unset && dp == unset) {
         // Cache-aware partitioning makes one pipeline stage per GPU (group);
         // otherwise no pipeline unless asked, data parallel over the rest.
-        if (spec.partition == config::PartitionMethod::cache_aware) pp = autov, dp = 1;
+        if (spec.partition == PartitionMethod::cache_aware) pp = autov, dp = 1;
         else pp = 1, dp = autov;
     }
     if (pp == autov && dp == unset) dp = 1;
@@ -282,8 +281,8 @@ ResolvedStrategy resolve_degrees(const config::ScenarioSpec& sc, const config::S
                                      spec.microbatches, mbs));
         rs.microbatches = static_cast<int>(mbs);
         rs.microbatch_sizes.assign(static_cast<std::size_t>(mbs), w.micro_batch);
-        if (rs.schedule == PipelineSchedule::interleaved_one_f_one_b && mbs % pp != 0)
-            refuse(spec, fmt::format("interleaved-1f1b needs micro-batches ({}) to be a multiple of pp={}", mbs, pp));
+        if (rs.schedule->uses_virtual_stages() && mbs % pp != 0)
+            refuse(spec, fmt::format("{} needs micro-batches ({}) to be a multiple of pp={}", rs.schedule->name(), mbs, pp));
     } else {
         if (w.batch < dp) refuse(spec, fmt::format("batch={} is smaller than dp={}", w.batch, dp));
         sequences = (w.batch + dp - 1) / dp;
@@ -294,9 +293,9 @@ ResolvedStrategy resolve_degrees(const config::ScenarioSpec& sc, const config::S
         for (std::int64_t j = 0; j < mbs; ++j) rs.microbatch_sizes.push_back(sequences / mbs + (j < sequences % mbs ? 1 : 0));
     }
     const bool uneven = spec.first_stage_layers > 0 || spec.last_stage_layers > 0;
-    if (rs.schedule == PipelineSchedule::interleaved_one_f_one_b && !uneven && m.layers % (pp * rs.virtual_stages) != 0)
-        refuse(spec, fmt::format("interleaved-1f1b needs layers ({}) divisible by pp x virtual_stages = {}", m.layers,
-                                 pp * rs.virtual_stages));
+    if (rs.schedule->uses_virtual_stages() && !uneven && m.layers % (pp * rs.virtual_stages) != 0)
+        refuse(spec, fmt::format("{} needs layers ({}) divisible by pp x virtual_stages = {}", rs.schedule->name(),
+                                 m.layers, pp * rs.virtual_stages));
     return rs;
 }
 
@@ -304,7 +303,7 @@ std::vector<LayerRange> split_layers(const config::ScenarioSpec& sc, const confi
                                      ResolvedStrategy& rs, const hw::CostModel& cm) {
     const int nv = rs.pp * rs.virtual_stages;
     std::vector<LayerRange> vstages;
-    if (spec.partition == config::PartitionMethod::cache_aware) {
+    if (spec.partition == PartitionMethod::cache_aware) {
         if (rs.virtual_stages > 1) refuse(spec, "cache-aware partitioning produces one stage per GPU; use schedule 1f1b or gpipe");
         partition_cache_aware(sc, spec, rs, cm);
         vstages = rs.stage_layers;
@@ -358,17 +357,8 @@ hw::MemoryBreakdown stage_memory(const config::ScenarioSpec& sc, const ResolvedS
         b.gradients = params * state.gradients / (rs.zero >= 2 ? shards : 1);
         b.optimizer = params * state.optimizer / (rs.zero >= 1 ? shards : 1);
         const int layers_per_chunk = std::max(1, layers / rs.virtual_stages);
-        double inflight_chunks = 0;
-        switch (rs.schedule) {
-            case PipelineSchedule::gpipe: inflight_chunks = rs.microbatches; break;
-            case PipelineSchedule::one_f_one_b: inflight_chunks = std::min(rs.microbatches, rs.pp - s); break;
-            case PipelineSchedule::interleaved_one_f_one_b:
-                // Up to 2^30 micro-batches x 1024 virtual stages: past an int.
-                inflight_chunks = static_cast<double>(std::min<std::int64_t>(
-                    checked_mul(std::int64_t{rs.microbatches}, rs.virtual_stages).value_or(INT64_MAX),
-                    (rs.pp - s - 1) * 2 + (rs.virtual_stages - 1) * rs.pp + 1));
-                break;
-        }
+        const auto inflight_chunks = static_cast<double>(
+            rs.schedule->chunks_in_flight(PipelineShape{rs.pp, rs.microbatches, rs.virtual_stages}, s));
         b.activations = workload::layer_activation_bytes(m, sh.train, opt, sc.workload.recompute) *
                         layers_per_chunk * inflight_chunks;
         b.workspace = workload::workspace_bytes(m, sh.train, opt, true);

@@ -5,6 +5,7 @@
 #include "sim/config/cluster_loader.h"
 #include "sim/config/model_loader.h"
 #include "sim/config/run_details.h"
+#include "sim/net/collective/i_collective.h"
 #include "sim/core/checked.h"
 
 #include <fmt/format.h>
@@ -237,25 +238,26 @@ ParallelismSpec read_parallelism(const std::optional<Node>& node, const Point& p
     std::optional<Node> schedule = get("schedule");
     std::optional<Node> vstages = get("virtual_stages");
     if (vstages) s.virtual_stages = static_cast<int>(vstages->as_int(1, 1024));
+    // Megatron-LM runs its interleaved schedule whenever virtual stages are
+    // set, so a point that gives them and no schedule ran that one.
+    const parallel::IPipelineSchedule& interleaved = parallel::pipeline_schedule("interleaved-1f1b");
     if (schedule) {
-        const std::string v = schedule->as_enum({"gpipe", "1f1b", "interleaved-1f1b"});
-        s.schedule = v == "gpipe" ? config::PipelineSchedule::gpipe
-                   : v == "1f1b" ? config::PipelineSchedule::one_f_one_b
-                                 : config::PipelineSchedule::interleaved_one_f_one_b;
-        if (s.schedule != config::PipelineSchedule::interleaved_one_f_one_b && s.virtual_stages > 1)
-            vstages->fail(fmt::format("virtual_stages={} needs schedule interleaved-1f1b, not {}", s.virtual_stages, v));
+        s.schedule = &parallel::pipeline_schedule(schedule->as_enum(parallel::pipeline_schedule_names()));
+        if (!s.schedule->uses_virtual_stages() && s.virtual_stages > 1)
+            vstages->fail(fmt::format("virtual_stages={} needs schedule {}, not {}", s.virtual_stages, interleaved.name(),
+                                      s.schedule->name()));
     } else if (s.virtual_stages > 1) {
-        s.schedule = config::PipelineSchedule::interleaved_one_f_one_b;
-        defaults.push_back("schedule=interleaved-1f1b (virtual_stages > 1)");
+        s.schedule = &interleaved;
+        defaults.push_back(fmt::format("schedule={} (virtual_stages > 1)", interleaved.name()));
     } else if (training && s.pp > 1) {
-        defaults.push_back("schedule=1f1b");
+        defaults.push_back(fmt::format("schedule={}", s.schedule->name()));
     }
-    if (s.schedule == config::PipelineSchedule::interleaved_one_f_one_b && !vstages) {
+    if (s.schedule->uses_virtual_stages() && !vstages) {
         s.virtual_stages = default_virtual_stages(p.model.layers, s.pp);
         defaults.push_back(fmt::format("virtual_stages={}", s.virtual_stages));
     }
-    if (s.schedule == config::PipelineSchedule::interleaved_one_f_one_b && s.virtual_stages < 2)
-        (vstages ? *vstages : *schedule).fail("schedule interleaved-1f1b needs virtual_stages >= 2");
+    if (s.schedule->uses_virtual_stages() && s.virtual_stages < 2)
+        (vstages ? *vstages : *schedule).fail(fmt::format("schedule {} needs virtual_stages >= 2", s.schedule->name()));
     if (auto n = get("overlap")) {
         if (!training) n->fail("overlap applies to training points only");
         s.overlap = config::read_overlap(*n);
@@ -305,8 +307,14 @@ void read_op(const Node& node, Point& p) {
                                             : net::CollectiveOp::all_to_all;
             c.bytes = read_bytes(r.required("bytes"));
             if (auto n = r.optional("algorithm")) {
-                const std::string a = n->as_enum({"auto", "ring", "tree", "nvls"});
-                c.algorithm = a == "nvls" ? "in-switch" : a;
+                // Published points name NCCL_ALGO values (nvls for in-switch).
+                std::vector<std::string> names{"auto"};
+                for (const auto* algo : net::collective_algorithms())
+                    if (!algo->nccl_name().empty()) names.emplace_back(algo->nccl_name());
+                const std::string a = n->as_enum(names);
+                c.algorithm = a;
+                for (const auto* algo : net::collective_algorithms())
+                    if (algo->nccl_name() == a) c.algorithm = algo->name();
             }
             break;
         }

@@ -65,7 +65,7 @@ struct ParallelismSpec {
     int tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
     bool sp = false;
     int zero = 0;
-    config::PipelineSchedule schedule = config::PipelineSchedule::one_f_one_b;
+    const parallel::IPipelineSchedule* schedule = &parallel::default_pipeline_schedule();
     int virtual_stages = 1;
     config::Overlap overlap;                     // the defaults unless the point states them
     int first_stage_layers = 0, last_stage_layers = 0;  // 0: an even pipeline split

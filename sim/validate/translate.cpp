@@ -327,7 +327,7 @@ std::string scenario_yaml(const Point& p, const Setup& s) {
     y += fmt::format("strategies:\n  - name: {}\n    tp: {}\n    pp: {}\n    dp: {}\n    sp: {}\n    zero: {}\n",
                      st.name, st.tp, st.pp, st.dp, yes(st.sp), st.zero);
     if (st.cp > 1) y += fmt::format("    cp: {}\n", st.cp);
-    y += fmt::format("    schedule: {}\n", config::to_string(st.schedule));
+    y += fmt::format("    schedule: {}\n", st.schedule->name());
     if (st.virtual_stages > 1) y += fmt::format("    virtual_stages: {}\n", st.virtual_stages);
     if (training)
         y += fmt::format("    overlap: {{tp_comm: {}, grad_reduce: {}, param_gather: {}}}\n", yes(st.overlap.tp_comm),

@@ -460,3 +460,20 @@ TEST_CASE("sweep --plot without gnuplot still writes the report, then exits 2 sa
     CHECK_FALSE(std::filesystem::exists(dir / "plots"));
     std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("parasim list prints every registered schedule, collective and cost model with its description") {
+    const auto schedules = parasim("list schedules");
+    CHECK(schedules.code == 0);
+    for (const char* name : {"gpipe ", "1f1b ", "interleaved-1f1b "})
+        CHECK(schedules.out.find(name) != std::string::npos);
+    const auto collectives = parasim("list collectives");
+    for (const char* name : {"auto ", "ring ", "tree ", "hierarchical ", "in-switch ", "direct "})
+        CHECK(collectives.out.find(name) != std::string::npos);
+    const auto models = parasim("list cost-models");
+    CHECK(models.out.find("roofline ") != std::string::npos);
+    CHECK(models.out.find("roofline-fixed-tile ") != std::string::npos);
+    // One line per entry: name, then a description.
+    for (const auto* r : {&schedules, &collectives, &models})
+        for (std::size_t at = 0, nl; (nl = r->out.find('\n', at)) != std::string::npos; at = nl + 1)
+            CHECK(r->out.substr(at, nl - at).find(' ') < nl - at - 1);
+}

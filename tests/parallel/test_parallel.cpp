@@ -197,7 +197,7 @@ TEST_CASE("rank placement: TP groups inside a node (tp-first) beat TP groups acr
     auto sc = scenario(kScenarios + "partitioning-16xh100-feasible.yaml");
     auto tp_first = strategy(sc, "tp8-pp2");
     auto pp_first = tp_first;
-    pp_first.placement = config::StrategySpec::Placement::pp_first;
+    pp_first.placement = parallel::Placement::pp_first;
     const auto cm = hw::make_cost_model("roofline");
     const auto plan = parallel::build_plan(sc, pp_first, *cm, {});
     // Under pp-first the first TP group is GPUs 0, 2, 4, ..., 14: both nodes.
@@ -271,7 +271,7 @@ TEST_CASE("context parallelism: placement, groups over dp x cp, the K/V ring, me
     // pp-first: GPU = (c x tp + r) x pp + stage; tp 2 x cp 2 x pp 2 simulates (stage, cp) =
     // (0,0) (0,1) (1,0) (1,1) as GPUs 0, 4, 1, 5.
     auto pp_first = strategy(sc, "cp2");
-    pp_first.placement = config::StrategySpec::Placement::pp_first;
+    pp_first.placement = parallel::Placement::pp_first;
     pp_first.pp = 2;
     pp_first.dp = 1;
     const auto pf = parallel::build_plan(sc, pp_first, *cm, {});
