@@ -1,10 +1,12 @@
 // parasim list: what is available by name.
 #include "apps/cli.h"
+#include "sim/config/cluster_loader.h"
 #include "sim/config/gpu_loader.h"
 #include "sim/config/model_loader.h"
 #include "sim/hw/cost_model.h"
 #include "sim/net/collective/i_collective.h"
 #include "sim/parallel/schedule/i_schedule.h"
+#include "sim/workload/model.h"
 
 #include <fmt/format.h>
 
@@ -29,8 +31,21 @@ void print_entry(std::string_view name, std::string_view description) {
 }
 }  // namespace
 
+constexpr const char* kListUsage =
+    "parasim list WHAT: what is available by name\n"
+    "  parasim list gpus          GPUs in topologies/gpus/ with peak, bandwidth and memory\n"
+    "  parasim list clusters      clusters in topologies/ with GPU count and fabric\n"
+    "  parasim list models        models in models/ with parameters, layers and attention\n"
+    "  parasim list schedules     registered pipeline schedules\n"
+    "  parasim list collectives   registered collective algorithms\n"
+    "  parasim list cost-models   registered kernel cost models\n";
+
 int cmd_list(const Args& args) {
     const std::string what = args.empty() ? "" : args.front();
+    if (what == "--help" || what == "-h") {
+        fmt::print("{}", kListUsage);
+        return 0;
+    }
     const std::string data = PARASIM_DATA_DIR;
     if (what == "gpus") {
         sim::config::GpuCatalog catalog;
@@ -43,11 +58,30 @@ int cmd_list(const Args& args) {
         return 0;
     }
     if (what == "clusters") {
-        for (const auto& n : yaml_stems(data + "/topologies")) fmt::print("{}\n", n);
+        fmt::print("{:<28} {:>6}  {:<16} {:<14} {}\n", "name", "GPUs", "GPU", "intra-node", "inter-node");
+        for (const auto& n : yaml_stems(data + "/topologies")) {
+            const auto c = sim::config::load_cluster_file(data + "/topologies/" + n + ".yaml");
+            const std::string gpus = c.nodes > 0 ? fmt::format("{}", c.nodes * c.gpus_per_node) : "auto";
+            fmt::print("{:<28} {:>6}  {:<16} {:<14} {}\n", n, gpus, c.gpu, sim::net::to_string(c.intra_node),
+                       c.nodes == 1 ? "-" : sim::net::to_string(c.inter_node));
+        }
         return 0;
     }
     if (what == "models") {
-        for (const auto& n : yaml_stems(data + "/models")) fmt::print("{}\n", n);
+        fmt::print("{:<24} {:>10} {:>7}  {}\n", "name", "params", "layers", "attention");
+        for (const auto& n : yaml_stems(data + "/models")) {
+            const auto m = sim::config::load_model_file(data + "/models/" + n + ".yaml");
+            const auto p = sim::workload::count_parameters(m);
+            const std::string attention =
+                m.kv_heads == m.heads ? fmt::format("MHA, {} heads", m.heads)
+                : m.kv_heads == 1     ? fmt::format("MQA, {} heads", m.heads)
+                                      : fmt::format("GQA, {} heads / {} KV heads", m.heads, m.kv_heads);
+            const std::string moe =
+                m.experts > 0 ? fmt::format("; MoE {} experts, top {} ({:.1f} B active)", m.experts, m.top_k,
+                                            p.total_active / 1e9)
+                              : "";
+            fmt::print("{:<24} {:>8.2f} B {:>7}  {}{}\n", n, p.total / 1e9, m.layers, attention, moe);
+        }
         return 0;
     }
     // The variant kinds print their registries, so a new implementation

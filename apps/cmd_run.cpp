@@ -5,6 +5,7 @@
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <iostream>
 
@@ -46,7 +47,12 @@ int cmd_run(const Args& args) {
         std::vector<sim::config::StrategySpec> keep;
         for (const auto& s : scenario.strategies)
             if (s.name == want) keep.push_back(s);
-        if (keep.empty()) throw UsageError(fmt::format("no strategy named '{}' in the scenario", want));
+        if (keep.empty()) {
+            std::vector<std::string> names;
+            for (const auto& s : scenario.strategies) names.push_back(s.name);
+            throw UsageError(fmt::format("--strategy: no strategy named '{}' in the scenario{}; it has: {}", want,
+                                         sim::config::did_you_mean(want, names), fmt::join(names, ", ")));
+        }
         scenario.strategies = keep;
     }
     sim::report::RunOptions ro;

@@ -50,6 +50,7 @@ public:
 struct Point {
     std::vector<sim::config::Override> overrides;
     std::vector<std::string> labels;  // one per sweep field
+    std::vector<YAML::Node> values;   // one per sweep field, with its place in the scenario file
     std::vector<sim::report::RunMetrics> runs;
     std::string error;  // the point's scenario could not be formed
 };
@@ -72,11 +73,42 @@ std::vector<Point> cross_product(const std::vector<std::pair<std::string, std::v
                 Point q = p;
                 q.overrides.push_back(sim::config::make_override(path, v));
                 q.labels.push_back(show(v));
+                q.values.push_back(v);
                 next.push_back(std::move(q));
             }
         points = std::move(next);
     }
     return points;
+}
+
+// An error about a swept value (the loader sees it as "--set FIELD") is
+// re-raised at that value's file:line:column in the scenario's sweep: block.
+[[noreturn]] void rethrow_at_sweep_value(const sim::ConfigError& e, const std::string& scenario_path,
+                                         const std::vector<std::pair<std::string, std::vector<YAML::Node>>>& sweep,
+                                         const Point& point) {
+    const std::string where = e.where().file;
+    // A field of a referenced cluster, model or GPU file is named inside it
+    // without its first part ("model.layers" is "layers" there).
+    const auto names_field = [&](const std::string& field) {
+        const std::string head = "--set " + field;
+        return e.where().line == 0 && where.compare(0, head.size(), head) == 0 &&
+               (where.size() == head.size() || where[head.size()] == '.' || where[head.size()] == '[');
+    };
+    for (std::size_t f = 0; f < sweep.size() && f < point.values.size(); ++f) {
+        const std::string& field = sweep[f].first;
+        const std::size_t dot = field.find('.');
+        const std::string first = field.substr(0, dot);
+        const bool sub_document = dot != std::string::npos && (first == "cluster" || first == "model" || first == "gpu");
+        if (!names_field(field) && !(sub_document && names_field(field.substr(dot + 1)))) continue;
+        const YAML::Mark mark = point.values[f].Mark();
+        if (mark.line < 0) break;
+        std::string message = e.what();
+        const std::string prefix = e.where().to_string() + ": ";
+        if (message.compare(0, prefix.size(), prefix) == 0) message = message.substr(prefix.size());
+        throw sim::ConfigError({scenario_path, mark.line + 1, mark.column + 1},
+                               fmt::format("sweep {}: {}", sweep[f].first, message));
+    }
+    throw e;
 }
 
 // Runs `gnuplot SCRIPT` in `dir` as an argument vector, with no shell in
@@ -284,7 +316,11 @@ int cmd_sweep(const Args& args) {
     for (std::size_t i = 0; i < points.size(); ++i) {
         auto ov = cli;
         ov.insert(ov.end(), points[i].overrides.begin(), points[i].overrides.end());
-        specs[i] = sim::config::load_scenario(path, ov);
+        try {
+            specs[i] = sim::config::load_scenario(path, ov);
+        } catch (const sim::ConfigError& e) {
+            rethrow_at_sweep_value(e, path, base.sweep, points[i]);
+        }
     }
 
     const bool progress = isatty(STDERR_FILENO) != 0;
@@ -349,9 +385,13 @@ int cmd_sweep(const Args& args) {
     } else {
         std::string header;
         for (const auto& f : fields) header += fmt::format("{:>16} ", f);
-        text = fmt::format("sweep {} ({} points)\n{}{:<14} {:>9} {:>12} {:>10} {:>10} {:>12} {:>7}\n", base.name,
-                           points.size(), header, "strategy", "feasible", "tokens/s", "TPOT ms", "TTFT ms",
-                           "iteration ms", "MFU");
+        // Only the metrics of the scenario's mode: no TPOT for training, no
+        // MFU for inference.
+        const bool inference = base.workload.mode == sim::config::Mode::inference;
+        text = fmt::format("sweep {} ({} points)\n{}{:<14} {:>9} {:>12} ", base.name, points.size(), header, "strategy",
+                           "feasible", "tokens/s");
+        text += inference ? fmt::format("{:>10} {:>10}\n", "TPOT ms", "TTFT ms")
+                          : fmt::format("{:>12} {:>7}\n", "iteration ms", "MFU");
         auto cell = [](const std::optional<double>& v, const char* spec) {
             return v ? fmt::format(fmt::runtime(spec), *v) : std::string("-");
         };
@@ -359,10 +399,11 @@ int cmd_sweep(const Args& args) {
             for (const auto& r : p.runs) {
                 std::string line;
                 for (const auto& l : p.labels) line += fmt::format("{:>16} ", l);
-                text += fmt::format("{}{:<14} {:>9} {:>12} {:>10} {:>10} {:>12} {:>7}\n", line, r.strategy,
-                                    r.feasible ? "yes" : "no", cell(r.tokens_per_s, "{:.1f}"), cell(r.tpot_ms, "{:.3f}"),
-                                    cell(r.ttft_ms, "{:.2f}"), cell(r.iteration_ms, "{:.1f}"),
-                                    r.mfu ? fmt::format("{:.1f}%", *r.mfu * 100) : std::string("-"));
+                text += fmt::format("{}{:<14} {:>9} {:>12} ", line, r.strategy, r.feasible ? "yes" : "no",
+                                    cell(r.tokens_per_s, "{:.1f}"));
+                text += inference ? fmt::format("{:>10} {:>10}\n", cell(r.tpot_ms, "{:.3f}"), cell(r.ttft_ms, "{:.2f}"))
+                                  : fmt::format("{:>12} {:>7}\n", cell(r.iteration_ms, "{:.1f}"),
+                                                r.mfu ? fmt::format("{:.1f}%", *r.mfu * 100) : std::string("-"));
             }
         for (const auto& p : points)
             for (const auto& r : p.runs)

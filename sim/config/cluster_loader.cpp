@@ -90,8 +90,12 @@ ClusterSpec load_cluster(const Node& node) {
     if (in_switch) c.in_switch_reduction = in_switch->as_bool();
     if (pcie_switches) c.pcie_switches_per_node = static_cast<int>(pcie_switches->as_int(1, c.gpus_per_node));
 
-    const Node inter = f.need(inter_opt, "inter_node");
-    c.inter_node = parse_inter(inter);
+    // One node needs no network: inter_node may be left out (it is 'none').
+    std::optional<Node> inter;
+    if (inter_opt || c.nodes != 1) {
+        inter = f.need(inter_opt, "inter_node");
+        c.inter_node = parse_inter(*inter);
+    }
     if (nics) c.nics_per_node = static_cast<int>(nics->as_int(0, c.gpus_per_node));
     if (leaf_ports) {
         c.leaf_switch_ports = static_cast<int>(leaf_ports->as_int(2, 1 << 16));
@@ -122,11 +126,11 @@ ClusterSpec load_cluster(const Node& node) {
     if (c.inter_node != InterNode::none) {
         const char* kind = net::to_string(c.inter_node);
         if (!c.link(LinkClass::network))
-            inter.fail(fmt::format("inter_node '{}' needs links.network (the NIC and switch port rate)", kind));
+            inter->fail(fmt::format("inter_node '{}' needs links.network (the NIC and switch port rate)", kind));
         if (!c.link(LinkClass::pcie))
-            inter.fail(fmt::format("inter_node '{}' needs links.pcie: NICs attach to the GPUs over PCIe", kind));
+            inter->fail(fmt::format("inter_node '{}' needs links.pcie: NICs attach to the GPUs over PCIe", kind));
         if (c.nics_per_node < 1)
-            (nics ? *nics : inter).fail(fmt::format("inter_node '{}' needs nics_per_node of at least 1", kind));
+            (nics ? *nics : *inter).fail(fmt::format("inter_node '{}' needs nics_per_node of at least 1", kind));
     } else if (c.nodes > 1) {
         nodes.fail(fmt::format("{} nodes need a network between them, but inter_node is 'none'", c.nodes));
     }

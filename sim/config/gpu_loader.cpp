@@ -162,10 +162,8 @@ std::vector<std::string> names_in(const std::string& dir) {
 
 std::string unknown_gpu(const std::string& name, const std::string& dir) {
     const auto names = names_in(dir);
-    const std::string hint = nearest(name, names);
     return fmt::format("unknown GPU '{}'{}; available: {} (add a GPU as {}/<name>.yaml)", name,
-                       hint.empty() ? "" : fmt::format(" (did you mean '{}'?)", hint),
-                       names.empty() ? "none" : join(names), dir);
+                       did_you_mean(name, names), names.empty() ? "none" : join(names), dir);
 }
 
 std::string resolve(const std::string& name_or_path, const std::string& dir) {

@@ -241,9 +241,8 @@ std::string resolve_model_path(const std::string& name_or_path, std::string& err
         if (exists_quietly(shipped)) return shipped.string();
         if (!exists_quietly(p)) {
             const auto names = shipped_models();
-            const std::string hint = nearest(name_or_path, names);
             error = fmt::format("no model named '{}' under {}/models{} (known: {})", name_or_path, PARASIM_DATA_DIR,
-                                hint.empty() ? "" : " (did you mean '" + hint + "'?)", join(names));
+                                did_you_mean(name_or_path, names), join(names));
             return "";
         }
     }

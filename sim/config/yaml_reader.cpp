@@ -117,6 +117,22 @@ std::string nearest(const std::string& word, const std::vector<std::string>& can
     return best;
 }
 
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
+    std::vector<std::string> prefixed;
+    if (!word.empty())
+        for (const auto& c : candidates)
+            if (c.size() > word.size() && c.compare(0, word.size(), word) == 0) prefixed.push_back(c);
+    if (prefixed.empty()) {
+        const std::string best = nearest(word, candidates);
+        if (best.empty()) return "";
+        prefixed.push_back(best);
+    }
+    std::string out = " (did you mean ";
+    for (std::size_t i = 0; i < prefixed.size(); ++i)
+        out += (i == 0 ? "'" : i + 1 == prefixed.size() ? " or '" : ", '") + prefixed[i] + "'";
+    return out + "?)";
+}
+
 double parse_quantity(const std::string& text, Dimension dim, std::string& error) {
     std::size_t i = 0;
     while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;

@@ -96,5 +96,9 @@ bool is_directory_quietly(const std::filesystem::path& p);
 
 // The closest of `candidates` to `word` by edit distance, or "" when none is close.
 std::string nearest(const std::string& word, const std::vector<std::string>& candidates);
+// " (did you mean 'h100-pcie' or 'h100-sxm'?)": every candidate that `word`
+// begins (a family name such as 'h100'), else the nearest by edit distance;
+// "" when none is close.
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
 
 }  // namespace sim::config

@@ -162,15 +162,26 @@ std::string format_csv(const std::vector<RunMetrics>& runs, const std::vector<st
     return out;
 }
 
+// A run is flagged as tight above this share of the GPU's memory: the rest is
+// headroom for what parasim does not count (the CUDA context, NCCL's
+// buffers, the allocator's fragmentation). source: vLLM's default
+// gpu_memory_utilization = 0.9 (vllm/engine/arg_utils.py, EngineArgs), the
+// share a widely used stack dares to plan for.
+constexpr double kTightMemoryShare = 0.9;
+
 std::string format_table(const config::ScenarioSpec& sc, const std::vector<RunMetrics>& runs) {
+    // Which way a ratio to the first strategy is good: higher, lower, or
+    // neither (a share of time or a utilisation is not better either way).
+    enum class Better { higher, lower, neither };
     struct Row {
         std::string label;
         std::vector<std::string> cells;
         std::vector<std::optional<double>> values;  // for ratios
+        Better better = Better::neither;
     };
     std::vector<Row> rows;
-    auto add = [&](const std::string& label, auto cell, auto value) {
-        Row r{label, {}, {}};
+    auto add = [&](const std::string& label, auto cell, auto value, Better better = Better::neither) {
+        Row r{label, {}, {}, better};
         for (const auto& m : runs) {
             r.cells.push_back(cell(m));
             r.values.push_back(value(m));
@@ -178,12 +189,12 @@ std::string format_table(const config::ScenarioSpec& sc, const std::vector<RunMe
         rows.push_back(std::move(r));
     };
     auto num = [&](const std::string& label, std::optional<double> RunMetrics::*field, const char* spec,
-                   double scale = 1.0) {
+                   double scale = 1.0, Better better = Better::neither) {
         add(label,
             [&](const RunMetrics& m) {
                 return m.*field ? fmt::format(fmt::runtime(spec), *(m.*field) * scale) : std::string("-");
             },
-            [&](const RunMetrics& m) { return m.*field; });
+            [&](const RunMetrics& m) { return m.*field; }, better);
     };
     const auto none = [](const RunMetrics&) { return std::optional<double>(); };
     add("GPUs (tp x pp x dp)", [](const RunMetrics& m) {
@@ -195,7 +206,7 @@ std::string format_table(const config::ScenarioSpec& sc, const std::vector<RunMe
     add("feasible", [](const RunMetrics& m) { return m.feasible ? std::string("yes") : std::string("OUT OF MEMORY"); }, none);
     add("memory per GPU (peak)", [](const RunMetrics& m) {
             return fmt::format("{} / {}", format_bytes(m.memory.breakdown.total()), format_bytes(m.memory.capacity.as_double()));
-        }, [](const RunMetrics& m) { return std::optional<double>(m.memory.breakdown.total()); });
+        }, [](const RunMetrics& m) { return std::optional<double>(m.memory.breakdown.total()); }, Better::lower);
     add("  weights / grads / optim", [](const RunMetrics& m) {
             const auto& b = m.memory.breakdown;
             return fmt::format("{} / {} / {}", format_bytes(b.weights), format_bytes(b.gradients), format_bytes(b.optimizer));
@@ -206,18 +217,18 @@ std::string format_table(const config::ScenarioSpec& sc, const std::vector<RunMe
                                format_bytes(b.workspace));
         }, none);
     const bool inference = sc.workload.mode == config::Mode::inference;
-    num("tokens/s (TPS)", &RunMetrics::tokens_per_s, "{:.1f}");
+    num("tokens/s (TPS)", &RunMetrics::tokens_per_s, "{:.1f}", 1.0, Better::higher);
     if (inference) {
-        num("TPOT, per sequence (ms)", &RunMetrics::tpot_ms, "{:.3f}");
-        num("TPS^-1 (ms per token)", &RunMetrics::inv_tps_ms, "{:.4f}");
-        num("TTFT (ms)", &RunMetrics::ttft_ms, "{:.2f}");
+        num("TPOT, per sequence (ms)", &RunMetrics::tpot_ms, "{:.3f}", 1.0, Better::lower);
+        num("TPS^-1 (ms per token)", &RunMetrics::inv_tps_ms, "{:.4f}", 1.0, Better::lower);
+        num("TTFT (ms)", &RunMetrics::ttft_ms, "{:.2f}", 1.0, Better::lower);
     } else {
-        num("iteration (ms)", &RunMetrics::iteration_ms, "{:.2f}");
-        num("MFU", &RunMetrics::mfu, "{:.1f}%", 100.0);
-        num("HFU", &RunMetrics::hfu, "{:.1f}%", 100.0);
+        num("iteration (ms)", &RunMetrics::iteration_ms, "{:.2f}", 1.0, Better::lower);
+        num("MFU", &RunMetrics::mfu, "{:.1f}%", 100.0, Better::higher);
+        num("HFU", &RunMetrics::hfu, "{:.1f}%", 100.0, Better::higher);
     }
     num("L2 hit rate", &RunMetrics::l2_hit_rate, "{:.1f}%", 100.0);
-    num("HBM traffic (GB)", &RunMetrics::hbm_bytes, "{:.1f}", 1e-9);
+    num("HBM traffic (GB)", &RunMetrics::hbm_bytes, "{:.1f}", 1e-9, Better::lower);
     num("GPU busy", &RunMetrics::gpu_busy, "{:.1f}%", 100.0);
     num("NVLink utilisation", &RunMetrics::link_nvlink, "{:.1f}%", 100.0);
     num("PCIe utilisation", &RunMetrics::link_pcie, "{:.1f}%", 100.0);
@@ -237,7 +248,14 @@ std::string format_table(const config::ScenarioSpec& sc, const std::vector<RunMe
         for (std::size_t k = 1; k < runs.size(); ++k) {
             const auto& a = r.values[0];
             const auto& b = r.values[k];
-            line.push_back(a && b && *a != 0 ? fmt::format("{:.2f}x", *b / *a) : "");
+            std::string ratio;
+            if (a && b && *a != 0) {
+                ratio = fmt::format("{:.2f}x", *b / *a);
+                const bool up = *b > *a, down = *b < *a;
+                if (r.better == Better::higher && (up || down)) ratio += up ? " better" : " worse";
+                if (r.better == Better::lower && (up || down)) ratio += down ? " better" : " worse";
+            }
+            line.push_back(ratio);
         }
         grid.push_back(std::move(line));
     }
@@ -245,9 +263,9 @@ std::string format_table(const config::ScenarioSpec& sc, const std::vector<RunMe
     for (std::size_t c = 0; c < headers.size(); ++c) width[c] = headers[c].size();
     for (const auto& line : grid)
         for (std::size_t c = 0; c < line.size(); ++c) width[c] = std::max(width[c], line[c].size());
-    std::string out = fmt::format("scenario {}: {} on {} ({} GPUs of {}), model {}", sc.name,
-                                  inference ? "inference" : "training", sc.cluster.name, sc.gpus, sc.gpu.name,
-                                  sc.model.name);
+    std::string out = fmt::format("scenario {}: {} on {} ({} GPU{} of {}), model {}", sc.name,
+                                  inference ? "inference" : "training", sc.cluster.name, sc.gpus,
+                                  sc.gpus == 1 ? "" : "s", sc.gpu.name, sc.model.name);
     if (sc.software.given())
         out += fmt::format(", software {}{}", sc.software.name, sc.software.version.empty() ? "" : " " + sc.software.version);
     out += "\n";
@@ -263,6 +281,21 @@ std::string format_table(const config::ScenarioSpec& sc, const std::vector<RunMe
     for (const auto& line : grid) emit(line);
     for (const auto& m : runs)
         if (!m.note.empty()) out += fmt::format("{}: {}\n", m.strategy, m.note);
+    for (const auto& m : runs)
+        if (m.feasible && m.memory.breakdown.total() > kTightMemoryShare * m.memory.capacity.as_double())
+            out += fmt::format("{}: memory is tight: {} of {} ({:.0f}%), above the {:.0f}% that leaves room for the "
+                               "CUDA context, NCCL buffers and allocator fragmentation (docs/output.md)\n",
+                               m.strategy, format_bytes(m.memory.breakdown.total()),
+                               format_bytes(m.memory.capacity.as_double()),
+                               100.0 * m.memory.breakdown.total() / m.memory.capacity.as_double(),
+                               100.0 * kTightMemoryShare);
+    for (const auto& m : runs)
+        if (m.mfu && m.hfu && *m.hfu < *m.mfu) {
+            out += "HFU < MFU: MFU counts model FLOPs by the usual convention (6N per token plus attention, causal "
+                   "masking not halved); HFU counts what the kernels execute (causal attention skips half, recompute "
+                   "adds), so with causal attention and little recompute HFU comes out lower (docs/output.md)\n";
+            break;
+        }
     return out;
 }
 

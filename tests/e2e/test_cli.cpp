@@ -477,3 +477,57 @@ TEST_CASE("parasim list prints every registered schedule, collective and cost mo
         for (std::size_t at = 0, nl; (nl = r->out.find('\n', at)) != std::string::npos; at = nl + 1)
             CHECK(r->out.substr(at, nl - at).find(' ') < nl - at - 1);
 }
+
+// ---- list, errors and friction (#13 item 13) ----
+
+TEST_CASE("list --help exits 0; list clusters and models say size, fabric, parameters and attention") {
+    const auto help = parasim("list --help");
+    CHECK(help.code == 0);
+    CHECK(help.out.find("parasim list clusters") != std::string::npos);
+    const auto clusters = parasim("list clusters");
+    REQUIRE(clusters.code == 0);
+    // dgx-h100-x2: 2 nodes x 8 GPUs, NVSwitch inside, one switch between.
+    CHECK(clusters.out.find("dgx-h100-x2                      16  h100-sxm         nvswitch       single-switch") !=
+          std::string::npos);
+    const auto models = parasim("list models");
+    REQUIRE(models.code == 0);
+    // Llama 3 8B: 8.03 B parameters (Meta's model card: 8B), 32 layers, 32 query heads over 8 KV heads.
+    CHECK(models.out.find("llama3-8b                    8.03 B      32  GQA, 32 heads / 8 KV heads") != std::string::npos);
+}
+
+TEST_CASE("an unknown --strategy lists the scenario's strategies; an unknown GPU suggests every GPU of its family") {
+    const auto r = parasim("run " + kFeasible + " --strategy tp8");
+    check_refused(r, "no strategy named 'tp8' in the scenario (did you mean 'tp8-pp2'?); it has: tp8-pp2, layerwise");
+    check_refused(parasim("run " + kFeasible + " --set gpu=h100"), "(did you mean 'h100-pcie' or 'h100-sxm'?)");
+}
+
+TEST_CASE("an error in a swept value names its file:line:column in the sweep block; one node needs no inter_node") {
+    const auto dir = scratch("sweep-error");
+    const auto file = dir / "s.yaml";
+    std::ofstream(file) << "name: s\n"
+                           "cluster: {name: one, gpu: h100-sxm, nodes: 1, gpus_per_node: 8, intra_node: nvswitch,\n"
+                           "          links: {nvlink: {bandwidth: 450 GB/s, latency: 1 us}}}\n"
+                           "model: llama3-8b\n"
+                           "workload: {mode: inference, dtype: bf16, batch: 1, prompt_tokens: 16, output_tokens: 4}\n"
+                           "strategies: [{tp: 8}]\n"
+                           "sweep:\n"
+                           "  workload.batch: [1, -4]\n"
+                           "  model.layers: [2]\n";
+    check_refused(parasim("sweep " + file.string()),
+                  file.string() + ":8:23: sweep workload.batch: workload.batch: -4 is out of range");
+    std::string text;
+    {
+        std::ifstream in(file);
+        std::stringstream ss;
+        ss << in.rdbuf();
+        text = ss.str();
+    }
+    text.replace(text.find("[1, -4]"), 7, "[1, 2]");
+    text.replace(text.find("[2]"), 3, "[2, 0]");
+    std::ofstream(file) << text;
+    check_refused(parasim("sweep " + file.string()), file.string() + ":9:21: sweep model.layers: layers: 0 is out of range");
+    text.replace(text.find("[2, 0]"), 6, "[2]");
+    std::ofstream(file) << text;
+    CHECK(parasim("sweep " + file.string()).code == 0);  // the single-node cluster has no inter_node
+    std::filesystem::remove_all(dir);
+}

@@ -140,3 +140,38 @@ TEST_CASE("csv_field quotes by RFC 4180: only fields with a comma, quote or line
     CHECK(report::csv_field("two\nlines") == "\"two\nlines\"");
     CHECK(report::csv_field("cr\r") == "\"cr\r\"");
 }
+
+TEST_CASE("the run table marks ratios better or worse by the metric's direction, flags tight memory, says 1 GPU") {
+    auto sc = load("/tests/data/scenarios/one-layer-tp2.yaml", {"gpus=1", "strategies[0].tp=1"});
+    // (Strategy names via std::string(n, c): GCC 12's -Wrestrict misfires on
+    // assigning short literals here.)
+    report::RunMetrics a, b;
+    a.strategy = std::string(1, 'a');
+    b.strategy = std::string(1, 'b');
+    a.gpus = b.gpus = 1;
+    a.memory.capacity = b.memory.capacity = Bytes{100};
+    a.memory.breakdown.weights = 50;  // 50% of the GPU
+    b.memory.breakdown.weights = 95;  // 95%: above the 90% planning share
+    a.tokens_per_s = 100;
+    b.tokens_per_s = 200;  // higher is better
+    a.ttft_ms = 10;
+    b.ttft_ms = 20;  // lower is better
+    a.gpu_busy = 0.5;
+    b.gpu_busy = 0.8;  // neither
+    const std::string t = report::format_table(sc, {a, b});
+    CAPTURE(t);
+    CHECK(t.find("(1 GPU of") != std::string::npos);
+    const auto line = [&](const std::string& label) {
+        const auto at = t.find(label);
+        REQUIRE(at != std::string::npos);
+        return t.substr(at, t.find('\n', at) - at);
+    };
+    CHECK(line("tokens/s").find("2.00x better") != std::string::npos);
+    CHECK(line("TTFT").find("2.00x worse") != std::string::npos);
+    CHECK(line("memory per GPU").find("1.90x worse") != std::string::npos);
+    CHECK(line("GPU busy").find("1.60x") != std::string::npos);
+    CHECK(line("GPU busy").find("better") == std::string::npos);
+    CHECK(line("GPU busy").find("worse") == std::string::npos);
+    CHECK(line("b: memory is tight").find("(95%)") != std::string::npos);
+    CHECK(t.find("a: memory is tight") == std::string::npos);
+}
