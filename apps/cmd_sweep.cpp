@@ -71,7 +71,7 @@ std::vector<Point> cross_product(const std::vector<std::pair<std::string, std::v
         for (const auto& p : points)
             for (const auto& v : values) {
                 Point q = p;
-                q.overrides.push_back(sim::config::make_override(path, v));
+                q.overrides.push_back(sim::config::make_override(path, v, /*command_line=*/false));
                 q.labels.push_back(show(v));
                 q.values.push_back(v);
                 next.push_back(std::move(q));

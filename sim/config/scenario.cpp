@@ -10,6 +10,7 @@
 #include "sim/net/collective/i_collective.h"
 
 #include <charconv>
+#include <cstdlib>
 #include <filesystem>
 
 namespace sim::config {
@@ -115,12 +116,26 @@ std::string message_of(const ConfigError& e) {
 }
 
 // A reference that is a relative path ("models/x.yaml", "./c.yaml") is read
-// from the scenario file's folder, so a scenario runs the same from anywhere;
-// a bare name ("llama3-8b") is looked up in the shipped data.
-std::string beside(const std::string& scenario_path, const std::string& ref) {
-    if (ref.find('/') == std::string::npos || (!ref.empty() && ref.front() == '/')) return ref;
+// from the scenario file's folder, so a scenario runs the same from anywhere,
+// unless it was given on the command line, where it is read from the current
+// folder as a shell user expects; "~/" is the user's home folder ($HOME). A
+// bare name ("llama3-8b") is looked up in the shipped data.
+std::string resolve_reference(const std::string& scenario_path, std::string ref, bool command_line) {
+    if (ref == "~" || ref.rfind("~/", 0) == 0) {
+        const char* home = std::getenv("HOME");
+        if (home && *home) ref = std::string(home) + ref.substr(1);
+    }
+    if (ref.find('/') == std::string::npos || ref.front() == '/' || command_line) return ref;
     const auto dir = std::filesystem::path(scenario_path).parent_path();
     return dir.empty() ? ref : (dir / ref).string();
+}
+
+// Whether the last override of `key` (the one that wins) came from the command line.
+bool set_on_command_line(const std::vector<Override>& overrides, const std::string& key) {
+    bool cli = false;
+    for (const auto& o : overrides)
+        if (o.path == key) cli = o.command_line;
+    return cli;
 }
 
 bool file_exists(const std::string& p) {
@@ -268,9 +283,9 @@ StrategySpec read_strategy(const Node& node, std::size_t index) {
 
 }  // namespace
 
-Override make_override(const std::string& path, const YAML::Node& value) {
+Override make_override(const std::string& path, const YAML::Node& value, bool command_line) {
     std::uint64_t budget = limits().yaml_nodes;
-    return Override{path, strip_marks(value, budget)};
+    return Override{path, strip_marks(value, budget), command_line};
 }
 
 Override parse_override(const std::string& text) {
@@ -304,14 +319,17 @@ ScenarioSpec load_scenario(const std::string& path, const std::vector<Override>&
 
     const Node cluster_ref = r.required("cluster");
     const Node cluster_doc = resolve_document(
-        cluster_ref, "cluster", cluster_ref.is_scalar() ? cluster_path(beside(path, cluster_ref.as_string())) : "", routed.cluster);
+        cluster_ref, "cluster", cluster_ref.is_scalar()
+            ? cluster_path(resolve_reference(path, cluster_ref.as_string(), set_on_command_line(overrides, "cluster")))
+            : "",
+        routed.cluster);
     s.cluster = load_cluster(cluster_doc);
 
     const Node model_ref = r.required("model");
     std::string mpath;
     if (model_ref.is_scalar()) {
         try {
-            mpath = model_path(beside(path, model_ref.as_string()));
+            mpath = model_path(resolve_reference(path, model_ref.as_string(), set_on_command_line(overrides, "model")));
         } catch (const ConfigError& e) {
             model_ref.fail(message_of(e));
         }

@@ -116,11 +116,15 @@ struct ScenarioSpec {
 struct Override {
     std::string path;
     YAML::Node value;
+    // A relative file path given on the command line (--set model=PATH)
+    // resolves against the current folder; one in the scenario file's
+    // sweep: block resolves beside the scenario, like the file's own.
+    bool command_line = true;
 };
 
 // Parses "PATH=VALUE"; the value is read as YAML (so lists work), scalars stay text.
 Override parse_override(const std::string& text);
-Override make_override(const std::string& path, const YAML::Node& value);
+Override make_override(const std::string& path, const YAML::Node& value, bool command_line = true);
 
 ScenarioSpec load_scenario(const std::string& path, const std::vector<Override>& overrides);
 

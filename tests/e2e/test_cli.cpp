@@ -531,3 +531,41 @@ TEST_CASE("an error in a swept value names its file:line:column in the sweep blo
     CHECK(parasim("sweep " + file.string()).code == 0);  // the single-node cluster has no inter_node
     std::filesystem::remove_all(dir);
 }
+
+namespace {
+// A model file's text with its `name:` line replaced.
+std::string replace_name(std::string text, const std::string& name) {
+    const auto at = text.find("\nname: ");
+    REQUIRE(at != std::string::npos);
+    const auto end = text.find('\n', at + 1);
+    return text.replace(at + 1, end - at - 1, "name: " + name);
+}
+}  // namespace
+
+TEST_CASE("--set model=PATH resolves against the current folder; the same path in the scenario, beside the scenario") {
+    const auto dir = scratch("paths");
+    std::filesystem::create_directories(dir / "cwd" / "sub");
+    std::filesystem::create_directories(dir / "scen" / "sub");
+    // Two models with the same relative path: which one is read shows in the header.
+    std::ifstream in(kRoot + "/models/gpt-1.3b.yaml");
+    std::stringstream model;
+    model << in.rdbuf();
+    std::ofstream(dir / "cwd" / "sub" / "m.yaml") << replace_name(model.str(), "from-cwd");
+    std::ofstream(dir / "scen" / "sub" / "m.yaml") << replace_name(model.str(), "beside-scenario");
+    std::ofstream(dir / "scen" / "s.yaml")
+        << "name: s\ncluster: dgx-h100\nmodel: sub/m.yaml\n"
+           "workload: {mode: inference, dtype: fp16, batch: 1, prompt_tokens: 16, output_tokens: 2}\n"
+           "strategies: [{tp: 8}]\n";
+    const auto header = [&](const std::string& set) {
+        const std::string cmd = "cd " + (dir / "cwd").string() + " && " + PARASIM_BIN + " run ../scen/s.yaml" + set +
+                                " > " + (dir / "out").string() + " 2>&1";
+        CHECK(std::system(cmd.c_str()) == 0);
+        std::ifstream o(dir / "out");
+        std::string first;
+        std::getline(o, first);
+        return first;
+    };
+    CHECK(header("").find("model beside-scenario") != std::string::npos);
+    CHECK(header(" --set model=sub/m.yaml").find("model from-cwd") != std::string::npos);
+    std::filesystem::remove_all(dir);
+}
