@@ -5,6 +5,7 @@
 #include "sim/config/model_loader.h"
 #include "sim/hw/cost_model.h"
 #include "sim/net/collective/i_collective.h"
+#include "sim/parallel/partition/i_partitioner.h"
 #include "sim/parallel/schedule/i_schedule.h"
 #include "sim/workload/model.h"
 
@@ -37,6 +38,7 @@ constexpr const char* kListUsage =
     "  parasim list clusters      clusters in topologies/ with GPU count and fabric\n"
     "  parasim list models        models in models/ with parameters, layers and attention\n"
     "  parasim list schedules     registered pipeline schedules\n"
+    "  parasim list partitioners  registered layer partitioners\n"
     "  parasim list collectives   registered collective algorithms\n"
     "  parasim list cost-models   registered kernel cost models\n";
 
@@ -91,6 +93,10 @@ int cmd_list(const Args& args) {
             print_entry(sched->name(), sched->description());
         return 0;
     }
+    if (what == "partitioners") {
+        for (const auto* p : sim::parallel::partitioners()) print_entry(p->name(), p->description());
+        return 0;
+    }
     if (what == "collectives") {
         print_entry("auto", "the best-ranked registered algorithm that can run the group (NCCL's rules; with "
                             "protocols, the fastest predicted)");
@@ -101,7 +107,7 @@ int cmd_list(const Args& args) {
         for (const auto& m : sim::hw::list_cost_models()) print_entry(m.name, m.description);
         return 0;
     }
-    throw UsageError("list needs one of: gpus, clusters, models, schedules, collectives, cost-models");
+    throw UsageError("list needs one of: gpus, clusters, models, schedules, partitioners, collectives, cost-models");
 }
 
 }  // namespace parasim_cli

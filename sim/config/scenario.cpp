@@ -259,8 +259,7 @@ StrategySpec read_strategy(const Node& node, std::size_t index) {
     read_stage_layers(r, s.first_stage_layers, s.last_stage_layers);
     if (auto n = r.optional("partition")) {
         MapReader p(*n);
-        const std::string m = p.required("method").as_enum({"uniform", "cache-aware"});
-        s.partition = m == "uniform" ? parallel::PartitionMethod::uniform : parallel::PartitionMethod::cache_aware;
+        s.partition = &parallel::partitioner(p.required("method").as_enum(parallel::partitioner_names()));
         if (auto c = p.optional("capacity")) {
             const std::string v = c->as_string();
             if (v == "l2") s.capacity = parallel::CapacityLevel::l2;

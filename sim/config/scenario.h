@@ -8,7 +8,7 @@
 #include "sim/config/yaml_reader.h"
 #include "sim/hw/gpu.h"
 #include "sim/net/cluster.h"
-#include "sim/parallel/partitioner.h"
+#include "sim/parallel/partition/i_partitioner.h"
 #include "sim/parallel/placement.h"
 #include "sim/parallel/schedule/i_schedule.h"
 #include "sim/workload/model.h"
@@ -84,7 +84,8 @@ struct StrategySpec {
     const parallel::IPipelineSchedule* schedule = &parallel::default_pipeline_schedule();
     int virtual_stages = 1;
     int microbatches = 0;            // 0: auto
-    parallel::PartitionMethod partition = parallel::PartitionMethod::uniform;
+    // A registered partitioner (sim/parallel/partition/); never null.
+    const parallel::IPartitioner* partition = &parallel::default_partitioner();
     parallel::CapacityLevel capacity = parallel::CapacityLevel::l2;
     Bytes capacity_bytes;            // when capacity == bytes
     std::string collective = "auto"; // collective algorithm by name

@@ -17,10 +17,8 @@ namespace sim::parallel {
 
 using LayerRange = std::pair<int, int>;  // [first, last)
 
-// How a strategy splits layers into pipeline stages: evenly (uniform), or by
-// min_max_partition under a capacity (cache-aware) that is the GPU's L2, its
-// HBM, or a given size.
-enum class PartitionMethod { uniform, cache_aware };
+// The capacity a cache-aware split fits each stage into: the GPU's L2, its
+// HBM, or a given size (the partitioners themselves: partition/).
 enum class CapacityLevel { l2, hbm, bytes };
 
 // nullopt when no partition into `parts` ranges keeps every footprint within

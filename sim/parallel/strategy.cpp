@@ -1,5 +1,5 @@
-// Strategy resolution, layer splits (even, uneven, cache-aware) and the
-// memory of each pipeline stage (see strategy.h).
+// Strategy resolution, the layer split (through the strategy's partitioner,
+// sim/parallel/partition/) and the memory of each pipeline stage (see strategy.h).
 #include "sim/parallel/strategy.h"
 
 #include "sim/core/checked.h"
@@ -34,78 +34,11 @@ workload::OperatorOptions operator_options(const config::ScenarioSpec& sc, const
     return o;
 }
 
-namespace {
-
-// Even split of `n` layers into `parts`; stages after the first take the
-// remainder, since the first stage also holds the embedding.
-std::vector<LayerRange> uniform_split(int n, int parts) {
-    std::vector<LayerRange> out;
-    const int base = n / parts, extra = n % parts;
-    int first = 0;
-    for (int k = 0; k < parts; ++k) {
-        const int size = base + ((k >= parts - extra) ? 1 : 0);
-        out.emplace_back(first, first + size);
-        first += size;
-    }
-    return out;
-}
-
-// Layers of each virtual stage (vs = chunk x pp + stage) when the strategy
-// names first_stage_layers / last_stage_layers: those ranks hold the given
-// layers, the middle ranks split the rest evenly (later ranks take the
-// remainder). Within a rank the layers spread over its chunks; the first
-// rank's short chunk comes first (it also runs the embedding), the last
-// rank's last (it runs the head), as Megatron-Core's
-// account_for_embedding/loss_in_pipeline_split builds them.
-std::vector<LayerRange> uneven_split(const config::StrategySpec& spec, int layers, int pp, int v) {
-    const int first = spec.first_stage_layers, last = spec.last_stage_layers;
-    if (pp < 2) refuse(spec, "first_stage_layers / last_stage_layers need pp >= 2");
-    if (spec.partition == PartitionMethod::cache_aware)
-        refuse(spec, "first_stage_layers / last_stage_layers set the split by hand; cache-aware partitioning computes it");
-    const int fixed = (first > 0) + (last > 0);
-    const int middle = pp - fixed;
-    const long rest = static_cast<long>(layers) - first - last;
-    if (rest < 0 || (middle == 0 && rest != 0) || (middle > 0 && rest < static_cast<long>(middle) * v))
-        refuse(spec, fmt::format("first_stage_layers={} + last_stage_layers={} leave {} of the model's {} layers for "
-                                 "{} middle ranks x {} virtual stages (each needs at least one)",
-                                 first, last, rest, layers, middle, v));
-    std::vector<int> rank_layers(static_cast<std::size_t>(pp));
-    const auto middle_split = uniform_split(static_cast<int>(rest), std::max(middle, 1));
-    for (int s = 0, k = 0; s < pp; ++s) {
-        if (s == 0 && first > 0) rank_layers[0] = first;
-        else if (s == pp - 1 && last > 0) rank_layers[static_cast<std::size_t>(s)] = last;
-        else {
-            const auto [a, b] = middle_split[static_cast<std::size_t>(k++)];
-            rank_layers[static_cast<std::size_t>(s)] = b - a;
-        }
-        if (rank_layers[static_cast<std::size_t>(s)] < v)
-            refuse(spec, fmt::format("pipeline rank {} holds {} layers, fewer than its {} virtual stages", s,
-                                     rank_layers[static_cast<std::size_t>(s)], v));
-    }
-    std::vector<LayerRange> out;
-    int at = 0;
-    for (int vs = 0; vs < pp * v; ++vs) {
-        const int s = vs % pp, c = vs / pp;
-        const int n = rank_layers[static_cast<std::size_t>(s)], base = n / v, extra = n % v;
-        // Which chunks take one more layer: the last `extra` on the first rank
-        // and the middle ones, the first `extra` on the last rank.
-        const bool more = s == pp - 1 && pp > 1 ? c < extra : c >= v - extra;
-        const int size = base + (more ? 1 : 0);
-        out.emplace_back(at, at + size);
-        at += size;
-    }
-    return out;
-}
-
 double ops_time(const std::vector<Operator>& ops, const hw::GpuSpec& gpu, const hw::CostModel& cm) {
     double t = 0;
     for (const auto& op : ops) t += cm.cost(gpu, op.kernel, hw::L2Residency{}).duration.seconds();
     return t;
 }
-
-struct Shapes {
-    workload::PassShape prefill, decode_mid, train;
-};
 
 Shapes shapes_for(const config::ScenarioSpec& sc, std::int64_t mb_size) {
     Shapes s;
@@ -118,82 +51,6 @@ Shapes shapes_for(const config::ScenarioSpec& sc, std::int64_t mb_size) {
     }
     return s;
 }
-
-// Cache-aware partitioning: per-layer time from the cost model, per-layer
-// working set, min-max contiguous split fitting L2, else HBM.
-void partition_cache_aware(const config::ScenarioSpec& sc, const config::StrategySpec& spec, ResolvedStrategy& rs,
-                           const hw::CostModel& cm) {
-    const auto& m = sc.model;
-    const auto opt = operator_options(sc, rs);
-    const auto sh = shapes_for(sc, rs.microbatch_sizes.front());
-    const int n = static_cast<int>(m.layers);
-    const bool inference = sc.workload.mode == Mode::inference;
-    std::vector<double> cost(n), l2_set(n), hbm_set(n);
-    const std::int64_t replica_batch =
-        std::accumulate(rs.microbatch_sizes.begin(), rs.microbatch_sizes.end(), std::int64_t{0});
-    for (int l = 0; l < n; ++l) {
-        const double weights = workload::layer_weight_bytes(m, opt);
-        if (inference) {
-            const double decode = ops_time(workload::layer_forward(m, l, 0, sh.decode_mid, opt), sc.gpu, cm);
-            const double prefill = ops_time(workload::layer_forward(m, l, 0, sh.prefill, opt), sc.gpu, cm);
-            cost[l] = prefill * rs.microbatches + decode * rs.microbatches * static_cast<double>(sc.workload.output_tokens);
-            const double kv_mid = workload::layer_kv_bytes(m, replica_batch, sh.decode_mid.context, opt);
-            const double kv_full = workload::layer_kv_bytes(
-                m, replica_batch, sc.workload.prompt_tokens + sc.workload.output_tokens, opt);
-            l2_set[l] = weights + kv_mid;  // re-read on every decode step
-            hbm_set[l] = weights + kv_full;
-        } else {
-            const double fwd = ops_time(workload::layer_forward(m, l, 0, sh.train, opt), sc.gpu, cm);
-            const double bwd =
-                ops_time(workload::layer_backward(m, l, 0, sh.train, opt, sc.workload.recompute), sc.gpu, cm);
-            cost[l] = (fwd + bwd) * rs.microbatches;
-            l2_set[l] = weights;
-            const double act = workload::layer_activation_bytes(m, sh.train, opt, sc.workload.recompute);
-            hbm_set[l] = weights / hw::bytes_per_element(opt.precision.weights) * 16.0 +
-                         act * std::min(rs.microbatches, rs.pp);
-        }
-    }
-    const auto& shape = inference ? sh.prefill : sh.train;
-    const double boundary = workload::boundary_activation_bytes(m, inference ? sh.decode_mid : shape, opt);
-    const double l2_capacity = spec.capacity == CapacityLevel::bytes ? spec.capacity_bytes.as_double()
-                                                                              : sc.gpu.l2_size.as_double();
-    const double hbm_capacity = sc.gpu.memory_capacity.as_double();
-    std::string level = spec.capacity == CapacityLevel::hbm ? "hbm" : "l2";
-    std::optional<std::vector<LayerRange>> parts;
-    if (level == "l2") {
-        parts = min_max_partition(cost, l2_set, rs.pp, l2_capacity - boundary);
-        if (!parts) {
-            const double smallest = *std::min_element(l2_set.begin(), l2_set.end()) + boundary;
-            rs.partition_note = fmt::format(
-                "no split into {} stages fits the {} capacity of {}: one layer's working set alone is {} (weights{} + "
-                "boundary activation); falling back to HBM",
-                rs.pp, spec.capacity == CapacityLevel::bytes ? "given" : "L2", format_bytes(l2_capacity),
-                format_bytes(smallest), inference ? " + KV cache" : "");
-            level = "hbm";
-        }
-    }
-    if (!parts) {
-        parts = min_max_partition(cost, hbm_set, rs.pp, hbm_capacity - boundary);
-        if (!parts) {
-            rs.partition_note += (rs.partition_note.empty() ? "" : "; ") +
-                                 fmt::format("no split into {} stages fits HBM ({}); balancing time only", rs.pp,
-                                             format_bytes(hbm_capacity));
-            level = "none";
-            parts = min_max_partition(cost, std::vector<double>(n, 0.0), rs.pp, 1.0);
-        }
-    }
-    rs.stage_layers = *parts;
-    for (const auto& [a, b] : rs.stage_layers) {
-        double ws = boundary;
-        for (int l = a; l < b; ++l) ws += (level == "l2" ? l2_set : hbm_set)[l];
-        rs.stage_working_set_bytes.push_back(ws);
-        rs.stage_fit.push_back(level);
-    }
-    if (rs.partition_note.empty())
-        rs.partition_note = fmt::format("every stage's working set fits {}", level == "l2" ? "L2" : "HBM");
-}
-
-}  // namespace
 
 // Resolves tp/pp/dp and micro-batching; checks divisibility with the numbers named.
 ResolvedStrategy resolve_degrees(const config::ScenarioSpec& sc, const config::StrategySpec& spec) {
@@ -238,7 +95,7 @@ ResolvedStrategy resolve_degrees(const config::ScenarioSpec& sc, const config::S
     if (pp == unset && dp == unset) {
         // Cache-aware partitioning makes one pipeline stage per GPU (group);
         // otherwise no pipeline unless asked, data parallel over the rest.
-        if (spec.partition == PartitionMethod::cache_aware) pp = autov, dp = 1;
+        if (spec.partition->computes_split()) pp = autov, dp = 1;
         else pp = 1, dp = autov;
     }
     if (pp == autov && dp == unset) dp = 1;
@@ -301,27 +158,7 @@ ResolvedStrategy resolve_degrees(const config::ScenarioSpec& sc, const config::S
 
 std::vector<LayerRange> split_layers(const config::ScenarioSpec& sc, const config::StrategySpec& spec,
                                      ResolvedStrategy& rs, const hw::CostModel& cm) {
-    const int nv = rs.pp * rs.virtual_stages;
-    std::vector<LayerRange> vstages;
-    if (spec.partition == PartitionMethod::cache_aware) {
-        if (rs.virtual_stages > 1) refuse(spec, "cache-aware partitioning produces one stage per GPU; use schedule 1f1b or gpipe");
-        partition_cache_aware(sc, spec, rs, cm);
-        vstages = rs.stage_layers;
-    } else {
-        const int layers = static_cast<int>(sc.model.layers);
-        vstages = spec.first_stage_layers > 0 || spec.last_stage_layers > 0
-                      ? uneven_split(spec, layers, rs.pp, rs.virtual_stages)
-                      : uniform_split(layers, nv);
-        for (int s = 0; s < rs.pp; ++s) {
-            int first = static_cast<int>(sc.model.layers), last = 0;
-            for (int c = 0; c < rs.virtual_stages; ++c) {
-                first = std::min(first, vstages[static_cast<std::size_t>(c * rs.pp + s)].first);
-                last = std::max(last, vstages[static_cast<std::size_t>(c * rs.pp + s)].second);
-            }
-            rs.stage_layers.emplace_back(first, last);
-        }
-    }
-    return vstages;
+    return spec.partition->split(sc, spec, rs, cm);
 }
 
 // Per-GPU memory of pipeline stage `s` (every TP rank of a stage is alike).

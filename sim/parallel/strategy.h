@@ -17,11 +17,19 @@ namespace sim::parallel {
 workload::OperatorOptions operator_options(const config::ScenarioSpec& sc, const ResolvedStrategy& rs);
 // tp/cp/pp/dp, schedule, overlaps and micro-batches; refuses what cannot be formed.
 ResolvedStrategy resolve_degrees(const config::ScenarioSpec& sc, const config::StrategySpec& spec);
-// The layers of each virtual stage (vs = chunk x pp + stage): cache-aware,
-// uneven (first/last_stage_layers) or even; fills rs.stage_layers (and the
-// cache-aware fields).
+// The layers of each virtual stage (vs = chunk x pp + stage), from the
+// strategy's partitioner; fills rs.stage_layers (and the cache-aware fields).
 std::vector<LayerRange> split_layers(const config::ScenarioSpec& sc, const config::StrategySpec& spec,
                                      ResolvedStrategy& rs, const hw::CostModel& cm);
+// The summed duration of `ops` at the cost model, L2 cold (partitioners
+// compare layers with it).
+double ops_time(const std::vector<workload::Operator>& ops, const hw::GpuSpec& gpu, const hw::CostModel& cm);
+// The pass shapes a micro-batch of `mb_size` sequences runs: prefill and a
+// mid-generation decode step (inference), or a training pass.
+struct Shapes {
+    workload::PassShape prefill, decode_mid, train;
+};
+Shapes shapes_for(const config::ScenarioSpec& sc, std::int64_t mb_size);
 // Per-GPU memory of pipeline stage `s` (every TP rank of a stage is alike).
 hw::MemoryBreakdown stage_memory(const config::ScenarioSpec& sc, const ResolvedStrategy& rs, int s,
                                  const std::vector<LayerRange>& vstages);
