@@ -11,6 +11,8 @@
 #include <set>
 #include <vector>
 
+TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
+
 using sim::Simulation;
 using sim::Time;
 
@@ -293,3 +295,5 @@ TEST_CASE("checked_mul gives the product when it fits and nothing when it wraps,
     CHECK(checked_mul(-4, 5) == -20);
     static_assert(checked_mul(6, 7).value() == 42);
 }
+
+TEST_SUITE_END();

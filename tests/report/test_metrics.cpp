@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
+
 using namespace sim;
 
 namespace {
@@ -110,3 +112,5 @@ TEST_CASE("gnuplot_string keeps any text inside one literal: quotes, backslashes
         for (const char c : lit) CHECK(static_cast<unsigned char>(c) >= 0x20);
     }
 }
+
+TEST_SUITE_END();

@@ -11,6 +11,8 @@
 #include "sim/workload/model.h"
 #include "sim/workload/operators.h"
 
+TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
+
 using sim::ConfigError;
 using sim::config::load_model;
 using sim::config::load_model_file;
@@ -299,3 +301,5 @@ TEST_CASE("model references resolve by name, directory or path") {
     CHECK(m.kv_heads == 4);
     CHECK(m.where.to_string() == "s.yaml:2:3");
 }
+
+TEST_SUITE_END();
