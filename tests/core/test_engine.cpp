@@ -1,7 +1,7 @@
 // Engine: ordering, ties, cancellation, run-until, determinism, time arithmetic.
 #include "sim/core/checked.h"
 #include "sim/core/error.h"
-#include "sim/core/hold_bench.h"
+#include "apps/hold_bench.h"
 #include "sim/core/simulation.h"
 
 #include <doctest/doctest.h>
@@ -129,7 +129,7 @@ TEST_CASE("durations from bandwidths round up to the next picosecond") {
 }
 
 TEST_CASE("the hold model does the same work on the engine and the baseline") {
-    const auto r = sim::run_hold_benchmark(1000, 20000, 7);
+    const auto r = parasim_cli::run_hold_benchmark(1000, 20000, 7);
     CHECK(r.engine_checksum == r.baseline_checksum);
     CHECK(r.engine_events_per_s > 0.0);
 }

@@ -1,5 +1,5 @@
 // Hold-model benchmark of the engine against a std::priority_queue baseline.
-#include "sim/core/hold_bench.h"
+#include "apps/hold_bench.h"
 
 #include "sim/core/simulation.h"
 
@@ -8,9 +8,12 @@
 #include <queue>
 #include <vector>
 
-namespace sim {
+namespace parasim_cli {
 
 namespace {
+
+using sim::Simulation;
+using sim::Time;
 
 // Increment distribution of the hold model: uniform on [1 ps, 2 us] from a
 // splitmix64 generator, cheap enough that the queue, not the generator, is
@@ -99,4 +102,4 @@ HoldResult run_hold_benchmark(std::uint64_t pending, std::uint64_t events, std::
     return r;
 }
 
-}  // namespace sim
+}  // namespace parasim_cli
