@@ -1,7 +1,7 @@
 // parasim bench: speed benchmarks (targets live here, not in timed tests).
 #include "apps/cli.h"
 #include "sim/config/scenario.h"
-#include "sim/core/hold_bench.h"
+#include "apps/hold_bench.h"
 #include "sim/report/runner.h"
 
 #include <sys/resource.h>
@@ -34,9 +34,9 @@ int bench_engine(const std::string& format, std::uint64_t seed, int repeat) {
     else out += fmt::format("{:>10} {:>12} {:>18} {:>20} {:>8}\n", "pending", "events", "events/s", "baseline events/s", "speedup");
     bool first = true;
     for (const Case& c : cases) {
-        sim::HoldResult r;
+        HoldResult r;
         for (int i = 0; i < repeat; ++i) {
-            const auto once = sim::run_hold_benchmark(c.pending, c.events, seed);
+            const auto once = run_hold_benchmark(c.pending, c.events, seed);
             if (once.engine_checksum != once.baseline_checksum)
                 throw std::runtime_error("hold model: engine and baseline disagree");
             r.engine_events_per_s = std::max(r.engine_events_per_s, once.engine_events_per_s);

@@ -10,6 +10,8 @@
 #include <sstream>
 #include <string>
 
+TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md)
+
 namespace {
 
 const std::string kRoot = PARASIM_DATA_DIR;
@@ -49,3 +51,5 @@ TEST_CASE("every key the loaders read is in docs/scenario-reference.md") {
         CHECK(doc.find("`" + k + "`") != std::string::npos);
     }
 }
+
+TEST_SUITE_END();

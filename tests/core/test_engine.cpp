@@ -1,7 +1,7 @@
 // Engine: ordering, ties, cancellation, run-until, determinism, time arithmetic.
 #include "sim/core/checked.h"
 #include "sim/core/error.h"
-#include "sim/core/hold_bench.h"
+#include "apps/hold_bench.h"
 #include "sim/core/simulation.h"
 
 #include <doctest/doctest.h>
@@ -10,6 +10,8 @@
 #include <random>
 #include <set>
 #include <vector>
+
+TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
 
 using sim::Simulation;
 using sim::Time;
@@ -127,7 +129,7 @@ TEST_CASE("durations from bandwidths round up to the next picosecond") {
 }
 
 TEST_CASE("the hold model does the same work on the engine and the baseline") {
-    const auto r = sim::run_hold_benchmark(1000, 20000, 7);
+    const auto r = parasim_cli::run_hold_benchmark(1000, 20000, 7);
     CHECK(r.engine_checksum == r.baseline_checksum);
     CHECK(r.engine_events_per_s > 0.0);
 }
@@ -293,3 +295,5 @@ TEST_CASE("checked_mul gives the product when it fits and nothing when it wraps,
     CHECK(checked_mul(-4, 5) == -20);
     static_assert(checked_mul(6, 7).value() == 42);
 }
+
+TEST_SUITE_END();

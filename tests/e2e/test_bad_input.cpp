@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+TEST_SUITE_BEGIN("e2e");  // ctest label (docs/testing.md); a case may override it
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -161,3 +163,5 @@ TEST_CASE("a scenario path that does not exist, or is a folder, exits 2 with one
     CHECK(run_parasim(kSuite, "no-such-scenario.yaml").err.find("cannot open file") != std::string::npos);
     CHECK(run_parasim(kSuite, "models").err.find("is a directory") != std::string::npos);
 }
+
+TEST_SUITE_END();

@@ -25,6 +25,8 @@
 #include <thread>
 #include <vector>
 
+TEST_SUITE_BEGIN("e2e");  // ctest label (docs/testing.md); a case may override it
+
 namespace {
 
 const std::string kRoot = PARASIM_DATA_DIR;
@@ -35,9 +37,16 @@ struct Result {
     std::string err;
 };
 
+// A path in the temporary folder that no other test process uses: ctest runs
+// each case in its own process, several at once, and other builds' suites may
+// run beside this one.
+std::filesystem::path temp_path(const std::string& name) {
+    return std::filesystem::temp_directory_path() / ("parasim-e2e-" + std::to_string(::getpid()) + "-" + name);
+}
+
 Result parasim(const std::string& args) {
-    const auto dir = std::filesystem::temp_directory_path();
-    const std::string err_file = (dir / ("parasim-e2e-" + std::to_string(std::rand()) + ".err")).string();
+    static int calls = 0;
+    const std::string err_file = temp_path(std::to_string(calls++) + ".err").string();
     const std::string cmd = std::string(PARASIM_BIN) + " " + args + " 2>" + err_file;
     Result r;
     FILE* p = popen(cmd.c_str(), "r");
@@ -111,7 +120,7 @@ TEST_CASE("the feasible partitioning variant reports every metric, with breakdow
 }
 
 TEST_CASE("a trace opens in Perfetto: every slice has ph, ts, dur, pid, tid") {
-    const auto path = (std::filesystem::temp_directory_path() / "parasim-e2e-trace.json").string();
+    const auto path = temp_path("trace.json").string();
     const auto r = parasim("run " + kRoot + "/tests/data/scenarios/one-layer-tp2.yaml --trace " + path);
     REQUIRE(r.code == 0);
     const auto doc = YAML::LoadFile(path);
@@ -140,11 +149,10 @@ TEST_CASE("a sweep gives byte-identical JSON with 1 and 2 threads") {
 }
 
 TEST_CASE("an unknown key names its file:line:column and the nearest valid key, exit 2, no output file") {
-    const auto dir = std::filesystem::temp_directory_path();
-    const auto bad = (dir / "parasim-e2e-bad.yaml").string();
+    const auto bad = temp_path("bad.yaml").string();
     std::ofstream(bad) << "name: x\ncluster: dgx-h100\nmodel: llama3-8b\nworkload:\n  mode: inference\n  dtype: fp16\n"
                           "  bacth: 4\n  prompt_tokens: 16\n  output_tokens: 4\nstrategies:\n  - tp: 8\n";
-    const auto out = (dir / "parasim-e2e-out.json").string();
+    const auto out = temp_path("out.json").string();
     std::filesystem::remove(out);
     const auto r = parasim("run " + bad + " --output " + out);
     CHECK(r.code == 2);
@@ -155,7 +163,7 @@ TEST_CASE("an unknown key names its file:line:column and the nearest valid key, 
 }
 
 TEST_CASE("sweep --plot runs gnuplot without a shell: a hostile scenario or folder name runs nothing") {
-    const auto base = std::filesystem::temp_directory_path() / "parasim-e2e-plot";
+    const auto base = temp_path("plot");
     std::filesystem::remove_all(base);
     std::filesystem::create_directories(base);
     const auto mark = base / "MARK";
@@ -197,7 +205,7 @@ namespace {
 
 // A scratch folder of its own for each output test.
 std::filesystem::path scratch(const std::string& name) {
-    const auto dir = std::filesystem::temp_directory_path() / ("parasim-e2e-" + name);
+    const auto dir = temp_path(name);
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     return dir;
@@ -569,3 +577,4 @@ TEST_CASE("--set model=PATH resolves against the current folder; the same path i
     CHECK(header(" --set model=sub/m.yaml").find("model from-cwd") != std::string::npos);
     std::filesystem::remove_all(dir);
 }
+TEST_SUITE_END();

@@ -49,6 +49,8 @@
 #include <string>
 #include <vector>
 
+TEST_SUITE_BEGIN("e2e");  // ctest label (docs/testing.md); a case may override it
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -620,3 +622,5 @@ strategies:
     REQUIRE(b.tokens_per_s);
     CHECK(*a.tokens_per_s == doctest::Approx(*b.tokens_per_s).epsilon(0.01));
 }
+
+TEST_SUITE_END();

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <string>
 
+TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
+
 using namespace sim;
 using namespace sim::hw;
 
@@ -211,7 +213,7 @@ TEST_CASE("cost models are found by name; an unknown name lists the registered o
                          "unknown cost model 'rooflin' (registered: roofline, roofline-fixed-tile)", ModelError);
 }
 
-TEST_CASE("flash attention on H100 follows the FlashAttention-3 forward measurements") {
+TEST_CASE("flash attention on H100 follows the FlashAttention-3 forward measurements" * doctest::test_suite("fit")) {
     GpuSpec g = test::h100();
     g.efficiency.attention = 0.66;
     const auto model = make_cost_model("roofline");
@@ -273,3 +275,5 @@ TEST_CASE("a GEMM too large to count its tiles in 64 bits is a ModelError, not a
     const GemmPlan p = choose_gemm_plan(g, k);
     CHECK(p.tiles >= (std::int64_t{1} << 48) / (std::int64_t{p.tile_m} * p.tile_n));
 }
+
+TEST_SUITE_END();

@@ -11,6 +11,10 @@
 #include <fstream>
 #include <string>
 
+#include <unistd.h>
+
+TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
+
 using namespace sim;
 using namespace sim::config;
 
@@ -46,7 +50,8 @@ struct TempDir {
     std::filesystem::path path;
     TempDir() {
         path = std::filesystem::temp_directory_path() /
-               ("parasim-gpus-" + std::to_string(reinterpret_cast<std::uintptr_t>(this)));
+               ("parasim-gpus-" + std::to_string(::getpid()) + "-" +
+                std::to_string(reinterpret_cast<std::uintptr_t>(this)));
         std::filesystem::create_directories(path);
     }
     ~TempDir() { std::filesystem::remove_all(path); }
@@ -197,3 +202,5 @@ TEST_CASE("a user adds a GPU by adding a file; its name must match the file name
                          (wrong + ":1:7: name: 'test-gpu' does not match the file name; write 'name: other'").c_str(),
                          ConfigError);
 }
+
+TEST_SUITE_END();

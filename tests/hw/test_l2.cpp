@@ -6,6 +6,8 @@
 
 #include <doctest/doctest.h>
 
+TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
+
 using namespace sim;
 using namespace sim::hw;
 
@@ -80,3 +82,5 @@ TEST_CASE("hits feed the cost model: a resident weight is served by L2, not HBM"
     CHECK(second.duration < first.duration);
     CHECK(l2.hit_rate() == doctest::Approx(0.5));
 }
+
+TEST_SUITE_END();

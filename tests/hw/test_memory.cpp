@@ -3,6 +3,8 @@
 
 #include <doctest/doctest.h>
 
+TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
+
 using namespace sim;
 using namespace sim::hw;
 
@@ -39,3 +41,5 @@ TEST_CASE("exactly full is not out of memory; one byte more is") {
     need.workspace = 1;
     CHECK(check_capacity(need, Bytes{1000}).oom);
 }
+
+TEST_SUITE_END();

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <string>
 
+TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
+
 using sim::config::load_cluster;
 using sim::config::load_string;
 using sim::net::ClusterSpec;
@@ -119,3 +121,5 @@ TEST_CASE("cluster loader: every shipped topology loads and builds") {
     }
     CHECK(count >= 5);
 }
+
+TEST_SUITE_END();

@@ -14,6 +14,8 @@
 #include <numeric>
 #include <string>
 
+TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
+
 using namespace net_fixtures;
 using sim::Bytes;
 using sim::Simulation;
@@ -213,7 +215,8 @@ TEST_CASE("collective: impossible requests are ModelErrors that say why") {
     CHECK_THROWS_AS(e.start(request(CollectiveOp::all_reduce, {}, s), [] {}), sim::ModelError);
 }
 
-TEST_CASE("collective: nccl-tests busbw of the shipped clusters is within 15% of the measurements") {
+TEST_CASE("collective: nccl-tests busbw of the shipped clusters is within 15% of the measurements" *
+          doctest::test_suite("fit")) {
     const auto h100 = sim::config::load_cluster_file("dgx-h100");
     const auto a100 = sim::config::load_cluster_file("dgx-a100");
     const Topology th(h100, 8), ta(a100, 8);
@@ -282,3 +285,5 @@ TEST_CASE("collective: hierarchical all-reduce over 256 GPUs of a fat tree runs"
     CHECK(net.max_link_load() <= 1.0 + 1e-9);
     CHECK(net.class_bytes(LinkClass::network) > 0.0);
 }
+
+TEST_SUITE_END();

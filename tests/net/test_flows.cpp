@@ -9,6 +9,8 @@
 #include <random>
 #include <vector>
 
+TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
+
 using namespace net_fixtures;
 using sim::Bytes;
 using sim::Simulation;
@@ -163,3 +165,5 @@ TEST_CASE("flow: many random flows all finish, conserve bytes and never overload
     // Batching: far fewer recomputations than starts + ends, each touching only its component.
     CHECK(net.recomputations() <= 2u * total);
 }
+
+TEST_SUITE_END();

@@ -10,6 +10,8 @@
 #include <set>
 #include <string>
 
+TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
+
 using namespace net_fixtures;
 using sim::net::IntraNode;
 using sim::net::Topology;
@@ -172,3 +174,5 @@ TEST_CASE("topology: clusters that cannot hold the GPUs are ConfigErrors at the 
     const Topology ok(two, 3);
     CHECK_THROWS_AS(ok.route(0, 3), sim::ModelError);
 }
+
+TEST_SUITE_END();

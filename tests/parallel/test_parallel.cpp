@@ -13,6 +13,8 @@
 
 #include <string>
 
+TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
+
 using namespace sim;
 
 namespace {
@@ -447,3 +449,5 @@ TEST_CASE("overlap.tp_comm: a ring exchange of tp chunks pipelined with the GEMM
     const auto cm = hw::make_cost_model("roofline");
     CHECK_THROWS_WITH_AS(parallel::build_plan(sc, st, *cm, {}), doctest::Contains("overlap.tp_comm"), ConfigError);
 }
+
+TEST_SUITE_END();

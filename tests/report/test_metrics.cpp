@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
+
 using namespace sim;
 
 namespace {
@@ -175,3 +177,4 @@ TEST_CASE("the run table marks ratios better or worse by the metric's direction,
     CHECK(line("b: memory is tight").find("(95%)") != std::string::npos);
     CHECK(t.find("a: memory is tight") == std::string::npos);
 }
+TEST_SUITE_END();

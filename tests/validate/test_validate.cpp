@@ -26,7 +26,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <string>
+
+#include <unistd.h>
+
+TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
 
 using sim::validate::Dataset;
 using sim::validate::Kind;
@@ -345,7 +350,8 @@ TEST_CASE("validate: a whole-run point simulates exactly as its scenario file un
         const Point& p = point(ds, id);
         const auto s = sim::validate::translate(p, gpus, shipped);
         REQUIRE_FALSE(s.skip);
-        const auto file = std::filesystem::temp_directory_path() / (std::string("parasim-validate-") + id + ".yaml");
+        const auto file = std::filesystem::temp_directory_path() /
+                          ("parasim-validate-" + std::to_string(::getpid()) + "-" + id + ".yaml");
         {
             std::ofstream out(file);
             out << sim::validate::scenario_yaml(p, s);
@@ -476,33 +482,40 @@ TEST_CASE("validate: MAPE per kind over simulated points; skipped points are cou
 // The regression guard (docs/validation.md §4): the reference dataset's MAPE
 // per kind must stay under these figures. They are a guard against
 // regressions, not a tuning target; whole runs are never used to fit a constant.
-TEST_CASE("validate: the reference dataset stays within the guarded MAPE per kind") {
+//
+// Targets (the issue): training <= 5%, inference <= 10%, GEMM, attention
+// and collectives <= 10% each. Training (18.3% today) and inference
+// (16.6%, once the dataset gave TensorRT-LLM 0.6.1's tp > 1 rows per
+// run rather than per GPU) do NOT meet them yet: their guards are today's MAPE plus a
+// margin, as docs/validation.md §4 says, and must come down to 0.05 and
+// 0.10 as the model improves. Never raise a guard to make a change pass.
+// The simulated counts include the six points that fit once GPU capacity
+// is what the driver reports (docs/validation.md §8), and Llama 3.1 405B,
+// which forms once uneven pipeline splits are read. Collectives were
+// 7.8% until the dataset corrected the 2 x H100 PCIe all-reduce to an
+// NVLink bridge: that row simulates +111% (245 against 116 GB/s) and
+// lifts the kind to 13.0%; its guard is that plus a margin until the
+// bridge is modelled (issue 12). The dataset dropped mem-stream-h200
+// (not an H200), hence 5 memory points.
+//
+// Two cases, so that ctest can run them side by side and a label can tell
+// them apart (docs/testing.md): whole runs take ~20 s in Release ("slow");
+// kernel and collective points are what the cost model and the collective
+// engine were calibrated on ("fit").
+namespace {
+
+struct Guard {
+    Kind kind;
+    double max_mape;
+    int min_simulated;
+};
+
+void check_guards(std::initializer_list<Guard> guards) {
     const std::string path = PARASIM_PUBLISHED_DATASET;
     REQUIRE_MESSAGE(std::filesystem::exists(path), "the reference dataset is missing: " << path);
-    const auto report = sim::validate::validate(sim::validate::load_dataset(path));
-    struct Guard {
-        Kind kind;
-        double max_mape;
-        int min_simulated;
-    };
-    // Targets (the issue): training <= 5%, inference <= 10%, GEMM, attention
-    // and collectives <= 10% each. Training (18.3% today) and inference
-    // (16.6%, once the dataset gave TensorRT-LLM 0.6.1's tp > 1 rows per
-    // run rather than per GPU) do NOT meet them yet: their guards are today's MAPE plus a
-    // margin, as docs/validation.md §4 says, and must come down to 0.05 and
-    // 0.10 as the model improves. Never raise a guard to make a change pass.
-    // The simulated counts include the six points that fit once GPU capacity
-    // is what the driver reports (docs/validation.md §8), and Llama 3.1 405B,
-    // which forms once uneven pipeline splits are read. Collectives were
-    // 7.8% until the dataset corrected the 2 x H100 PCIe all-reduce to an
-    // NVLink bridge: that row simulates +111% (245 against 116 GB/s) and
-    // lifts the kind to 13.0%; its guard is that plus a margin until the
-    // bridge is modelled (issue 12). The dataset dropped mem-stream-h200
-    // (not an H200), hence 5 memory points.
-    const Guard guards[] = {
-        {Kind::training, 0.20, 24}, {Kind::inference, 0.20, 25},  {Kind::gemm, 0.10, 1},
-        {Kind::attention, 0.10, 46}, {Kind::collective, 0.14, 10}, {Kind::memory, 0.10, 5},
-    };
+    sim::validate::ValidateOptions o;
+    for (const auto& g : guards) o.kinds.push_back(g.kind);
+    const auto report = sim::validate::validate(sim::validate::load_dataset(path), o);
     for (const auto& g : guards) {
         const auto& k = report.kinds[static_cast<std::size_t>(g.kind)];
         INFO(sim::validate::to_string(g.kind), ": MAPE ", k.mape ? *k.mape : -1.0, ", worst ", k.worst_id, " (",
@@ -512,3 +525,17 @@ TEST_CASE("validate: the reference dataset stays within the guarded MAPE per kin
         CHECK(*k.mape <= g.max_mape);
     }
 }
+
+}  // namespace
+
+TEST_CASE("validate: the reference dataset's whole runs stay within the guarded MAPE" * doctest::test_suite("slow")) {
+    check_guards({{Kind::training, 0.20, 24}, {Kind::inference, 0.20, 25}});
+}
+
+TEST_CASE("validate: the reference dataset's kernels and collectives stay within the guarded MAPE" *
+          doctest::test_suite("fit")) {
+    check_guards({{Kind::gemm, 0.10, 1}, {Kind::attention, 0.10, 46}, {Kind::collective, 0.14, 10},
+                  {Kind::memory, 0.10, 5}});
+}
+
+TEST_SUITE_END();

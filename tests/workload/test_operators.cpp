@@ -11,6 +11,8 @@
 #include "sim/workload/model.h"
 #include "sim/workload/operators.h"
 
+TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
+
 using namespace sim::workload;
 using sim::hw::DType;
 using sim::hw::KernelKind;
@@ -621,3 +623,5 @@ TEST_CASE("attention implementations time as the kernel measured for them") {
     CHECK(find(bwd, "attention_bwd").kernel.attention_kernel == sim::hw::AttentionKernel::flash2);
     CHECK(std::string(to_string(AttentionImpl::xformers)) == "xformers");
 }
+
+TEST_SUITE_END();

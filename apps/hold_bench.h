@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-namespace sim {
+namespace parasim_cli {
 
 struct HoldResult {
     std::uint64_t pending = 0;
@@ -21,4 +21,4 @@ struct HoldResult {
 
 HoldResult run_hold_benchmark(std::uint64_t pending, std::uint64_t events, std::uint64_t seed);
 
-}  // namespace sim
+}  // namespace parasim_cli

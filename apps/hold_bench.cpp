@@ -1,5 +1,5 @@
 // Hold-model benchmark of the engine against a std::priority_queue baseline.
-#include "sim/core/hold_bench.h"
+#include "apps/hold_bench.h"
 
 #include "sim/core/simulation.h"
 
@@ -8,13 +8,18 @@
 #include <queue>
 #include <vector>
 
-namespace sim {
+namespace parasim_cli {
 
 namespace {
+
+using sim::Simulation;
+using sim::Time;
 
 // Increment distribution of the hold model: uniform on [1 ps, 2 us] from a
 // splitmix64 generator, cheap enough that the queue, not the generator, is
 // what the benchmark measures.
+__extension__ typedef unsigned __int128 Uint128;  // a GNU type: -Wpedantic accepts it marked so
+
 struct Increments {
     explicit Increments(std::uint64_t seed) : state(seed) {}
     std::uint64_t next() {
@@ -22,7 +27,7 @@ struct Increments {
         z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
         z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
         z ^= z >> 31;
-        return 1 + static_cast<std::uint64_t>((static_cast<unsigned __int128>(z) * 2'000'000ULL) >> 64);
+        return 1 + static_cast<std::uint64_t>((static_cast<Uint128>(z) * 2'000'000ULL) >> 64);
     }
     std::uint64_t state;
 };
@@ -99,4 +104,4 @@ HoldResult run_hold_benchmark(std::uint64_t pending, std::uint64_t events, std::
     return r;
 }
 
-}  // namespace sim
+}  // namespace parasim_cli
