@@ -13,6 +13,9 @@
 #include <string>
 #include <vector>
 
+
+TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md)
+
 using namespace net_fixtures;
 using sim::Bytes;
 using sim::net::CollectiveOp;
@@ -117,3 +120,5 @@ TEST_CASE("tree all-reduce over 4 GPUs: two mirrored trees, 3 edges each way, si
     CHECK(plan.flows.size() == 12);                      // 2 trees x 3 edges x up and down
     for (const auto& f : plan.flows) CHECK(f.size.value == 500);
 }
+
+TEST_SUITE_END();

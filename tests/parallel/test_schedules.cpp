@@ -12,6 +12,9 @@
 #include <utility>
 #include <vector>
 
+
+TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md)
+
 using namespace sim;
 using parallel::PipelineShape;
 using parallel::ScheduleItem;
@@ -109,3 +112,5 @@ TEST_CASE("every schedule runs each item once, backward after forward, and its i
         }
     }
 }
+
+TEST_SUITE_END();
