@@ -39,7 +39,7 @@ Commands:
   sweep SCENARIO      run a scenario's sweep (cross product of overrides) in parallel
   validate DATASET    simulate published measurements and report the error
   bench engine|scale  benchmark the event engine or whole-simulation speed
-  list gpus|clusters|models|schedules|collectives   show what is available by name
+  list gpus|clusters|models|schedules|collectives|cost-models|software   show what is available by name
 
 Run 'parasim COMMAND --help' for the options of a command.
 )";
