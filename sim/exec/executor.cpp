@@ -159,7 +159,7 @@ private:
         const auto depth = static_cast<std::size_t>(options_.launch_queue_depth);
         while (issue_next_[gpu] <= head) {
             const std::size_t j = issue_next_[gpu]++;
-            if (j >= depth) issue_done_[gpu] = std::max(issue_done_[gpu], result_.task_end[order[j - depth]]);
+            if (depth > 0 && j >= depth) issue_done_[gpu] = std::max(issue_done_[gpu], result_.task_end[order[j - depth]]);
             if (plan_.tasks[order[j]].kind == TaskKind::kernel) issue_done_[gpu] = issue_done_[gpu] + options_.host_kernel_issue;
         }
         return issue_done_[gpu];

@@ -75,7 +75,7 @@ struct ExecOptions {
     // spends per kernel once it runs it, so neither counts the other. 0 (the
     // default, kernel and collective benchmarks) = never host-bound.
     Time host_kernel_issue{};
-    int launch_queue_depth = 1024;
+    int launch_queue_depth = 1024;  // 0: unbounded
     // The software profile's kernel_efficiency: a kernel's time past its
     // launch overhead is divided by it (1 = the kernel model as calibrated).
     double kernel_efficiency = 1.0;
