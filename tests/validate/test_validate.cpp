@@ -486,7 +486,10 @@ TEST_CASE("validate: the reference dataset stays within the guarded MAPE per kin
         int min_simulated;
     };
     // Targets (the issue): training <= 5%, inference <= 10%, GEMM, attention
-    // and collectives <= 10% each. Training (18.3% today) and inference
+    // and collectives <= 10% each. Training is 5.3% with each software
+    // profile's fitted kernel_efficiency (16.7% before it; 7.9% under
+    // leave-one-source-out cross-validation, docs/validation.md §4), guarded
+    // at 6% so the fit's gain cannot silently go. Training and inference
     // (16.6%, once the dataset gave TensorRT-LLM 0.6.1's tp > 1 rows per
     // run rather than per GPU) do NOT meet them yet: their guards are today's MAPE plus a
     // margin, as docs/validation.md §4 says, and must come down to 0.05 and
@@ -500,7 +503,7 @@ TEST_CASE("validate: the reference dataset stays within the guarded MAPE per kin
     // bridge is modelled (issue 12). The dataset dropped mem-stream-h200
     // (not an H200), hence 5 memory points.
     const Guard guards[] = {
-        {Kind::training, 0.20, 24}, {Kind::inference, 0.20, 25},  {Kind::gemm, 0.10, 1},
+        {Kind::training, 0.06, 24}, {Kind::inference, 0.20, 25},  {Kind::gemm, 0.10, 1},
         {Kind::attention, 0.10, 46}, {Kind::collective, 0.14, 10}, {Kind::memory, 0.10, 5},
     };
     for (const auto& g : guards) {
