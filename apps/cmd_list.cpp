@@ -3,6 +3,7 @@
 #include "sim/config/cluster_loader.h"
 #include "sim/config/gpu_loader.h"
 #include "sim/config/model_loader.h"
+#include "sim/config/software_loader.h"
 #include "sim/hw/cost_model.h"
 #include "sim/net/collective/i_collective.h"
 #include "sim/parallel/partition/i_partitioner.h"
@@ -40,7 +41,8 @@ constexpr const char* kListUsage =
     "  parasim list schedules     registered pipeline schedules\n"
     "  parasim list partitioners  registered layer partitioners\n"
     "  parasim list collectives   registered collective algorithms\n"
-    "  parasim list cost-models   registered kernel cost models\n";
+    "  parasim list cost-models   registered kernel cost models\n"
+    "  parasim list software      software-stack profiles in topologies/software/\n";
 
 int cmd_list(const Args& args) {
     const std::string what = args.empty() ? "" : args.front();
@@ -107,7 +109,20 @@ int cmd_list(const Args& args) {
         for (const auto& m : sim::hw::list_cost_models()) print_entry(m.name, m.description);
         return 0;
     }
-    throw UsageError("list needs one of: gpus, clusters, models, schedules, partitioners, collectives, cost-models");
+    // Profiles are data files, listed with the values the executor uses and
+    // whether each was sourced or fitted.
+    if (what == "software") {
+        for (const auto& n : sim::config::software_profile_names()) {
+            const auto p = sim::config::software_profile(n);
+            const auto mark = [](const sim::config::Provenance& from) { return from.kind == "fitted_on" ? " (fitted)" : ""; };
+            fmt::print("{:<16} issue {:>5.1f} us/kernel{:<9}  queue {:>5}  kernel efficiency {:.2f}{:<9}  {}  {}\n", n,
+                       p.kernel_issue.seconds() * 1e6, mark(p.kernel_issue_from), p.launch_queue_depth,
+                       p.kernel_efficiency, mark(p.kernel_efficiency_from), p.fuse_elementwise ? "fused" : "unfused",
+                       p.description);
+        }
+        return 0;
+    }
+    throw UsageError("list needs one of: gpus, clusters, models, schedules, partitioners, collectives, cost-models, software");
 }
 
 }  // namespace parasim_cli

@@ -41,6 +41,8 @@ int cmd_validate(const Args& args) {
         "jobs,j", po::value<int>()->default_value(0), "points simulated in parallel (0: one per hardware thread)")(
         "scenarios", po::value<std::string>(),
         "also write each whole-run point as a scenario file DIR/<id>.yaml that 'parasim run' simulates identically")(
+        "software-dir", po::value<std::string>(),
+        "read software profiles from DIR instead of topologies/software (tools/fit-profiles.py)")(
         "dataset", po::value<std::string>(), "dataset file");
     add_limit_option(opts);
     po::positional_options_description pos;
@@ -62,6 +64,7 @@ int cmd_validate(const Args& args) {
 
     sim::validate::ValidateOptions vo;
     vo.jobs = vm["jobs"].as<int>();
+    if (vm.count("software-dir")) vo.software_dir = vm["software-dir"].as<std::string>();
     if (vm.count("id")) vo.ids = split(vm["id"].as<std::string>());
     if (vm.count("kind")) {
         for (const auto& name : split(vm["kind"].as<std::string>())) {
@@ -93,7 +96,7 @@ int cmd_validate(const Args& args) {
         for (const auto& p : dataset.points) {
             if (p.kind != sim::validate::Kind::training && p.kind != sim::validate::Kind::inference) continue;
             if (!vo.ids.empty() && std::find(vo.ids.begin(), vo.ids.end(), p.id) == vo.ids.end()) continue;
-            const auto setup = sim::validate::translate(p, catalog, shipped);
+            const auto setup = sim::validate::translate(p, catalog, shipped, vo.software_dir);
             if (!setup.skip) outputs.add(dir + "/" + p.id + ".yaml", sim::validate::scenario_yaml(p, setup));
         }
     }

@@ -40,7 +40,7 @@ Commands:
   validate DATASET    simulate published measurements and report the error
   bench engine|scale  benchmark the event engine or whole-simulation speed
   list WHAT           what is available: gpus, clusters, models, schedules,
-                      collectives, cost-models ('parasim list --help')
+                      partitioners, collectives, cost-models, software ('parasim list --help')
 
 Run 'parasim COMMAND --help' for the options of a command.
 )";

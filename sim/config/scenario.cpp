@@ -314,7 +314,16 @@ ScenarioSpec load_scenario(const std::string& path, const std::vector<Override>&
     s.file = path;
     s.name = r.required("name").as_string();
     r.optional("description");
-    if (auto n = r.optional("software")) s.software = read_software(*n);
+    if (auto n = r.optional("software")) {
+        s.software = read_software(*n);
+        try {
+            s.profile = software_profile(s.software.name);
+        } catch (const ConfigError& e) {
+            n->fail(message_of(e));
+        }
+    } else {
+        s.profile = software_profile(kDefaultSoftware);
+    }
 
     const Node cluster_ref = r.required("cluster");
     const Node cluster_doc = resolve_document(
@@ -356,6 +365,8 @@ ScenarioSpec load_scenario(const std::string& path, const std::vector<Override>&
     s.workload = read_workload(workload_node);
     {
         MapReader wr(workload_node);
+        // The stack decides what it fuses unless the scenario says.
+        if (!wr.optional("fuse_elementwise")) s.workload.fuse_elementwise = s.profile.fuse_elementwise;
         for (const char* key : {"dtype", "weight_dtype", "kv_dtype"}) {
             const auto n = wr.optional(key);
             if (n && !s.gpu.supports(*hw::parse_dtype(n->as_string())))

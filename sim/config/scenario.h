@@ -5,6 +5,7 @@
 // so everything downstream can trust what it is given.
 #pragma once
 
+#include "sim/config/software_loader.h"
 #include "sim/config/yaml_reader.h"
 #include "sim/hw/gpu.h"
 #include "sim/net/cluster.h"
@@ -58,8 +59,8 @@ struct Overlap {
     bool param_gather = false;
 };
 
-// The software stack that runs the model (a label today; software profiles
-// will hang off it): name from kSoftwareNames, version as the stack tags it.
+// The software stack that runs the model: name from kSoftwareNames, version
+// as the stack tags it; its profile (software_loader.h) is ScenarioSpec::profile.
 struct SoftwareSpec {
     std::string name, version;
     bool given() const { return !name.empty(); }
@@ -106,6 +107,9 @@ struct ScenarioSpec {
     workload::ModelSpec model;
     WorkloadSpec workload;
     SoftwareSpec software;
+    // The profile of `software` (topologies/software/<name>.yaml), or the
+    // default profile when the scenario names no stack.
+    SoftwareProfile profile;
     int gpus = 0;                    // GPUs used (resolved)
     std::vector<StrategySpec> strategies;
     // sweep: field path -> values, in file order

@@ -53,6 +53,9 @@ public:
         heads_.assign(g, {});
         busy_.assign(g, {});
         active_comm_.assign(g, 0);
+        issue_next_.assign(g, 0);
+        issue_done_.assign(g, Time{});
+        issue_wait_.assign(g, kNone);
         l2_.reserve(g);
         for (std::size_t i = 0; i < g; ++i) l2_.emplace_back(gpu.l2_size);
         result_.gpus.resize(g);
@@ -101,6 +104,17 @@ private:
             }
         } else {
             if (!at_head(t.gpu, t.stream, id)) return;
+            if (t.stream == StreamKind::compute && options_.host_kernel_issue > Time{}) {
+                const Time issued = issue_time_of_head(t.gpu);
+                if (issued > sim_.now()) {
+                    // One wake-up per task: later calls find it scheduled.
+                    if (issue_wait_[t.gpu] != id) {
+                        issue_wait_[t.gpu] = id;
+                        sim_.schedule_at(issued, [this, id] { try_start(id); });
+                    }
+                    return;
+                }
+            }
             busy_[t.gpu][static_cast<std::size_t>(t.stream)] = 1;
             if (t.stream != StreamKind::compute && t.stream != StreamKind::host) ++active_comm_[t.gpu];
         }
@@ -133,6 +147,24 @@ private:
         }
     }
 
+    // When the host of `gpu` has issued the compute stream's head task. The
+    // host issues task j at max(issue of j-1, end of task j-depth) + its
+    // cost (kernels: host_kernel_issue; other tasks: nothing). Computed
+    // lazily in stream order: every task before the head has finished, so
+    // each gate is known, and no event is spent unless the host is behind.
+    Time issue_time_of_head(std::uint32_t gpu) {
+        const auto c = static_cast<std::size_t>(StreamKind::compute);
+        const auto& order = plan_.streams[gpu][c];
+        const std::size_t head = heads_[gpu][c];
+        const auto depth = static_cast<std::size_t>(options_.launch_queue_depth);
+        while (issue_next_[gpu] <= head) {
+            const std::size_t j = issue_next_[gpu]++;
+            if (depth > 0 && j >= depth) issue_done_[gpu] = std::max(issue_done_[gpu], result_.task_end[order[j - depth]]);
+            if (plan_.tasks[order[j]].kind == TaskKind::kernel) issue_done_[gpu] = issue_done_[gpu] + options_.host_kernel_issue;
+        }
+        return issue_done_[gpu];
+    }
+
     void start_kernel(std::uint32_t id, const Task& t) {
         const hw::KernelDesc& k = plan_.kernels[t.kernel];
         hw::L2Cache& l2 = l2_[t.gpu];
@@ -152,6 +184,9 @@ private:
             const Time memory = Time::from_seconds_ceil(c.memory_time.seconds() * hbm_factor);
             duration = c.launch_overhead + std::max({compute, memory, c.l2_time});
         }
+        if (options_.kernel_efficiency != 1.0)
+            duration = c.launch_overhead +
+                       Time::from_seconds_ceil((duration - c.launch_overhead).seconds() / options_.kernel_efficiency);
         GpuRecord& rec = result_.gpus[t.gpu];
         // L2 hit rate counts every byte the kernel requests: its tiling
         // re-reads within the kernel plus the cross-kernel residency hits.
@@ -219,6 +254,11 @@ private:
     std::vector<std::array<std::size_t, kStreamCount>> heads_;
     std::vector<std::array<char, kStreamCount>> busy_;
     std::vector<int> active_comm_;
+    // Host issue per GPU: next compute-stream index to issue, when the last
+    // issue ended, the task waiting for its issue (kNone: none).
+    std::vector<std::size_t> issue_next_;
+    std::vector<Time> issue_done_;
+    std::vector<std::uint32_t> issue_wait_;
     std::vector<hw::L2Cache> l2_;
     std::vector<IntervalKind> kernel_kind_;  // per task, set when a kernel starts
     ExecResult result_;

@@ -65,6 +65,20 @@ struct ExecOptions {
     int comm_sms = 16;
     // Record per-class link utilisation over time (for trace counters).
     bool record_link_samples = false;
+    // The host thread of each GPU (the software profile's cost,
+    // docs/software-profiles.md): it issues the compute stream's tasks in
+    // stream order, each kernel taking host_kernel_issue of CPU time, and
+    // blocks while launch_queue_depth kernels are issued but not finished; a
+    // kernel starts no earlier than its issue ends. The host runs ahead of
+    // the GPU, so this shows only where kernels are shorter than their issue.
+    // It is CPU time; GpuSpec::efficiency.launch_overhead stays what the GPU
+    // spends per kernel once it runs it, so neither counts the other. 0 (the
+    // default, kernel and collective benchmarks) = never host-bound.
+    Time host_kernel_issue{};
+    int launch_queue_depth = 1024;  // 0: unbounded
+    // The software profile's kernel_efficiency: a kernel's time past its
+    // launch overhead is divided by it (1 = the kernel model as calibrated).
+    double kernel_efficiency = 1.0;
 };
 
 // The breakdown of GPU `g`'s time within the window [from, to].

@@ -174,7 +174,7 @@ net::ClusterSpec make_cluster(const HardwareSpec& h, const std::string& intra, c
     return c;
 }
 
-Setup translate(const Point& p, config::GpuCatalog& gpus, const ShippedClusters& shipped) {
+Setup translate(const Point& p, config::GpuCatalog& gpus, const ShippedClusters& shipped, const std::string& software_dir) {
     Setup s;
     s.defaults = p.defaults;
     const auto skip = [&](std::string why) {
@@ -224,6 +224,8 @@ Setup translate(const Point& p, config::GpuCatalog& gpus, const ShippedClusters&
             sc.model = p.model;
             sc.workload = p.workload;
             sc.software = p.software;
+            sc.profile = config::software_profile(p.software.name, software_dir);
+            sc.workload.fuse_elementwise = sc.profile.fuse_elementwise;
             config::StrategySpec& st = s.strategy;
             st.name = "as-published";
             st.tp = par.tp;

@@ -46,7 +46,9 @@ struct Setup {
 net::ClusterSpec make_cluster(const HardwareSpec& hardware, const std::string& intra_node, const hw::GpuSpec& gpu,
                               const ShippedClusters& shipped, std::string& source);
 
-Setup translate(const Point& point, config::GpuCatalog& gpus, const ShippedClusters& shipped);
+// `software_dir`: where the software profiles are ("" = the shipped ones).
+Setup translate(const Point& point, config::GpuCatalog& gpus, const ShippedClusters& shipped,
+                const std::string& software_dir = "");
 
 // A whole-run point's setup as a scenario file that `parasim run` accepts
 // and simulates identically (the cluster, model, workload and strategy

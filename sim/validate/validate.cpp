@@ -117,7 +117,8 @@ std::optional<double> run_metric(const report::RunMetrics& m, Metric metric, int
     return std::nullopt;
 }
 
-Outcome simulate_point(const Point& p, config::GpuCatalog& catalog, const ShippedClusters& shipped) {
+Outcome simulate_point(const Point& p, config::GpuCatalog& catalog, const ShippedClusters& shipped,
+                       const std::string& software_dir) {
     Outcome o;
     o.id = p.id;
     o.kind = p.kind;
@@ -131,7 +132,7 @@ Outcome simulate_point(const Point& p, config::GpuCatalog& catalog, const Shippe
         return o;
     };
     try {
-        const Setup s = translate(p, catalog, shipped);
+        const Setup s = translate(p, catalog, shipped, software_dir);
         o.defaults = s.defaults;
         if (s.skip) return skip(*s.skip);
         const auto cm = hw::make_cost_model("roofline");
@@ -264,7 +265,7 @@ Report validate(const Dataset& d, const ValidateOptions& options) {
     const auto work = [&] {
         for (std::size_t i = next++; i < todo.size(); i = next++) {
             try {
-                r.outcomes[i] = simulate_point(*todo[i], catalog, shipped);
+                r.outcomes[i] = simulate_point(*todo[i], catalog, shipped, options.software_dir);
             } catch (...) {
                 std::lock_guard<std::mutex> lock(failure_mutex);
                 if (!failure) failure = std::current_exception();

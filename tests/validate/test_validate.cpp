@@ -484,7 +484,10 @@ TEST_CASE("validate: MAPE per kind over simulated points; skipped points are cou
 // regressions, not a tuning target; whole runs are never used to fit a constant.
 //
 // Targets (the issue): training <= 5%, inference <= 10%, GEMM, attention
-// and collectives <= 10% each. Training (18.3% today) and inference
+// and collectives <= 10% each. Training is 5.3% with each software
+// profile's fitted kernel_efficiency (16.7% before it; 7.9% under
+// leave-one-source-out cross-validation, docs/validation.md §4), guarded
+// at 6% so the fit's gain cannot silently go. Training and inference
 // (16.6%, once the dataset gave TensorRT-LLM 0.6.1's tp > 1 rows per
 // run rather than per GPU) do NOT meet them yet: their guards are today's MAPE plus a
 // margin, as docs/validation.md §4 says, and must come down to 0.05 and
@@ -529,7 +532,7 @@ void check_guards(std::initializer_list<Guard> guards) {
 }  // namespace
 
 TEST_CASE("validate: the reference dataset's whole runs stay within the guarded MAPE" * doctest::test_suite("slow")) {
-    check_guards({{Kind::training, 0.20, 24}, {Kind::inference, 0.20, 25}});
+    check_guards({{Kind::training, 0.06, 24}, {Kind::inference, 0.20, 25}});
 }
 
 TEST_CASE("validate: the reference dataset's kernels and collectives stay within the guarded MAPE" *

@@ -1,0 +1,109 @@
+// Software profile files -> SoftwareProfile (see software_loader.h). Each
+// value is a map {value, source | fitted_on}: the evidence is part of the
+// schema, so a number without it cannot be loaded.
+#include "sim/config/software_loader.h"
+
+#include "sim/config/scenario.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <filesystem>
+
+namespace sim::config {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::vector<std::string> kOverlapNames = {"tp_comm", "grad_reduce", "param_gather"};
+
+// Reads the evidence keys of a value map (after its unknown keys are
+// refused); exactly one of source / fitted_on.
+Provenance read_provenance(MapReader& r) {
+    const auto src = r.optional("source");
+    const auto fit = r.optional("fitted_on");
+    r.finish();
+    if (src && fit) fit->fail("give either source or fitted_on, not both");
+    if (!src && !fit) r.node().fail("a profile value needs its evidence: source: or fitted_on:");
+    const Node& n = src ? *src : *fit;
+    if (!n.is_scalar() || n.as_string().empty()) n.fail("the evidence is a non-empty string");
+    return {src ? "source" : "fitted_on", n.as_string()};
+}
+
+// `key: {value: V, source: S}`: returns the value node and fills `from`.
+Node sourced(MapReader& parent, const std::string& key, Provenance& from) {
+    MapReader r(parent.required(key));
+    const Node v = r.required("value");
+    from = read_provenance(r);
+    return v;
+}
+
+}  // namespace
+
+SoftwareProfile load_software_profile(const Node& root, const std::string& expected_name) {
+    MapReader r(root);
+    SoftwareProfile p;
+    const Node name = r.required("name");
+    p.name = name.as_string();
+    if (!expected_name.empty() && p.name != expected_name)
+        name.fail(fmt::format("name '{}' differs from the file name '{}'", p.name, expected_name));
+    if (p.name != kDefaultSoftware && std::find(kSoftwareNames.begin(), kSoftwareNames.end(), p.name) == kSoftwareNames.end())
+        name.fail(fmt::format("'{}' is not a software stack parasim knows (nor '{}')", p.name, kDefaultSoftware));
+    p.description = r.required("description").as_string();
+    {
+        MapReader host(r.required("host"));
+        // A per-kernel host cost above 10 ms is no framework's: a unit slip.
+        const Node issue = sourced(host, "kernel_issue", p.kernel_issue_from);
+        p.kernel_issue = issue.as_time();
+        if (p.kernel_issue > Time::from_seconds_ceil(0.01)) issue.fail("a per-kernel host cost above 10 ms is not plausible");
+        p.launch_queue_depth =
+            static_cast<int>(sourced(host, "launch_queue_depth", p.launch_queue_depth_from).as_int(1, 1 << 20));
+        host.finish();
+    }
+    {
+        const Node e = sourced(r, "kernel_efficiency", p.kernel_efficiency_from);
+        p.kernel_efficiency = e.as_number(0, 2);
+        if (p.kernel_efficiency < 0.1) e.fail("a kernel efficiency below 0.1 is not plausible");
+    }
+    p.fuse_elementwise = sourced(r, "fuse_elementwise", p.fuse_elementwise_from).as_bool();
+    {
+        const Node list = sourced(r, "overlaps", p.overlaps_from);
+        for (const Node& e : list.elements()) {
+            const std::string o = e.as_enum(kOverlapNames);
+            if (std::find(p.overlaps.begin(), p.overlaps.end(), o) != p.overlaps.end()) e.fail("listed twice");
+            p.overlaps.push_back(o);
+        }
+    }
+    r.finish();
+    return p;
+}
+
+SoftwareProfile load_software_file(const std::string& path) {
+    return load_software_profile(load_file(path), fs::path(path).stem().string());
+}
+
+std::string default_software_dir() { return std::string(PARASIM_DATA_DIR) + "/topologies/software"; }
+
+std::vector<std::string> software_profile_names(const std::string& dir_in) {
+    const std::string dir = dir_in.empty() ? default_software_dir() : dir_in;
+    std::vector<std::string> names;
+    if (!is_directory_quietly(dir)) return names;
+    for (const auto& e : fs::directory_iterator(dir))
+        if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+SoftwareProfile software_profile(const std::string& name_in, const std::string& dir_in) {
+    const std::string dir = dir_in.empty() ? default_software_dir() : dir_in;
+    const std::string name = name_in.empty() ? kDefaultSoftware : name_in;
+    const fs::path path = fs::path(dir) / (name + ".yaml");
+    if (!exists_quietly(path))
+        throw ConfigError(SourceLocation{path.string()}, fmt::format("no software profile '{}' (known: {})", name,
+                                                                     fmt::join(software_profile_names(dir), ", ")));
+    return load_software_file(path.string());
+}
+
+}  // namespace sim::config

@@ -1,0 +1,86 @@
+// The host-issue model of the executor (ExecOptions::host_kernel_issue,
+// launch_queue_depth, kernel_efficiency; docs/software-profiles.md): closed
+// forms on one GPU with kernels of fixed duration.
+#include "sim/config/cluster_loader.h"
+#include "sim/config/gpu_loader.h"
+#include "sim/exec/executor.h"
+#include "sim/net/topology.h"
+#include "sim/parallel/plan.h"
+
+#include <doctest/doctest.h>
+
+using namespace sim;
+
+namespace {
+
+// Every kernel takes its `flops` in microseconds, of which 0 launch overhead:
+// the GPU side is exact, so only the host shows.
+class FixedCost final : public hw::CostModel {
+public:
+    std::string name() const override { return "fixed"; }
+    hw::KernelCost cost(const hw::GpuSpec&, const hw::KernelDesc& k, const hw::L2Residency&) const override {
+        hw::KernelCost c;
+        c.duration = Time::ps(static_cast<std::uint64_t>(k.flops.value) * 1'000'000);
+        c.compute_time = c.duration;
+        return c;
+    }
+};
+
+// `n` kernels of `us` microseconds each, in order on GPU 0's compute stream.
+Time run(int n, double us, Time issue, int depth = 1024, double efficiency = 1.0) {
+    parallel::Plan plan;
+    plan.simulated_gpus = {0};
+    plan.streams.resize(1);
+    plan.gpus_represented = 1;
+    std::vector<std::uint32_t> prev;
+    for (int i = 0; i < n; ++i) {
+        hw::KernelDesc k;
+        k.name = "k";
+        k.flops = Flops{us};
+        parallel::Task t;
+        t.kind = parallel::TaskKind::kernel;
+        t.stream = parallel::StreamKind::compute;
+        t.kernel = plan.add_kernel(k);
+        prev = {plan.add(t, prev)};
+    }
+    const auto cluster = config::load_cluster_file(config::cluster_path("dgx-h100"));
+    config::GpuCatalog gpus;
+    const net::Topology topo(cluster, 1);
+    exec::ExecOptions o;
+    o.host_kernel_issue = issue;
+    o.launch_queue_depth = depth;
+    o.kernel_efficiency = efficiency;
+    return exec::execute(plan, gpus.get("h100-sxm"), topo, FixedCost{}, o).makespan;
+}
+
+Time us(double v) { return Time::from_seconds_ceil(v * 1e-6); }
+
+}  // namespace
+
+TEST_CASE("host issue: kernels shorter than their issue run at the host's pace") {
+    // Expectation: 100 issues of 5 us back to back; the last kernel starts when
+    // it is issued, 500 us, and runs 1 us: 501 us. Without a host cost: 100 us.
+    CHECK(run(100, 1, us(5)) == us(501));
+    CHECK(run(100, 1, Time{}) == us(100));
+}
+
+TEST_CASE("host issue: kernels longer than their issue hide it, but the first kernel waits for its issue") {
+    // Expectation: the host runs ahead; only the first issue (5 us) shows: 5 + 100 x 50 us.
+    CHECK(run(100, 50, us(5)) == us(5005));
+}
+
+TEST_CASE("host issue: a full launch queue makes the host wait for the GPU") {
+    // Kernels of 10 us, issue 1 us, queue depth 2: kernel j is issued once
+    // kernel j-2 has finished. Expectation (4 kernels): issues end at 1, 2,
+    // then 11 (kernel 0 ends at 11), then 22 (kernel 1 ends at 21, +1);
+    // kernels run 1-11, 11-21, 21-31, 31-41: the GPU never starves, 41 us.
+    CHECK(run(4, 10, us(1), 2) == us(41));
+    // Kernels of 1 us with 5 us issue, depth 1: the host issues only after
+    // the previous kernel finished: kernel j runs [6j+5, 6j+6]; 4 kernels end at 24.
+    CHECK(run(4, 1, us(5), 1) == us(24));
+}
+
+TEST_CASE("kernel efficiency divides each kernel's time past its launch overhead") {
+    // Expectation: 10 kernels of 8 us at efficiency 0.8 take 10 us each.
+    CHECK(run(10, 8, Time{}, 1024, 0.8) == us(100));
+}
