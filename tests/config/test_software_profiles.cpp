@@ -11,6 +11,8 @@
 
 #include <string>
 
+TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md)
+
 using namespace sim;
 using namespace sim::config;
 
@@ -80,3 +82,5 @@ TEST_CASE("software profiles: malformed files are errors at file:line:column nam
 TEST_CASE("software profiles: an unknown stack names the known profiles") {
     CHECK_THROWS_WITH_AS(software_profile("no-such-stack"), doctest::Contains("no software profile 'no-such-stack' (known: deepspeed, default, flash-attention"), ConfigError);
 }
+
+TEST_SUITE_END();

@@ -9,6 +9,8 @@
 
 #include <doctest/doctest.h>
 
+TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md)
+
 using namespace sim;
 
 namespace {
@@ -84,3 +86,5 @@ TEST_CASE("kernel efficiency divides each kernel's time past its launch overhead
     // Expectation: 10 kernels of 8 us at efficiency 0.8 take 10 us each.
     CHECK(run(10, 8, Time{}, 1024, 0.8) == us(100));
 }
+
+TEST_SUITE_END();
