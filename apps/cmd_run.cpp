@@ -1,6 +1,7 @@
 // parasim run SCENARIO: simulate every strategy and report.
 #include "apps/cli.h"
 #include "sim/config/scenario.h"
+#include "sim/report/error_band.h"
 #include "sim/report/runner.h"
 
 #include <boost/program_options.hpp>
@@ -62,10 +63,13 @@ int cmd_run(const Args& args) {
     std::vector<sim::report::RunMetrics> metrics;
     for (const auto& r : runs) metrics.push_back(r.metrics);
 
+    // How sure the figures are: the validated error of runs like this one.
+    const auto band = sim::report::expected_error(scenario, sim::report::shipped_bands());
     std::string text;
-    if (format == "json") text = sim::report::format_json(scenario.name, metrics);
+    if (format == "json")
+        text = sim::report::format_json(scenario.name, metrics, sim::report::error_band_json_member(band));
     else if (format == "csv") text = sim::report::format_csv(metrics);
-    else text = sim::report::format_table(scenario, metrics);
+    else text = sim::report::format_table(scenario, metrics) + sim::report::format_error_band(band);
     OutputSet outputs;  // the report and the trace: both or neither
     if (vm.count("trace")) {
         const std::string* trace = nullptr;

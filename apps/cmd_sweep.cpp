@@ -4,6 +4,7 @@
 #include "apps/cli.h"
 #include "sim/config/scenario.h"
 #include "sim/core/limits.h"
+#include "sim/report/error_band.h"
 #include "sim/report/runner.h"
 
 #include <boost/program_options.hpp>
@@ -412,6 +413,7 @@ int cmd_sweep(const Args& args) {
                     for (std::size_t f = 0; f < fields.size(); ++f) at += fmt::format(" {}={}", fields[f], p.labels[f]);
                     text += fmt::format("{} at{}: {}\n", r.strategy, at, r.note);
                 }
+        text += sim::report::format_error_band(sim::report::expected_error(base, sim::report::shipped_bands()));
     }
     // The report and the plots are written together, all or none; but when
     // gnuplot cannot draw them, the results are still worth keeping: the

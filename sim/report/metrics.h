@@ -35,7 +35,9 @@ RunMetrics compute_metrics(const config::ScenarioSpec& scenario, const parallel:
 
 // One JSON object {"strategy":...,"gpus":...,...} for a run (no trailing newline).
 std::string run_json(const RunMetrics& m);
-std::string format_json(const std::string& scenario, const std::vector<RunMetrics>& runs);
+// `extra_members`: more "key":value members of the top-level object, if any.
+std::string format_json(const std::string& scenario, const std::vector<RunMetrics>& runs,
+                        const std::string& extra_members = "");
 std::string format_csv(const std::vector<RunMetrics>& runs, const std::vector<std::string>& extra_columns = {},
                        const std::vector<std::vector<std::string>>& extra_values = {});
 std::string format_table(const config::ScenarioSpec& scenario, const std::vector<RunMetrics>& runs);

@@ -133,10 +133,11 @@ std::string run_json(const RunMetrics& m) {
     return out + "}";
 }
 
-std::string format_json(const std::string& scenario, const std::vector<RunMetrics>& runs) {
+std::string format_json(const std::string& scenario, const std::vector<RunMetrics>& runs,
+                        const std::string& extra_members) {
     std::string out = fmt::format("{{\"scenario\":{},\"runs\":[", json_string(scenario));
     for (std::size_t i = 0; i < runs.size(); ++i) out += (i ? ",\n" : "\n") + run_json(runs[i]);
-    return out + "\n]}\n";
+    return out + "\n]" + (extra_members.empty() ? "" : ",\n" + extra_members) + "}\n";
 }
 
 std::string format_csv(const std::vector<RunMetrics>& runs, const std::vector<std::string>& extra_columns,

@@ -126,6 +126,7 @@ Outcome simulate_point(const Point& p, config::GpuCatalog& catalog, const Shippe
     o.measured = p.measured;
     o.defaults = p.defaults;
     o.software = p.software.name;
+    o.gpu = p.hardware.gpu;
     const auto skip = [&](std::string why) {
         o.skipped = true;
         o.reason = std::move(why);
@@ -348,6 +349,7 @@ std::string format_json(const Report& r) {
         if (o.skipped) out += ",\"skipped\":" + json_string(o.reason);
         if (!o.detail.empty()) out += ",\"detail\":" + json_string(o.detail);
         if (!o.software.empty()) out += ",\"software\":" + json_string(o.software);
+        out += ",\"gpu\":" + json_string(o.gpu);
         out += ",\"defaults\":[";
         for (std::size_t j = 0; j < o.defaults.size(); ++j) {
             if (j) out += ',';

@@ -36,6 +36,7 @@ struct Outcome {
     std::vector<std::string> defaults;   // defaults applied to fields the point left out
     std::string detail;                  // what the simulation did (strategy, algorithm, ...)
     std::string software;                // the point's software.name ("" when it does not say)
+    std::string gpu;                     // the point's hardware.gpu (catalog name)
 };
 
 struct KindSummary {

@@ -1,0 +1,103 @@
+// Expected-error lookup for a scenario (see error_band.h).
+#include "sim/report/error_band.h"
+
+#include "sim/config/yaml_reader.h"
+#include "sim/report/metrics.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace sim::report {
+
+Bands load_bands(const std::string& path) {
+    Bands out;
+    const config::Node root = config::load_file(path);
+    config::MapReader r(root);
+    out.source = r.required("source").as_string();
+    for (const auto& e : r.required("bands").elements()) {
+        config::MapReader b(e);
+        ValidatedBand v;
+        v.kind = b.required("kind").as_enum({"training", "inference"});
+        if (auto g = b.optional("gpu")) v.gpu = g->as_string();
+        if (auto s = b.optional("software")) v.software = s->as_string();
+        v.mape = b.required("mape").as_number(0, 100);
+        v.n = static_cast<int>(b.required("n").as_int(1, 1 << 20));
+        if (auto f = b.optional("fitted")) v.fitted = f->as_bool();
+        b.finish();
+        out.bands.push_back(std::move(v));
+    }
+    r.finish();
+    return out;
+}
+
+const Bands& shipped_bands() {
+    static const Bands bands = load_bands(std::string(PARASIM_DATA_DIR) + "/docs/validation-bands.yaml");
+    return bands;
+}
+
+ErrorBand expected_error(const config::ScenarioSpec& sc, const Bands& bands) {
+    ErrorBand out;
+    const std::string kind = sc.workload.mode == config::Mode::training ? "training" : "inference";
+    const std::string gpu = sc.gpu.name, software = sc.software.given() ? sc.software.name : "";
+    const auto find = [&](const std::string& g, const std::string& s) -> const ValidatedBand* {
+        for (const auto& b : bands.bands)
+            if (b.kind == kind && b.gpu == g && b.software == s) return &b;
+        return nullptr;
+    };
+    const auto covered = [&](auto field, const std::string& value) {
+        return std::any_of(bands.bands.begin(), bands.bands.end(),
+                           [&](const ValidatedBand& b) { return b.kind == kind && b.*field == value; });
+    };
+    // Narrowest first; a band of fewer than kMinPoints runs is not a band.
+    std::vector<std::pair<std::string, std::string>> order;
+    if (!software.empty()) order.insert(order.end(), {{gpu, software}, {"", software}});
+    order.insert(order.end(), {{gpu, ""}, {"", ""}});
+    for (const auto& [g, s] : order)
+        if (const auto* b = find(g, s); b && b->n >= kMinPoints) {
+            out.band = *b;
+            break;
+        }
+    if (!covered(&ValidatedBand::gpu, gpu))
+        out.warnings.push_back(fmt::format("no published {} run on {} was validated: the figure above is for other GPUs",
+                                           kind, gpu));
+    if (!software.empty() && !covered(&ValidatedBand::software, software))
+        out.warnings.push_back(fmt::format("no published {} run with {} was validated: the figure above is for other "
+                                           "software stacks",
+                                           kind, software));
+    return out;
+}
+
+std::string format_error_band(const ErrorBand& e) {
+    std::string out;
+    if (e.band) {
+        const auto& b = *e.band;
+        std::string what = b.kind;
+        if (!b.gpu.empty()) what += " on " + b.gpu;
+        if (!b.software.empty()) what += " with " + b.software;
+        out = fmt::format("expected error: {}: MAPE {:.1f}% over {} published runs{} (docs/validation.md)\n", what,
+                          100 * b.mape, b.n, b.fitted ? ", in-sample (the stack's efficiency was fitted on them)" : "");
+    } else {
+        out = "expected error: no validated band for this kind of run (docs/validation.md)\n";
+    }
+    for (const auto& w : e.warnings) out += "warning: " + w + "\n";
+    return out;
+}
+
+std::string error_band_json_member(const ErrorBand& e) {
+    std::string band = "null";
+    if (e.band) {
+        const auto& b = *e.band;
+        band = fmt::format("{{\"kind\":{},\"gpu\":{},\"software\":{},\"mape\":{},\"n\":{},\"in_sample\":{}}}",
+                           json_string(b.kind), json_string(b.gpu), json_string(b.software), json_number(b.mape), b.n,
+                           b.fitted ? "true" : "false");
+    }
+    std::string warnings;
+    for (std::size_t i = 0; i < e.warnings.size(); ++i) {
+        if (i) warnings += ',';
+        warnings += json_string(e.warnings[i]);
+    }
+    return fmt::format("\"expected_error\":{{\"band\":{},\"warnings\":[{}]}}", band, warnings);
+}
+
+}  // namespace sim::report

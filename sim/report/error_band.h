@@ -1,0 +1,49 @@
+// How sure a run is: the error parasim showed against published runs of the
+// same kind, on the same GPU and software stack where there are enough of
+// them (docs/validation.md; the figures come from docs/validation-bands.yaml,
+// which docs/validation.sh writes from `parasim validate`). A run on a GPU or
+// stack that no validated point used gets a warning, not a number it has
+// not earned.
+#pragma once
+
+#include "sim/config/scenario.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sim::report {
+
+// One line of the bands file: the MAPE of `n` simulated published runs of
+// `kind` ("training" / "inference"), narrowed to a GPU and a software stack
+// when those are set ("" = any).
+struct ValidatedBand {
+    std::string kind, gpu, software;
+    double mape = 0;
+    int n = 0;
+    bool fitted = false;  // the stack's efficiency was fitted on these runs: in-sample
+};
+
+struct Bands {
+    std::vector<ValidatedBand> bands;
+    std::string source;  // what produced them (dataset and command)
+};
+
+// Reads a bands file (the shipped one: PARASIM_DATA_DIR/docs/validation-bands.yaml).
+Bands load_bands(const std::string& path);
+const Bands& shipped_bands();
+
+struct ErrorBand {
+    std::optional<ValidatedBand> band;  // the narrowest band with at least kMinPoints runs
+    std::vector<std::string> warnings;  // what no validated run covers
+};
+inline constexpr int kMinPoints = 3;
+
+ErrorBand expected_error(const config::ScenarioSpec& sc, const Bands& bands);
+// "expected error: training on h100-sxm with megatron-core: MAPE 4.1% over 5
+// published runs (docs/validation.md)", then one "warning: ..." line each.
+std::string format_error_band(const ErrorBand& e);
+// "\"expected_error\":{...}": the band (or null) and the warnings, for a JSON report.
+std::string error_band_json_member(const ErrorBand& e);
+
+}  // namespace sim::report
