@@ -1,0 +1,90 @@
+// The interference model of the executor (executor.cpp, start_kernel): a
+// kernel that starts while a collective runs on its GPU loses
+// ExecOptions::comm_sms SMs to it (its compute time scales by
+// sm_count / (sm_count - comm_sms)) and shares HBM with the collective's
+// bytes. Closed forms on two H100s with a compute-bound kernel.
+#include "sim/config/cluster_loader.h"
+#include "sim/config/gpu_loader.h"
+#include "sim/exec/executor.h"
+#include "sim/net/topology.h"
+#include "sim/parallel/plan.h"
+
+#include <doctest/doctest.h>
+
+TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md)
+
+using namespace sim;
+
+namespace {
+
+// Compute-bound kernels of `flops` microseconds, no memory time, no launch overhead.
+class ComputeOnly final : public hw::CostModel {
+public:
+    std::string name() const override { return "compute-only"; }
+    hw::KernelCost cost(const hw::GpuSpec&, const hw::KernelDesc& k, const hw::L2Residency&) const override {
+        hw::KernelCost c;
+        c.compute_time = Time::ps(static_cast<std::uint64_t>(k.flops.value) * 1'000'000);
+        c.duration = c.compute_time;
+        return c;
+    }
+};
+
+// GPU 0 runs a 1 us kernel, then a 100 us kernel; with `collective`, a
+// 1 GiB all-reduce between GPUs 0 and 1 starts at time 0 on the TP stream
+// (milliseconds long, so it spans the second kernel). Returns when the
+// second kernel ends.
+Time second_kernel_end(bool collective, int comm_sms) {
+    parallel::Plan plan;
+    plan.simulated_gpus = {0, 1};
+    plan.streams.resize(2);
+    plan.gpus_represented = 2;
+    const auto kernel = [&](double us, std::vector<std::uint32_t> deps) {
+        hw::KernelDesc k;
+        k.name = "k";
+        k.flops = Flops{us};
+        parallel::Task t;
+        t.kind = parallel::TaskKind::kernel;
+        t.stream = parallel::StreamKind::compute;
+        t.kernel = plan.add_kernel(k);
+        return plan.add(t, deps);
+    };
+    if (collective) {
+        parallel::Group g;
+        g.gpus = {0, 1};
+        g.members = {0, 1};
+        g.algorithm = "ring";
+        parallel::Task c;
+        c.kind = parallel::TaskKind::collective;
+        c.stream = parallel::StreamKind::tp_comm;
+        c.group = plan.add_group(g);
+        c.op = net::CollectiveOp::all_reduce;
+        c.bytes = Bytes{std::uint64_t{1} << 30};
+        plan.add(c, {});
+    }
+    const auto first = kernel(1, {});
+    const auto second = kernel(100, {first});
+    const auto cluster = config::load_cluster_file(config::cluster_path("dgx-h100"));
+    config::GpuCatalog gpus;
+    const net::Topology topo(cluster, 2);
+    exec::ExecOptions o;
+    o.comm_sms = comm_sms;
+    const auto r = exec::execute(plan, gpus.get("h100-sxm"), topo, ComputeOnly{}, o);
+    return r.task_end[second];
+}
+
+Time us(double v) { return Time::from_seconds_ceil(v * 1e-6); }
+
+}  // namespace
+
+TEST_CASE("interference: a compute-bound kernel beside a collective runs on the SMs the collective leaves") {
+    // Alone: 1 + 100 us.
+    CHECK(second_kernel_end(false, 16) == us(101));
+    // Beside the all-reduce, with 16 of the H100's 132 SMs taken:
+    // 100 us x 132 / 116 = 113.7931 us, after the first kernel's 1 us.
+    const double expected = 1 + 100.0 * 132.0 / 116.0;
+    CHECK(second_kernel_end(true, 16).seconds() * 1e6 == doctest::Approx(expected).epsilon(1e-6));
+    // A collective that takes no SMs leaves a compute-bound kernel alone.
+    CHECK(second_kernel_end(true, 0) == us(101));
+}
+
+TEST_SUITE_END();
