@@ -6,6 +6,7 @@
 #include "sim/exec/executor.h"
 #include "sim/net/topology.h"
 #include "sim/parallel/plan.h"
+#include "tests/exec/fixed_cost.h"
 
 #include <doctest/doctest.h>
 
@@ -14,19 +15,6 @@ TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md)
 using namespace sim;
 
 namespace {
-
-// Every kernel takes its `flops` in microseconds, of which 0 launch overhead:
-// the GPU side is exact, so only the host shows.
-class FixedCost final : public hw::CostModel {
-public:
-    std::string name() const override { return "fixed"; }
-    hw::KernelCost cost(const hw::GpuSpec&, const hw::KernelDesc& k, const hw::L2Residency&) const override {
-        hw::KernelCost c;
-        c.duration = Time::ps(static_cast<std::uint64_t>(k.flops.value) * 1'000'000);
-        c.compute_time = c.duration;
-        return c;
-    }
-};
 
 // `n` kernels of `us` microseconds each, in order on GPU 0's compute stream.
 Time run(int n, double us, Time issue, int depth = 1024, double efficiency = 1.0) {
@@ -52,7 +40,7 @@ Time run(int n, double us, Time issue, int depth = 1024, double efficiency = 1.0
     o.host_kernel_issue = issue;
     o.launch_queue_depth = depth;
     o.kernel_efficiency = efficiency;
-    return exec::execute(plan, gpus.get("h100-sxm"), topo, FixedCost{}, o).makespan;
+    return exec::execute(plan, gpus.get("h100-sxm"), topo, parasim_test::FixedCost{}, o).makespan;
 }
 
 Time us(double v) { return Time::from_seconds_ceil(v * 1e-6); }

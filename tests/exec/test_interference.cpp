@@ -8,6 +8,7 @@
 #include "sim/exec/executor.h"
 #include "sim/net/topology.h"
 #include "sim/parallel/plan.h"
+#include "tests/exec/fixed_cost.h"
 
 #include <doctest/doctest.h>
 
@@ -16,18 +17,6 @@ TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md)
 using namespace sim;
 
 namespace {
-
-// Compute-bound kernels of `flops` microseconds, no memory time, no launch overhead.
-class ComputeOnly final : public hw::CostModel {
-public:
-    std::string name() const override { return "compute-only"; }
-    hw::KernelCost cost(const hw::GpuSpec&, const hw::KernelDesc& k, const hw::L2Residency&) const override {
-        hw::KernelCost c;
-        c.compute_time = Time::ps(static_cast<std::uint64_t>(k.flops.value) * 1'000'000);
-        c.duration = c.compute_time;
-        return c;
-    }
-};
 
 // GPU 0 runs a 1 us kernel, then a 100 us kernel; with `collective`, a
 // 1 GiB all-reduce between GPUs 0 and 1 starts at time 0 on the TP stream
@@ -68,7 +57,7 @@ Time second_kernel_end(bool collective, int comm_sms) {
     const net::Topology topo(cluster, 2);
     exec::ExecOptions o;
     o.comm_sms = comm_sms;
-    const auto r = exec::execute(plan, gpus.get("h100-sxm"), topo, ComputeOnly{}, o);
+    const auto r = exec::execute(plan, gpus.get("h100-sxm"), topo, parasim_test::FixedCost{}, o);
     return r.task_end[second];
 }
 
