@@ -3,6 +3,7 @@
 #include "sim/config/scenario.h"
 #include "apps/hold_bench.h"
 #include "sim/report/runner.h"
+#include "sim/validate/validate.h"
 
 #include <sys/resource.h>
 
@@ -103,6 +104,24 @@ int bench_scale_impl(const std::string& format) {
         else
             out += fmt::format("{:<58} {:>10.3f} {:>12} {:>14.0f} {:>12}\n", c.label, wall, run.metrics.events,
                                events / wall, sim::format_bytes(rss));
+    }
+    // One large collective alone, through validate's collective path: its
+    // cost is what limits DP all-reduces at thousands of GPUs (#18).
+    {
+        const auto dataset = sim::validate::load_dataset(root + "/tests/data/validation/bench-allreduce-ring-1024.yaml");
+        const char* label = "1 GiB ring all-reduce, 1024 H100 (validate path)";
+        const auto t0 = std::chrono::steady_clock::now();
+        const auto report = sim::validate::validate(dataset, {});
+        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (report.outcomes.empty() || report.outcomes.front().skipped)
+            throw std::runtime_error(fmt::format("bench case '{}' was not simulated", label));
+        const double rss = peak_rss_bytes();
+        if (format == "json")
+            out += fmt::format(",\n{{\"case\":\"{}\",\"gpus\":1024,\"wall_s\":{},\"events\":null,\"events_per_s\":null,"
+                               "\"peak_rss_bytes\":{}}}",
+                               label, wall, rss);
+        else
+            out += fmt::format("{:<58} {:>10.3f} {:>12} {:>14} {:>12}\n", label, wall, "-", "-", sim::format_bytes(rss));
     }
     if (format == "json") out += "\n]\n";
     fmt::print("{}", out);
