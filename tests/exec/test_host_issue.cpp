@@ -1,12 +1,7 @@
 // The host-issue model of the executor (ExecOptions::host_kernel_issue,
 // launch_queue_depth, kernel_efficiency; docs/software-profiles.md): closed
 // forms on one GPU with kernels of fixed duration.
-#include "sim/config/cluster_loader.h"
-#include "sim/config/gpu_loader.h"
-#include "sim/exec/executor.h"
-#include "sim/net/topology.h"
-#include "sim/parallel/plan.h"
-#include "tests/exec/fixed_cost.h"
+#include "tests/exec/exec_harness.h"
 
 #include <doctest/doctest.h>
 
@@ -23,27 +18,15 @@ Time run(int n, double us, Time issue, int depth = 1024, double efficiency = 1.0
     plan.streams.resize(1);
     plan.gpus_represented = 1;
     std::vector<std::uint32_t> prev;
-    for (int i = 0; i < n; ++i) {
-        hw::KernelDesc k;
-        k.name = "k";
-        k.flops = Flops{us};
-        parallel::Task t;
-        t.kind = parallel::TaskKind::kernel;
-        t.stream = parallel::StreamKind::compute;
-        t.kernel = plan.add_kernel(k);
-        prev = {plan.add(t, prev)};
-    }
-    const auto cluster = config::load_cluster_file(config::cluster_path("dgx-h100"));
-    config::GpuCatalog gpus;
-    const net::Topology topo(cluster, 1);
+    for (int i = 0; i < n; ++i) prev = {parasim_test::add_kernel_us(plan, us, prev)};
     exec::ExecOptions o;
     o.host_kernel_issue = issue;
     o.launch_queue_depth = depth;
     o.kernel_efficiency = efficiency;
-    return exec::execute(plan, gpus.get("h100-sxm"), topo, parasim_test::FixedCost{}, o).makespan;
+    return parasim_test::run_on_dgx_h100(plan, o).makespan;
 }
 
-Time us(double v) { return Time::from_seconds_ceil(v * 1e-6); }
+using parasim_test::us;
 
 }  // namespace
 

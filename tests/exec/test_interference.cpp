@@ -3,12 +3,7 @@
 // ExecOptions::comm_sms SMs to it (its compute time scales by
 // sm_count / (sm_count - comm_sms)) and shares HBM with the collective's
 // bytes. Closed forms on two H100s with a compute-bound kernel.
-#include "sim/config/cluster_loader.h"
-#include "sim/config/gpu_loader.h"
-#include "sim/exec/executor.h"
-#include "sim/net/topology.h"
-#include "sim/parallel/plan.h"
-#include "tests/exec/fixed_cost.h"
+#include "tests/exec/exec_harness.h"
 
 #include <doctest/doctest.h>
 
@@ -27,16 +22,6 @@ Time second_kernel_end(bool collective, int comm_sms) {
     plan.simulated_gpus = {0, 1};
     plan.streams.resize(2);
     plan.gpus_represented = 2;
-    const auto kernel = [&](double us, std::vector<std::uint32_t> deps) {
-        hw::KernelDesc k;
-        k.name = "k";
-        k.flops = Flops{us};
-        parallel::Task t;
-        t.kind = parallel::TaskKind::kernel;
-        t.stream = parallel::StreamKind::compute;
-        t.kernel = plan.add_kernel(k);
-        return plan.add(t, deps);
-    };
     if (collective) {
         parallel::Group g;
         g.gpus = {0, 1};
@@ -50,18 +35,15 @@ Time second_kernel_end(bool collective, int comm_sms) {
         c.bytes = Bytes{std::uint64_t{1} << 30};
         plan.add(c, {});
     }
-    const auto first = kernel(1, {});
-    const auto second = kernel(100, {first});
-    const auto cluster = config::load_cluster_file(config::cluster_path("dgx-h100"));
-    config::GpuCatalog gpus;
-    const net::Topology topo(cluster, 2);
+    const auto first = parasim_test::add_kernel_us(plan, 1, {});
+    const auto second = parasim_test::add_kernel_us(plan, 100, {first});
     exec::ExecOptions o;
     o.comm_sms = comm_sms;
-    const auto r = exec::execute(plan, gpus.get("h100-sxm"), topo, parasim_test::FixedCost{}, o);
+    const auto r = parasim_test::run_on_dgx_h100(plan, o);
     return r.task_end[second];
 }
 
-Time us(double v) { return Time::from_seconds_ceil(v * 1e-6); }
+using parasim_test::us;
 
 }  // namespace
 

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -18,7 +19,9 @@
 namespace {
 
 const std::string& scratch_path() {
-    static const std::string path = "/tmp/parasim-fuzz-scenario-" + std::to_string(::getpid()) + ".yaml";
+    static const std::string path =
+        (std::filesystem::temp_directory_path() / ("parasim-fuzz-scenario-" + std::to_string(::getpid()) + ".yaml"))
+            .string();
     return path;
 }
 

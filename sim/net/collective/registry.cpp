@@ -4,6 +4,8 @@
 // ties between equal auto ranks and equal predicted times.
 #include "sim/net/collective/i_collective.h"
 
+#include "sim/core/registry.h"
+
 namespace sim::net::collectives {
 // Defined in this folder, one per file.
 const ICollectiveAlgorithm& ring();
@@ -24,9 +26,7 @@ const std::vector<const ICollectiveAlgorithm*>& collective_algorithms() {
 }
 
 const ICollectiveAlgorithm* find_collective_algorithm(std::string_view name) {
-    for (const auto* a : collective_algorithms())
-        if (a->name() == name) return a;
-    return nullptr;
+    return find_registered(collective_algorithms(), name);
 }
 
 std::vector<std::string> collective_algorithm_names(std::optional<CollectiveOp> op) {

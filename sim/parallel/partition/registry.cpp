@@ -3,6 +3,7 @@
 #include "sim/parallel/partition/i_partitioner.h"
 
 #include "sim/core/error.h"
+#include "sim/core/registry.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -23,15 +24,10 @@ const std::vector<const IPartitioner*>& partitioners() {
     return all;
 }
 
-std::vector<std::string> partitioner_names() {
-    std::vector<std::string> out;
-    for (const auto* p : partitioners()) out.emplace_back(p->name());
-    return out;
-}
+std::vector<std::string> partitioner_names() { return registered_names(partitioners()); }
 
 const IPartitioner& partitioner(std::string_view name) {
-    for (const auto* p : partitioners())
-        if (p->name() == name) return *p;
+    if (const auto* p = find_registered(partitioners(), name)) return *p;
     throw ModelError(fmt::format("unknown partitioner '{}' (registered: {})", name, fmt::join(partitioner_names(), ", ")));
 }
 

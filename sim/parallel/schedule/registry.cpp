@@ -6,6 +6,7 @@
 #include "sim/parallel/schedule/i_schedule.h"
 
 #include "sim/core/error.h"
+#include "sim/core/registry.h"
 
 #include <fmt/format.h>
 
@@ -28,16 +29,10 @@ const std::vector<const IPipelineSchedule*>& pipeline_schedules() {
     return all;
 }
 
-std::vector<std::string> pipeline_schedule_names() {
-    std::vector<std::string> out;
-    for (const auto* s : pipeline_schedules()) out.emplace_back(s->name());
-    return out;
-}
+std::vector<std::string> pipeline_schedule_names() { return registered_names(pipeline_schedules()); }
 
 const IPipelineSchedule* find_pipeline_schedule(std::string_view name) {
-    for (const auto* s : pipeline_schedules())
-        if (s->name() == name) return s;
-    return nullptr;
+    return find_registered(pipeline_schedules(), name);
 }
 
 const IPipelineSchedule& pipeline_schedule(std::string_view name) {

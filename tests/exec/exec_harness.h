@@ -1,0 +1,53 @@
+// A harness for executor tests: a cost model in which every kernel is
+// compute-bound and takes its `flops` in microseconds (no memory time, no
+// launch overhead), so what the executor adds (host issue, interference)
+// shows exactly; a helper that appends such a kernel to a plan; and a run of
+// a plan on H100s of a DGX H100 node.
+#pragma once
+
+#include "sim/config/cluster_loader.h"
+#include "sim/config/gpu_loader.h"
+#include "sim/exec/executor.h"
+#include "sim/hw/cost_model.h"
+#include "sim/net/topology.h"
+#include "sim/parallel/plan.h"
+
+#include <vector>
+
+namespace parasim_test {
+
+class FixedCost final : public sim::hw::CostModel {
+public:
+    std::string name() const override { return "fixed"; }
+    sim::hw::KernelCost cost(const sim::hw::GpuSpec&, const sim::hw::KernelDesc& k,
+                             const sim::hw::L2Residency&) const override {
+        sim::hw::KernelCost c;
+        c.compute_time = sim::Time::ps(static_cast<std::uint64_t>(k.flops.value) * 1'000'000);
+        c.duration = c.compute_time;
+        return c;
+    }
+};
+
+// Appends a kernel of `us` microseconds on GPU 0's compute stream after `deps`.
+inline std::uint32_t add_kernel_us(sim::parallel::Plan& plan, double us, const std::vector<std::uint32_t>& deps) {
+    sim::hw::KernelDesc k;
+    k.name = "k";
+    k.flops = sim::Flops{us};
+    sim::parallel::Task t;
+    t.kind = sim::parallel::TaskKind::kernel;
+    t.stream = sim::parallel::StreamKind::compute;
+    t.kernel = plan.add_kernel(k);
+    return plan.add(t, deps);
+}
+
+// Runs `plan` (its simulated GPUs the first of a DGX H100) at FixedCost.
+inline sim::exec::ExecResult run_on_dgx_h100(const sim::parallel::Plan& plan, const sim::exec::ExecOptions& options) {
+    const auto cluster = sim::config::load_cluster_file(sim::config::cluster_path("dgx-h100"));
+    sim::config::GpuCatalog gpus;
+    const sim::net::Topology topo(cluster, static_cast<int>(plan.simulated_gpus.size()));
+    return sim::exec::execute(plan, gpus.get("h100-sxm"), topo, FixedCost{}, options);
+}
+
+inline sim::Time us(double v) { return sim::Time::from_seconds_ceil(v * 1e-6); }
+
+}  // namespace parasim_test
