@@ -20,6 +20,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -126,15 +128,40 @@ TEST_CASE("a trace opens in Perfetto: every slice has ph, ts, dur, pid, tid") {
     const auto doc = YAML::LoadFile(path);
     const auto events = doc["traceEvents"];
     REQUIRE(events.IsSequence());
+    // Perfetto draws the complete ("X") slices of one thread track as a stack:
+    // two slices on a track must be disjoint or one must contain the other,
+    // or the UI mis-nests them. Every track also needs its thread_name.
+    struct Slice {
+        double begin, end;
+    };
+    std::map<std::pair<int, int>, std::vector<Slice>> tracks;
+    std::set<std::pair<int, int>> named;
     int slices = 0;
     for (const auto& e : events) {
         const std::string ph = e["ph"].as<std::string>();
+        if (ph == "M" && e["name"].as<std::string>() == "thread_name")
+            named.insert({e["pid"].as<int>(), e["tid"].as<int>()});
         if (ph != "X") continue;
         ++slices;
         for (const char* k : {"ts", "dur", "pid", "tid", "name"}) CHECK_MESSAGE(e[k].IsDefined(), k);
-        CHECK(e["dur"].as<double>() >= 0);
+        const double ts = e["ts"].as<double>(), dur = e["dur"].as<double>();
+        CHECK(dur >= 0);
+        tracks[{e["pid"].as<int>(), e["tid"].as<int>()}].push_back({ts, ts + dur});
     }
     CHECK(slices > 10);
+    constexpr double kPrintedUs = 1e-6;  // ts and dur are printed to 6 decimals
+    for (auto& [track, list] : tracks) {
+        CHECK_MESSAGE(named.count(track) == 1, "track without a thread_name");
+        std::sort(list.begin(), list.end(), [](const Slice& a, const Slice& b) {
+            return a.begin < b.begin || (a.begin == b.begin && a.end > b.end);
+        });
+        std::vector<double> open;  // ends of the enclosing slices
+        for (const Slice& sl : list) {
+            while (!open.empty() && open.back() <= sl.begin + kPrintedUs) open.pop_back();
+            if (!open.empty()) CHECK_MESSAGE(sl.end <= open.back() + kPrintedUs, "slices overlap without nesting");
+            open.push_back(sl.end);
+        }
+    }
     std::filesystem::remove(path);
 }
 

@@ -243,7 +243,12 @@ TEST_CASE("attention efficiency falls for short sequences, small heads and backw
     CHECK(model->cost(g, attention(2, 32, 64, 8192, false), {}).compute_efficiency < long_eff);
     KernelDesc bwd = attention(1, 16, 128, 16384, false);
     bwd.backward = true;
-    CHECK(model->cost(g, bwd, {}).compute_efficiency == doctest::Approx(0.85 * long_eff));
+    // FlashAttention-2 (Dao, arXiv 2307.08691) reaches 50-73% of A100 peak over
+    // its forward and backward kernels, the backward being the slower: so a
+    // backward kernel runs below the forward's rate, and above 50/73 of it.
+    const double bwd_eff = model->cost(g, bwd, {}).compute_efficiency;
+    CHECK(bwd_eff < long_eff);
+    CHECK(bwd_eff > 50.0 / 73.0 * long_eff);
 }
 
 TEST_CASE("decode attention is bound by reading the KV cache") {

@@ -16,7 +16,6 @@ TEST_CASE("a capacity overflow reports out of memory with the breakdown and the 
     const MemoryVerdict v = check_capacity(need, Bytes{80'000'000'000ULL});
     CHECK(v.oom);
     CHECK(v.capacity.value == 80'000'000'000ULL);
-    CHECK(v.breakdown.kv_cache == 1.34e12);
     CHECK(v.explanation ==
           "out of memory: KV cache 1.34 TB (99%) of 1.36 TB needed; capacity 80.00 GB "
           "(breakdown: weights 16.10 GB, KV cache 1.34 TB, workspace 1.00 GB)");
