@@ -18,6 +18,7 @@ trap 'rm -rf "$tmp"' EXIT
 "$bin" validate "$published" --format json > "$tmp/published.json"
 "$bin" validate tests/data/validation/unseen.yaml --format json > "$tmp/unseen.json"
 "$bin" validate tests/data/validation/calibration.yaml --format json > "$tmp/calibration.json"
+"$bin" validate tests/data/validation/gemm-vidur.yaml --format json > "$tmp/gemm-vidur.json"
 
 python3 - "$tmp" docs/validation.md "$published" <<'PY'
 import json, sys
@@ -58,6 +59,25 @@ out.append(f"| all | - | {pct(p['mape']['all'])} ({p['counts']['all']['simulated
 c = sets["calibration"]
 out.append(f"\nCalibration set (`tests/data/validation/calibration.yaml`, kernel points fitted, not a test): "
            + ", ".join(f"{k} {summary(c, k)}" for k in kinds if c["counts"][k]["simulated"]) + ".")
+
+# GEMMs by shape (tools/vidur-gemms.py): the split is in each point's notes.
+import re, yaml
+vidur = json.load(open(f"{tmp}/gemm-vidur.json"))
+split = {q["id"]: re.search(r"split: ([a-z-]+)", q.get("notes", "")).group(1)
+         for q in yaml.safe_load(open("tests/data/validation/gemm-vidur.yaml"))["points"]}
+def mape(errs): return "-" if not errs else f"{100 * sum(abs(e) for e in errs) / len(errs):.1f}% (bias {100 * sum(errs) / len(errs):+.1f}%, n {len(errs)})"
+out.append("\nGEMMs by shape (`tests/data/validation/gemm-vidur.yaml`, microsoft/vidur's FP16 linear-layer "
+           "profiles, tokens 1-4096, tp 1-8; nothing is fitted on it yet):\n")
+out.append("| GPU | tokens | fit split | held-out split |")
+out.append("|---|---|---|---|")
+for gpu in ("a100-sxm-80gb", "h100-sxm"):
+    for lo, hi, label in ((1, 16, "1-16 (decode)"), (64, 256, "64-256"), (1024, 4096, "1024-4096"), (1, 4096, "all")):
+        row = []
+        for sp in ("fit", "held-out"):
+            errs = [q["error"] for q in vidur["points"] if q["gpu"] == gpu and split[q["id"]] == sp
+                    and lo <= int(q["id"].rsplit("-t", 1)[1]) <= hi]
+            row.append(mape(errs))
+        out.append(f"| {gpu} | {label} | {row[0]} | {row[1]} |")
 
 for name, title in (("published", "Reference set"), ("unseen", "Unseen set")):
     d = sets[name]
