@@ -44,7 +44,10 @@ void partition_cache_aware(const config::ScenarioSpec& sc, const config::Strateg
             cost[l] = (fwd + bwd) * rs.microbatches;
             l2_set[l] = weights;
             const double act = workload::layer_activation_bytes(m, sh.train, opt, sc.workload.recompute);
-            hbm_set[l] = weights / hw::bytes_per_element(opt.precision.weights) * 16.0 +
+            // Training state: the footprint's own bytes per parameter (one
+            // definition; 16 with 16-bit weights and Adam).
+            hbm_set[l] = weights / hw::bytes_per_element(opt.precision.weights) *
+                             workload::training_state_bytes_per_param(opt).total() +
                          act * std::min(rs.microbatches, rs.pp);
         }
     }
