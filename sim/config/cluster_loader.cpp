@@ -26,9 +26,10 @@ IntraNode parse_intra(const Node& n) {
 }
 
 InterNode parse_inter(const Node& n) {
-    const std::string v = n.as_enum({"none", "single-switch", "fat-tree"});
+    const std::string v = n.as_enum({"none", "single-switch", "fat-tree", "rail-optimized"});
     if (v == "single-switch") return InterNode::single_switch;
     if (v == "fat-tree") return InterNode::fat_tree;
+    if (v == "rail-optimized") return InterNode::rail_optimized;
     return InterNode::none;
 }
 
@@ -59,7 +60,8 @@ ClusterSpec load_cluster(const Node& node) {
     const auto name = f.get("name"), gpu = f.get("gpu"), nodes_opt = f.get("nodes"), gpn = f.get("gpus_per_node"),
                intra_opt = f.get("intra_node"), in_switch = f.get("in_switch_reduction"),
                pcie_switches = f.get("pcie_switches_per_node"), inter_opt = f.get("inter_node"), nics = f.get("nics_per_node"),
-               leaf_ports = f.get("leaf_switch_ports"), links_opt = f.get("links");
+               leaf_ports = f.get("leaf_switch_ports"), oversub = f.get("spine_oversubscription"),
+               rails = f.get("rails"), pxn = f.get("pxn"), links_opt = f.get("links");
     f.reader.finish();
 
     ClusterSpec c;
@@ -102,6 +104,28 @@ ClusterSpec load_cluster(const Node& node) {
         if (c.leaf_switch_ports % 2 != 0)
             leaf_ports->fail(fmt::format("{} ports cannot be split evenly between downlinks and uplinks; use an even number",
                                          c.leaf_switch_ports));
+    }
+
+    const bool two_level = c.inter_node == InterNode::fat_tree || c.inter_node == InterNode::rail_optimized;
+    if (oversub) {
+        if (!two_level) oversub->fail("applies only to a fat-tree or rail-optimized inter_node");
+        c.spine_oversubscription = static_cast<int>(oversub->as_int(1, 1 << 15));
+        const int down = c.leaf_switch_ports / 2;
+        if (down % c.spine_oversubscription != 0)
+            oversub->fail(fmt::format("{} leaf downlinks (leaf_switch_ports / 2) cannot be split {}:1 into whole uplinks",
+                                      down, c.spine_oversubscription));
+    }
+    if (pxn) {
+        if (c.inter_node != InterNode::rail_optimized) pxn->fail("applies only to a rail-optimized inter_node");
+        c.pxn = pxn->as_bool();
+    }
+    if (rails) {
+        if (c.inter_node != InterNode::rail_optimized) rails->fail("applies only to a rail-optimized inter_node");
+        const auto r = rails->as_int(1, 4096);
+        // One rail per NIC of a node: the count is the NICs', stated again.
+        if (r != c.nics_per_node)
+            rails->fail(fmt::format("{} rails, but nics_per_node is {}: a rail-optimized fabric has one rail per NIC of a node",
+                                    r, c.nics_per_node));
     }
 
     {

@@ -27,6 +27,7 @@ const char* to_string(InterNode k) {
         case InterNode::none: return "none";
         case InterNode::single_switch: return "single-switch";
         case InterNode::fat_tree: return "fat-tree";
+        case InterNode::rail_optimized: return "rail-optimized";
     }
     return "?";
 }

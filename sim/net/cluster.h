@@ -16,8 +16,10 @@ inline constexpr std::size_t kLinkClassCount = 3;
 const char* to_string(LinkClass c);
 
 enum class IntraNode { nvswitch, nvlink_mesh, nvlink_pairs, pcie };
-enum class InterNode { none, single_switch, fat_tree };
-// The spellings used in cluster files ("nvlink-mesh", "fat-tree").
+// fat_tree: two levels, NICs packed onto leaves in order. rail_optimized:
+// NIC k of every node on rail k's leaves (docs/network-model.md, "Rails").
+enum class InterNode { none, single_switch, fat_tree, rail_optimized };
+// The spellings used in cluster files ("nvlink-mesh", "fat-tree", "rail-optimized").
 const char* to_string(IntraNode k);
 const char* to_string(InterNode k);
 
@@ -37,6 +39,12 @@ struct ClusterSpec {
     InterNode inter_node = InterNode::none;
     int nics_per_node = 0;
     int leaf_switch_ports = 64;
+    // Leaf downlinks per uplink (1 = full bisection; 2 = 2:1). Two-level fabrics only.
+    int spine_oversubscription = 1;
+    // Rail-optimised fabrics: a transfer to a GPU on another rail first
+    // crosses NVLink to the local GPU on the destination's rail and leaves
+    // through that GPU's NIC (NCCL's PXN, on unless NCCL_PXN_DISABLE=1).
+    bool pxn = true;
     // Indexed by LinkClass; nullopt when the cluster has no link of that class.
     std::array<std::optional<LinkClassSpec>, kLinkClassCount> links{};
     SourceLocation where;       // for messages that point at the cluster file

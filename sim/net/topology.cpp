@@ -111,6 +111,8 @@ struct Topology::Impl {
     std::vector<std::uint32_t> nic_of_gpu;  // index into nic_*; kNone without a network
     std::vector<Vertex> nic_vertex;
     std::vector<std::uint32_t> nic_leaf;    // leaf index (0 for a single switch)
+    std::vector<std::uint32_t> nic_rail;    // the NIC's index k within its node: its rail
+    std::vector<std::uint32_t> node_nic;    // per node, the index of its NIC 0
     std::vector<LinkId> nic_up, nic_down;   // NIC -> switch, switch -> NIC
     std::uint32_t spines = 0;
     std::vector<LinkId> leaf_up, leaf_down;  // [leaf * spines + s]: leaf -> spine s, spine s -> leaf
@@ -145,6 +147,9 @@ struct Topology::Impl {
     void bfs_path(Vertex from, Vertex to, std::uint64_t tie_key, Vertex affinity_a, Vertex affinity_b,
                   std::vector<LinkId>& out) const;
     std::vector<LinkId> full_bfs(int src, int dst) const;
+    void full_bfs_into(int src, int dst, std::vector<LinkId>& out) const;
+    int first_local_of_nic(int k) const;
+    bool pxn_applies(std::uint32_t nic_a, std::uint32_t nic_b) const;
     std::vector<LinkId> structural(int src, int dst) const;
     const RouteEntry& entry(int src, int dst) const;
     void check_gpu(int gpu) const {
@@ -173,8 +178,11 @@ void validate(const ClusterSpec& spec, int gpu_count) {
         if (!spec.link(LinkClass::network) || !spec.link(LinkClass::pcie) || spec.nics_per_node < 1)
             fail("a network needs links.network, links.pcie and nics_per_node >= 1");
         if (spec.nics_per_node > spec.gpus_per_node) fail("nics_per_node must not exceed gpus_per_node");
-        if (spec.inter_node == InterNode::fat_tree && (spec.leaf_switch_ports < 2 || spec.leaf_switch_ports % 2 != 0))
+        const bool two_level = spec.inter_node == InterNode::fat_tree || spec.inter_node == InterNode::rail_optimized;
+        if (two_level && (spec.leaf_switch_ports < 2 || spec.leaf_switch_ports % 2 != 0))
             fail("leaf_switch_ports must be even and at least 2");
+        if (two_level && (spec.spine_oversubscription < 1 || (spec.leaf_switch_ports / 2) % spec.spine_oversubscription != 0))
+            fail("spine_oversubscription must divide the leaf downlinks (leaf_switch_ports / 2)");
     }
     if (spec.pcie_switches_per_node < 1) fail("pcie_switches_per_node must be at least 1");
 }
@@ -230,6 +238,7 @@ void Topology::Impl::build(int gpu_count) {
 
         // NIC k serves the GPUs l with l * nics / gpn == k and sits on the PCIe
         // switch of the first of them; NICs of absent GPUs are not built.
+        node_nic.push_back(static_cast<std::uint32_t>(nic_vertex.size()));
         for (int k = 0; k < nics_per_node; ++k) {
             const int first_local = (k * gpn + nics_per_node - 1) / nics_per_node;
             if (first_local >= count) break;
@@ -237,6 +246,7 @@ void Topology::Impl::build(int gpu_count) {
             add_link(nic, switch_of(first_local), LinkClass::pcie, pcie_bw);
             const auto index = static_cast<std::uint32_t>(nic_vertex.size());
             nic_vertex.push_back(nic);
+            nic_rail.push_back(static_cast<std::uint32_t>(k));
             for (int l = first_local; l < count && l * nics_per_node / gpn == k; ++l)
                 nic_of_gpu[static_cast<std::size_t>(first + l)] = index;
         }
@@ -250,14 +260,28 @@ void Topology::Impl::build(int gpu_count) {
         edge_switches.push_back(add_vertex(Kind::net_switch, "switch"));
         nic_leaf.assign(nic_count, 0);
     } else {
-        // Two-level fat tree with full bisection: each leaf has ports/2 NIC
-        // ports and one uplink to each of ports/2 spines.
+        // Two levels: each leaf has ports/2 NIC ports and one uplink to each
+        // of ports / 2 / oversubscription spines (ports/2 spines: full
+        // bisection). A fat tree fills leaves with NICs in order; a
+        // rail-optimised fabric gives each rail (NIC k of every node) its own
+        // leaves, ceil(nodes / down) of them.
         const auto down = static_cast<std::uint32_t>(spec.leaf_switch_ports / 2);
-        const std::uint32_t leaves = (nic_count + down - 1) / down;
+        std::uint32_t leaves = 0;
+        if (spec.inter_node == InterNode::rail_optimized) {
+            const auto groups = (static_cast<std::uint32_t>(nodes) + down - 1) / down;
+            leaves = static_cast<std::uint32_t>(nics_per_node) * groups;
+            for (std::uint32_t i = 0; i < nic_count; ++i) {
+                const auto node = static_cast<std::uint32_t>(
+                    std::upper_bound(node_nic.begin(), node_nic.end(), i) - node_nic.begin() - 1);
+                nic_leaf.push_back(nic_rail[i] * groups + node / down);
+            }
+        } else {
+            leaves = (nic_count + down - 1) / down;
+            for (std::uint32_t i = 0; i < nic_count; ++i) nic_leaf.push_back(i / down);
+        }
         for (std::uint32_t i = 0; i < leaves; ++i) edge_switches.push_back(add_vertex(Kind::leaf, fmt::format("leaf{}", i)));
-        for (std::uint32_t i = 0; i < nic_count; ++i) nic_leaf.push_back(i / down);
         if (leaves > 1) {
-            spines = down;
+            spines = down / static_cast<std::uint32_t>(spec.spine_oversubscription);
             std::vector<Vertex> spine_v;
             for (std::uint32_t s = 0; s < spines; ++s) spine_v.push_back(add_vertex(Kind::spine, fmt::format("spine{}", s)));
             for (std::uint32_t leaf = 0; leaf < leaves; ++leaf) {
@@ -362,12 +386,30 @@ void Topology::Impl::bfs_path(Vertex from, Vertex to, std::uint64_t tie_key, Ver
 
 std::vector<LinkId> Topology::Impl::full_bfs(int src, int dst) const {
     std::vector<LinkId> out;
+    full_bfs_into(src, dst, out);
+    return out;
+}
+
+void Topology::Impl::full_bfs_into(int src, int dst, std::vector<LinkId>& out) const {
     const auto nic = [&](int gpu) {
         const std::uint32_t i = nic_of_gpu[static_cast<std::size_t>(gpu)];
         return i == kNone ? std::numeric_limits<Vertex>::max() : nic_vertex[i];
     };
     bfs_path(static_cast<Vertex>(src), static_cast<Vertex>(dst), static_cast<std::uint64_t>(dst), nic(src), nic(dst), out);
-    return out;
+}
+
+int Topology::Impl::first_local_of_nic(int k) const {
+    const int gpn = spec.gpus_per_node, n = spec.nics_per_node;
+    return (k * gpn + n - 1) / n;
+}
+
+bool Topology::Impl::pxn_applies(std::uint32_t nic_a, std::uint32_t nic_b) const {
+    // NVLink through a switch reaches every local GPU; the proxy must exist
+    // (a partial last node may lack it).
+    if (spec.inter_node != InterNode::rail_optimized || !spec.pxn || spec.intra_node != IntraNode::nvswitch) return false;
+    if (nic_rail[nic_a] == nic_rail[nic_b]) return false;
+    const auto node = static_cast<int>(std::upper_bound(node_nic.begin(), node_nic.end(), nic_a) - node_nic.begin() - 1);
+    return node * spec.gpus_per_node + first_local_of_nic(static_cast<int>(nic_rail[nic_b])) < gpus;
 }
 
 std::vector<LinkId> Topology::Impl::structural(int src, int dst) const {
@@ -380,6 +422,15 @@ std::vector<LinkId> Topology::Impl::structural(int src, int dst) const {
     const auto key = static_cast<std::uint64_t>(dst);
     const Vertex none = std::numeric_limits<Vertex>::max();
     std::vector<LinkId> out;
+    if (pxn_applies(a, b)) {
+        // PXN: over NVLink to the GPU of this node that NIC b's rail serves,
+        // then out through its NIC on the destination's rail.
+        const int proxy = (src / gpn) * gpn + first_local_of_nic(static_cast<int>(nic_rail[b]));
+        full_bfs_into(src, proxy, out);
+        const std::vector<LinkId> rest = structural(proxy, dst);
+        out.insert(out.end(), rest.begin(), rest.end());
+        return out;
+    }
     bfs_path(static_cast<Vertex>(src), nic_vertex[a], key, nic_vertex[a], none, out);
     out.push_back(nic_up[a]);
     if (nic_leaf[a] != nic_leaf[b]) {
@@ -398,7 +449,11 @@ const RouteEntry& Topology::Impl::entry(int src, int dst) const {
     const std::uint64_t key = (static_cast<std::uint64_t>(src) << 32) | static_cast<std::uint32_t>(dst);
     if (auto it = cache.find(key); it != cache.end()) return it->second;
     RouteEntry e;
-    e.links = boost::num_vertices(g) <= kFullBfsVertexLimit ? full_bfs(src, dst) : structural(src, dst);
+    // Rails: a GPU's traffic leaves through its own NIC (or, with PXN, the
+    // proxy's), which only the structural router knows; the whole-graph BFS
+    // would as soon cross the host to another rail's NIC at equal hops.
+    const bool rails = spec.inter_node == InterNode::rail_optimized;
+    e.links = boost::num_vertices(g) <= kFullBfsVertexLimit && !rails ? full_bfs(src, dst) : structural(src, dst);
     e.bandwidth = Bandwidth{std::numeric_limits<double>::infinity()};
     for (LinkId id : e.links) {
         e.latency += links[id].latency;

@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include <functional>
+
 namespace net_fixtures {
 
 using sim::Bandwidth;
@@ -66,8 +68,10 @@ inline ClusterSpec fat_tree(int gpus_per_node, int nics_per_node, int pcie_switc
     return c;
 }
 
-// A route is a chain of links from `src` to `dst` that never passes through another GPU.
-inline void check_route_is_path(const sim::net::Topology& t, int src, int dst) {
+// A route is a chain of links from `src` to `dst` that never passes through
+// another GPU, except those `transit_ok` allows (a PXN proxy).
+inline void check_route_is_path(const sim::net::Topology& t, int src, int dst,
+                                const std::function<bool(int)>& transit_ok = {}) {
     const auto& r = t.route(src, dst);
     if (src == dst) {
         CHECK(r.empty());
@@ -78,7 +82,8 @@ inline void check_route_is_path(const sim::net::Topology& t, int src, int dst) {
     CHECK(t.link(r.back()).to == static_cast<std::uint32_t>(dst));
     for (std::size_t i = 0; i + 1 < r.size(); ++i) {
         CHECK(t.link(r[i]).to == t.link(r[i + 1]).from);
-        CHECK(t.link(r[i]).to >= static_cast<std::uint32_t>(t.gpu_count()));
+        const auto via = t.link(r[i]).to;
+        if (via < static_cast<std::uint32_t>(t.gpu_count())) CHECK((transit_ok && transit_ok(static_cast<int>(via))));
     }
 }
 
