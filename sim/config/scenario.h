@@ -52,11 +52,17 @@ struct WorkloadSpec {
 // grad_reduce = per-layer gradient buckets reduced during the backward
 // (--overlap-grad-reduce, PyTorch DDP); param_gather = the distributed
 // optimizer's parameter all-gather run during the next forward
-// (--overlap-param-gather). Defaults: grad_reduce only.
+// (--overlap-param-gather); tp_backward = the backward's input-gradient
+// all-reduce (reduce-scatter under SP) of a column-parallel layer runs during
+// its weight-gradient GEMM, and under SP the input all-gather that GEMM needs
+// runs during the input-gradient GEMM (Megatron's asynchronous TP
+// communication, on unless --no-async-tensor-model-parallel-allreduce).
+// Defaults: grad_reduce and tp_backward.
 struct Overlap {
     bool tp_comm = false;
     bool grad_reduce = true;
     bool param_gather = false;
+    bool tp_backward = true;
 };
 
 // The software stack that runs the model: name from kSoftwareNames, version

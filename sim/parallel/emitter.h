@@ -123,13 +123,27 @@ struct Emitter {
         const auto& mem = members[static_cast<std::size_t>(s)];
         const bool tp_on = rs.tp > 1;
         std::vector<std::uint32_t> ring_in(mem.size(), kNone);  // the task that made the chunk a member forwards next
-        for (const auto& op : ops) {
+        // Asynchronous TP communication in the backward (Overlap::tp_backward):
+        // `early`, the all-gather the next weight-gradient GEMM needs, issued
+        // before the input-gradient GEMM; `deferred`, the input gradient's
+        // all-reduce, which only the op after the weight-gradient GEMM waits for.
+        std::vector<std::uint32_t> early, deferred;
+        for (std::size_t k = 0; k < ops.size(); ++k) {
+            const Operator& op = ops[k];
             if (tp_on && rs.overlap.tp_comm && overlappable(op)) {
                 emit_overlapped(s, op, ph, mb, step, pending, last);
                 continue;
             }
-            if (tp_on && op.tp_sync == workload::TpSync::before_column_parallel)
+            const bool async_dgrad = tp_on && rs.overlap.tp_backward && op.tp_sync == workload::TpSync::after_column_input_grad &&
+                                     k + 1 < ops.size() && ops[k + 1].is_weight_grad;
+            if (async_dgrad && ops[k + 1].tp_sync == workload::TpSync::before_column_parallel)
+                early = side_collective(s, net::CollectiveOp::all_gather, ops[k + 1].tp_sync_bytes, ph, mb, step, pending, last);
+            if (!early.empty() && op.is_weight_grad) {
+                for (std::size_t i = 0; i < mem.size(); ++i) pending[i].push_back(early[i]);
+                early.clear();
+            } else if (tp_on && op.tp_sync == workload::TpSync::before_column_parallel) {
                 tp_collective(s, net::CollectiveOp::all_gather, op.tp_sync_bytes, ph, mb, step, pending, last);
+            }
             if (op.cp_step == 0) ring_in = last;  // K and V (and dO) are ready once the preceding task is
             if (op.cp_step > 0) ring_step(s, op.cp_ring_bytes, ph, mb, step, ring_in, pending);
             for (std::size_t i = 0; i < mem.size(); ++i) {
@@ -141,11 +155,55 @@ struct Emitter {
                 last[i] = plan.add(t, pending[i]);
                 pending[i].clear();
             }
+            if (!deferred.empty() && op.is_weight_grad) {
+                // The weight-gradient GEMM ran beside the all-reduce; what
+                // follows waits for both.
+                if (k + 1 < ops.size()) {
+                    for (std::size_t i = 0; i < mem.size(); ++i) pending[i].push_back(deferred[i]);
+                } else {
+                    join(s, deferred, ph, mb, step, pending, last);
+                }
+                deferred.clear();
+            }
             if (tp_on && (op.tp_sync == workload::TpSync::after_row_parallel ||
                           op.tp_sync == workload::TpSync::after_column_input_grad)) {
                 const auto cop = opt.sequence_parallel ? net::CollectiveOp::reduce_scatter : net::CollectiveOp::all_reduce;
-                tp_collective(s, cop, op.tp_sync_bytes, ph, mb, step, pending, last);
+                if (async_dgrad) {
+                    deferred = side_collective(s, cop, op.tp_sync_bytes, ph, mb, step, pending, last);
+                } else {
+                    tp_collective(s, cop, op.tp_sync_bytes, ph, mb, step, pending, last);
+                }
             }
+        }
+    }
+
+    // A TP collective that the next kernel does not wait for: issued after
+    // the chain so far (as tp_collective), but `pending` and `last` are left
+    // as they were. Returns, per member, the collective to wait for later.
+    std::vector<std::uint32_t> side_collective(int s, net::CollectiveOp cop, Bytes bytes, Phase ph, int mb, int step,
+                                               std::vector<std::vector<std::uint32_t>>& pending,
+                                               std::vector<std::uint32_t>& last) {
+        auto p = pending;
+        auto l = last;
+        tp_collective(s, cop, bytes, ph, mb, step, p, l);
+        return l;
+    }
+
+    // Ends a chain on both its last kernel and `others` (per member): a
+    // zero-byte copy on the TP stream, after the others in stream order, so
+    // `last` stands for everything again (sends and gradient buckets follow it).
+    void join(int s, const std::vector<std::uint32_t>& others, Phase ph, int mb, int step,
+              std::vector<std::vector<std::uint32_t>>& pending, std::vector<std::uint32_t>& last) {
+        const auto& mem = members[static_cast<std::size_t>(s)];
+        for (std::size_t i = 0; i < mem.size(); ++i) {
+            Task t = base(ph, mb, -1, step);
+            t.kind = TaskKind::transfer;
+            t.stream = StreamKind::tp_comm;
+            t.gpu = mem[i].local;
+            t.peer = static_cast<std::uint32_t>(plan.simulated_gpus[mem[i].local]);
+            t.bytes = Bytes{0};
+            last[i] = plan.add(t, {last[i], others[i]});
+            pending[i] = {last[i]};
         }
     }
 

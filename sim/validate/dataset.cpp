@@ -262,7 +262,7 @@ ParallelismSpec read_parallelism(const std::optional<Node>& node, const Point& p
         if (!training) n->fail("overlap applies to training points only");
         s.overlap = config::read_overlap(*n);
     } else if (training && (s.tp > 1 || s.dp > 1 || s.cp > 1)) {
-        defaults.push_back("overlap={grad_reduce}");
+        defaults.push_back("overlap={grad_reduce, tp_backward}");
     }
     if (r) config::read_stage_layers(*r, s.first_stage_layers, s.last_stage_layers);
     if (r) r->finish();

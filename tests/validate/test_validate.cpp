@@ -205,7 +205,7 @@ TEST_CASE("validate dataset: the run details (software, dropout, attention, over
     const Dataset plain_set = parse(kDataset);
     const Point& plain = point(plain_set, "train-small");
     CHECK(has(plain.defaults, "dropout=0"));
-    CHECK(has(plain.defaults, "overlap={grad_reduce}"));
+    CHECK(has(plain.defaults, "overlap={grad_reduce, tp_backward}"));
     CHECK_FALSE(plain.software.given());
 
     // They reach the simulated strategy and scenario.
