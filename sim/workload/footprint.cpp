@@ -29,8 +29,16 @@ double layer_params_per_shard(const ModelSpec& m, const OperatorOptions& opt) {
     const double attn = h * (a_p + 2 * g_p) * d + a_p * d * h + (m.bias ? (a_p + 2 * g_p) * d + h : 0.0);
     const double mlp = h * fup_p + f_p * h + (m.bias ? fup_p + h : 0.0);
     const double norms = 2 * norm_params(m);
-    if (m.experts > 0) return attn + norms + as_d(m.experts) * mlp + h * as_d(m.experts);
+    if (m.experts > 0) return attn + norms + h * as_d(m.experts) + layer_expert_params_per_shard(m, opt);
     return attn + norms + mlp;
+}
+
+double layer_expert_params_per_shard(const ModelSpec& m, const OperatorOptions& opt) {
+    if (m.experts <= 0) return 0.0;
+    const double h = as_d(m.hidden);
+    const double f_p = as_d(ffn_per_shard(m, opt.tp)), fup_p = as_d(ffn_up_per_shard(m, opt.tp));
+    const double mlp = h * fup_p + f_p * h + (m.bias ? fup_p + h : 0.0);
+    return as_d(m.experts / std::max(1, opt.ep)) * mlp;  // ep divides experts (checked by the strategy)
 }
 
 double layer_weight_bytes(const ModelSpec& m, const OperatorOptions& opt) {
@@ -79,7 +87,13 @@ double layer_activation_bytes(const ModelSpec& m, const PassShape& shape, const 
     const double sp = opt.sequence_parallel && opt.tp > 1 ? as_d(opt.tp) : 1.0;
     if (recompute == Recompute::full) return tokens * ab * h / sp;  // the layer input only
     const double a_p = as_d(heads_per_shard(m, opt.tp)), g_p = as_d(kv_heads_per_shard(m, opt.tp));
-    const double k = m.experts > 0 ? as_d(m.top_k) : 1.0;  // MoE: each token's MLP tensors once per chosen expert
+    // MoE: each token's MLP tensors once per chosen expert; under expert
+    // parallelism, the tokens the straggler rank's experts receive.
+    double k = m.experts > 0 ? as_d(m.top_k) : 1.0;
+    if (m.experts > 0 && opt.ep > 1) {
+        const auto t = std::max<std::int64_t>(1, shape.batch * shape.new_tokens / opt.cp);
+        k = as_d(expert_load(m.experts, m.top_k, opt.ep, t, opt.moe).hot_tokens) / as_d(t);
+    }
     const double replicated = 2 * ab * h + ab * h + k * ab * h + 2 * h;
     const double split = ab * (a_p + g_p) * d + ab * g_p * d + ab * a_p * d +
                          k * ab * as_d(ffn_up_per_shard(m, opt.tp) + ffn_per_shard(m, opt.tp));

@@ -227,17 +227,64 @@ void mlp_activation_backward(const Dims& x, const MlpIds& ids, std::vector<Opera
 
 // ---- mixture of experts --------------------------------------------------------
 
+// The tokens each local expert of the straggler EP rank computes (all
+// experts when ep == 1), and the all-to-all bytes per rank (moe.h).
 struct MoeShape {
-    std::int64_t active = 0;  // experts receiving tokens
-    std::int64_t tokens = 0;  // tokens per active expert
+    std::vector<std::int64_t> local;  // tokens per local expert of the hot rank
+    double a2a = 0;                   // dispatch / combine all-to-all bytes per rank (0 without EP)
 };
 
 MoeShape moe_shape(const Dims& x) {
-    const std::int64_t routed = x.T * x.m->top_k;
-    MoeShape s;
-    s.active = std::min(x.m->experts, routed);
-    s.tokens = ceil_div(routed, s.active);
-    return s;
+    const ExpertLoad load = expert_load(x.m->experts, x.m->top_k, x.o->ep, x.T, x.o->moe);
+    return {load.hot_local, all_to_all_bytes(load, x.o->ep, x.h, x.ab)};
+}
+
+// Merges the same kernel of every local expert into one grouped kernel
+// (Megatron's grouped GEMM): FLOPs, bytes and tensors summed; a GEMM keeps
+// its fixed dimensions and takes the mean of the one that varies (tokens:
+// m of a forward or input-gradient GEMM, k of a weight-gradient GEMM) as
+// its size, with one batch element per expert (docs/moe.md, "Grouped GEMM").
+Operator merge_grouped(const std::vector<const Operator*>& parts) {
+    Operator op = *parts.front();
+    auto& k = op.kernel;
+    k.name = "grouped_" + k.name;
+    const bool tokens_in_k = op.is_weight_grad;
+    std::int64_t varying = tokens_in_k ? k.k : k.m;
+    for (std::size_t i = 1; i < parts.size(); ++i) {
+        const auto& q = parts[i]->kernel;
+        k.flops = Flops{k.flops.value + q.flops.value};
+        k.bytes_read += q.bytes_read;
+        k.bytes_written += q.bytes_written;
+        k.epilogue_read += q.epilogue_read;
+        k.tensors.insert(k.tensors.end(), q.tensors.begin(), q.tensors.end());
+        varying += tokens_in_k ? q.k : q.m;
+    }
+    if (k.kind == KernelKind::gemm) {
+        const auto g = static_cast<std::int64_t>(parts.size());
+        (tokens_in_k ? k.k : k.m) = ceil_div(varying, g);
+        k.batch = g;
+    }
+    return op;
+}
+
+// The experts' kernels: each expert's in order (sequential experts), or the
+// same kernel of every expert merged (grouped GEMM).
+void append_experts(const Dims& x, const std::vector<std::vector<Operator>>& per_expert, std::vector<Operator>& ops) {
+    if (per_expert.empty()) return;
+    if (!x.o->moe.grouped_gemm) {
+        for (const auto& e : per_expert) ops.insert(ops.end(), e.begin(), e.end());
+        return;
+    }
+    for (std::size_t j = 0; j < per_expert.front().size(); ++j) {
+        std::vector<const Operator*> parts;
+        for (const auto& e : per_expert) parts.push_back(&e[j]);
+        ops.push_back(merge_grouped(parts));
+    }
+}
+
+// Marks the all-to-all that must precede `op` (expert parallelism).
+void precede_by_all_to_all(Operator& op, double bytes) {
+    if (bytes > 0) op.ep_a2a_bytes = Bytes::ceil(bytes);
 }
 
 Linear router_linear(const Dims& x) {
@@ -258,6 +305,9 @@ Linear router_linear(const Dims& x) {
     return l;
 }
 
+// Under expert parallelism the permuted tokens go to the EP rank holding
+// their expert (dispatch all-to-all) and come back before the combine; the
+// experts computed here are the straggler rank's local experts.
 void moe_forward(const Dims& x, std::vector<Operator>& ops) {
     const MoeShape ms = moe_shape(x);
     const double T = static_cast<double>(x.T), k = static_cast<double>(x.m->top_k);
@@ -266,22 +316,30 @@ void moe_forward(const Dims& x, std::vector<Operator>& ops) {
     const double idx = T * k * 8.0;  // expert index (int32) and gate weight (fp32) per routed token
     ops.push_back(elementwise(x, "router_topk", kSoftmaxFlops * T * E, T * E * x.ab, idx,
                               {use(x.act(aslot::router), T * E * x.ab), use(x.act(aslot::topk), idx, true)}));
-    const double slice = static_cast<double>(ms.tokens) * h * x.ab;
+    const auto slice = [&](std::int64_t tokens) { return static_cast<double>(tokens) * h * x.ab; };
     std::vector<TensorUse> dispatch{use(gathered_if_sp(x, x.act(aslot::norm2)), full_act(x)),
                                     use(x.act(aslot::topk), idx)};
-    for (std::int64_t e = 0; e < ms.active; ++e)
-        dispatch.push_back(use(expert_mlp_ids(x, e, ms.tokens).in, slice, true));
-    ops.push_back(elementwise(x, "moe_dispatch", 0, full_act(x) + idx, T * k * h * x.ab, std::move(dispatch)));
+    std::vector<std::vector<Operator>> experts;
     std::vector<TensorUse> combine{use(x.act(aslot::topk), idx)};
-    for (std::int64_t e = 0; e < ms.active; ++e) {
-        const MlpIds ids = expert_mlp_ids(x, e, ms.tokens);
-        ops.push_back(linear_forward(x, mlp_up_linear(x, ids)));
-        mlp_activation_forward(x, ids, ops);
-        ops.push_back(linear_forward(x, mlp_down_linear(x, ids)));
-        combine.push_back(use(ids.out, slice));
+    for (std::size_t e = 0; e < ms.local.size(); ++e) {
+        const std::int64_t n = ms.local[e];
+        if (n == 0) continue;
+        const MlpIds ids = expert_mlp_ids(x, static_cast<std::int64_t>(e), n);
+        dispatch.push_back(use(ids.in, slice(n), true));
+        std::vector<Operator> eo;
+        eo.push_back(linear_forward(x, mlp_up_linear(x, ids)));
+        mlp_activation_forward(x, ids, eo);
+        eo.push_back(linear_forward(x, mlp_down_linear(x, ids)));
+        experts.push_back(std::move(eo));
+        combine.push_back(use(ids.out, slice(n)));
     }
+    ops.push_back(elementwise(x, "moe_dispatch", 0, full_act(x) + idx, T * k * h * x.ab, std::move(dispatch)));
+    const std::size_t first_expert = ops.size();
+    append_experts(x, experts, ops);
+    if (ops.size() > first_expert) precede_by_all_to_all(ops[first_expert], ms.a2a);
     combine.push_back(use(partial_if_tp(x, x.act(aslot::down)), full_act(x), true));
     Operator op = elementwise(x, "moe_combine", 2 * T * k * h, T * k * h * x.ab + idx, full_act(x), std::move(combine));
+    precede_by_all_to_all(op, ms.a2a);
     set_sync(x, op, TpSync::after_row_parallel, full_act(x));
     ops.push_back(std::move(op));
 }
@@ -291,36 +349,46 @@ void moe_backward(const Dims& x, std::vector<Operator>& ops) {
     const double T = static_cast<double>(x.T), k = static_cast<double>(x.m->top_k);
     const double E = static_cast<double>(x.m->experts), h = static_cast<double>(x.h);
     const double idx = T * k * 8.0;
-    const double slice = static_cast<double>(ms.tokens) * h * x.ab;
+    const auto slice = [&](std::int64_t tokens) { return static_cast<double>(tokens) * h * x.ab; };
     const std::uint64_t dy = gathered_if_sp(x, flagged(x.act(aslot::resid, x.layer + 1), kGrad));
     // Combine backward: each expert's output gradient, and the gate-weight gradient.
     std::vector<TensorUse> cb{use(dy, full_act(x)), use(x.act(aslot::topk), idx)};
-    for (std::int64_t e = 0; e < ms.active; ++e) {
-        const MlpIds ids = expert_mlp_ids(x, e, ms.tokens);
-        cb.push_back(use(ids.out, slice));
-        cb.push_back(use(flagged(ids.out, kGrad), slice, true));
+    for (std::size_t i = 0; i < ms.local.size(); ++i) {
+        if (ms.local[i] == 0) continue;
+        const MlpIds ids = expert_mlp_ids(x, static_cast<std::int64_t>(i), ms.local[i]);
+        cb.push_back(use(ids.out, slice(ms.local[i])));
+        cb.push_back(use(flagged(ids.out, kGrad), slice(ms.local[i]), true));
+    }
+    std::vector<TensorUse> db;
+    std::vector<std::vector<Operator>> experts;
+    for (std::size_t i = ms.local.size(); i-- > 0;) {
+        const std::int64_t n = ms.local[i];
+        if (n == 0) continue;
+        const MlpIds ids = expert_mlp_ids(x, static_cast<std::int64_t>(i), n);
+        const Linear down = mlp_down_linear(x, ids), up = mlp_up_linear(x, ids);
+        std::vector<Operator> eo;
+        eo.push_back(linear_dgrad(x, down));
+        eo.push_back(linear_wgrad(x, down));
+        mlp_activation_backward(x, ids, eo);
+        eo.push_back(linear_dgrad(x, up));
+        eo.push_back(linear_wgrad(x, up));
+        experts.push_back(std::move(eo));
+        db.push_back(use(flagged(ids.in, kGrad), slice(n)));
     }
     cb.push_back(use(flagged(x.act(aslot::topk), kGrad), T * k * 4.0, true));
     Operator combine_bwd = elementwise(x, "moe_combine_bwd", 3 * T * k * h, full_act(x) + 2 * T * k * h * x.ab + idx,
                                        T * k * h * x.ab + T * k * 4.0, std::move(cb));
     if (x.sp) set_sync(x, combine_bwd, TpSync::before_column_parallel, full_act(x));
     ops.push_back(std::move(combine_bwd));
-    std::vector<TensorUse> db;
-    for (std::int64_t e = ms.active - 1; e >= 0; --e) {
-        const MlpIds ids = expert_mlp_ids(x, e, ms.tokens);
-        const Linear down = mlp_down_linear(x, ids), up = mlp_up_linear(x, ids);
-        ops.push_back(linear_dgrad(x, down));
-        ops.push_back(linear_wgrad(x, down));
-        mlp_activation_backward(x, ids, ops);
-        ops.push_back(linear_dgrad(x, up));
-        ops.push_back(linear_wgrad(x, up));
-        db.push_back(use(flagged(ids.in, kGrad), slice));
-    }
+    const std::size_t first_expert = ops.size();
+    append_experts(x, experts, ops);
+    if (ops.size() > first_expert) precede_by_all_to_all(ops[first_expert], ms.a2a);
     // Dispatch backward: sum each token's expert input gradients; the TP
     // reduction of the column-parallel experts' input gradient follows.
     db.push_back(use(partial_if_tp(x, flagged(x.act(aslot::norm2), kGrad)), full_act(x), true));
     Operator dispatch_bwd =
         elementwise(x, "moe_dispatch_bwd", T * k * h, T * k * h * x.ab + idx, full_act(x), std::move(db));
+    precede_by_all_to_all(dispatch_bwd, ms.a2a);
     set_sync(x, dispatch_bwd, TpSync::after_column_input_grad, full_act(x));
     ops.push_back(std::move(dispatch_bwd));
     const double e_bytes = T * E * x.ab;
