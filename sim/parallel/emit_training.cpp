@@ -80,8 +80,12 @@ void emit_training(Emitter& em, PlanBuild& out) {
     };
     // A transformer layer's parameters on one GPU, dense and experts
     // (without EP the experts stay in `dense`, as the per-layer count).
-    const double layer_experts = rs.ep > 1 ? workload::layer_expert_params_per_shard(m, em.opt) : 0.0;
-    const double layer_dense = params.per_layer / rs.tp - layer_experts * rs.ep;
+    // (Layer l's count: the leading dense layers of an MoE model differ.)
+    const auto layer_params = [&](int l) { return workload::layer_parameters(params, m, l); };
+    const auto layer_experts = [&](int l) {
+        return rs.ep > 1 ? workload::layer_expert_params_per_shard(m, em.opt, l) : 0.0;
+    };
+    const auto layer_dense = [&](int l) { return layer_params(l) / rs.tp - layer_experts(l) * rs.ep; };
     auto dp_collective = [&](int s, net::CollectiveOp op, double bytes, Phase ph, int mb, int layer,
                              const std::vector<std::uint32_t>& after) {
         dp_collective_over(s, op, bytes, ph, mb, layer, after, false);
@@ -90,9 +94,9 @@ void emit_training(Emitter& em, PlanBuild& out) {
     // part over dp x cp, then the experts' part over the EDP group.
     auto layer_collective = [&](int s, net::CollectiveOp op, double per_param, Phase ph, int mb, int layer,
                                 const std::vector<std::uint32_t>& after) {
-        if (rs.ep <= 1) return dp_collective(s, op, params.per_layer / rs.tp * per_param, ph, mb, layer, after);
-        dp_collective_over(s, op, layer_dense * per_param, ph, mb, layer, after, false);
-        dp_collective_over(s, op, layer_experts * per_param, ph, mb, layer, after, true);
+        if (rs.ep <= 1) return dp_collective(s, op, layer_params(layer) / rs.tp * per_param, ph, mb, layer, after);
+        dp_collective_over(s, op, layer_dense(layer) * per_param, ph, mb, layer, after, false);
+        dp_collective_over(s, op, layer_experts(layer) * per_param, ph, mb, layer, after, true);
     };
 
     // Gradient buckets of a stage: reduced as each layer's last micro-batch
@@ -111,12 +115,12 @@ void emit_training(Emitter& em, PlanBuild& out) {
     };
     // A transformer layer's bucket (bytes per parameter).
     auto layer_bucket = [&](int s, int mb, int layer, const std::vector<std::uint32_t>& after) {
-        if (rs.ep <= 1) return grad_bucket(s, params.per_layer / rs.tp * grad_bytes, mb, layer, after);
+        if (rs.ep <= 1) return grad_bucket(s, layer_params(layer) / rs.tp * grad_bytes, mb, layer, after);
         if (rs.overlap.grad_reduce) {
             layer_collective(s, reduce_op, grad_bytes, Phase::backward, mb, layer, after);
         } else {
-            deferred[static_cast<std::size_t>(s)].push_back({layer_dense * grad_bytes, layer, mb, false});
-            deferred[static_cast<std::size_t>(s)].push_back({layer_experts * grad_bytes, layer, mb, true});
+            deferred[static_cast<std::size_t>(s)].push_back({layer_dense(layer) * grad_bytes, layer, mb, false});
+            deferred[static_cast<std::size_t>(s)].push_back({layer_experts(layer) * grad_bytes, layer, mb, true});
         }
     };
 
@@ -141,7 +145,7 @@ void emit_training(Emitter& em, PlanBuild& out) {
                         layer_collective(s, net::CollectiveOp::all_gather, wbytes, Phase::forward, -1, l, {});
                         gathered[l] = last_dp[static_cast<std::size_t>(s)];
                     } else {
-                        bucket(l, params.per_layer);
+                        bucket(l, layer_params(l));
                     }
                 }
                 if (vs + 1 == nv) bucket(workload::kHeadLayer, params.lm_head + params.final_norm);
@@ -271,7 +275,9 @@ void emit_training(Emitter& em, PlanBuild& out) {
         double stage_params = 0;
         for (int c = 0; c < v; ++c) {
             const auto [a, b] = em.vstages[static_cast<std::size_t>(c * p + s)];
-            stage_params += (b - a) * params.per_layer;
+            int dense = 0;  // leading dense layers of an MoE model in [a, b)
+            for (int l = a; l < b; ++l) dense += m.experts > 0 && !m.is_moe_layer(l);
+            stage_params += (b - a - dense) * params.per_layer + dense * params.dense_layer;
             if (c * p + s == 0) stage_params += params.embedding;
             if (c * p + s == nv - 1) stage_params += params.lm_head + params.final_norm;
         }
@@ -281,7 +287,7 @@ void emit_training(Emitter& em, PlanBuild& out) {
         if (rs.ep > 1) {
             for (int c = 0; c < v; ++c) {
                 const auto [a, b] = em.vstages[static_cast<std::size_t>(c * p + s)];
-                stage_experts += (b - a) * layer_experts;
+                for (int l = a; l < b; ++l) stage_experts += layer_experts(l);
             }
             stage_params -= stage_experts * rs.ep;  // dense only from here
             local_params = stage_params / (rs.zero >= 1 ? rs.dp * rs.cp : 1) +

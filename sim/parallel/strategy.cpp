@@ -188,18 +188,22 @@ hw::MemoryBreakdown stage_memory(const config::ScenarioSpec& sc, const ResolvedS
     const auto& m = sc.model;
     const auto opt = operator_options(sc, rs);
     int layers = 0;
+    int dense_layers = 0;  // the leading dense layers of an MoE model in this stage
     bool first = false, last = false;
     for (std::size_t v = 0; v < vstages.size(); ++v) {
         if (static_cast<int>(v) % rs.pp != s) continue;
         layers += vstages[v].second - vstages[v].first;
+        for (int l = vstages[v].first; l < vstages[v].second; ++l) dense_layers += m.experts > 0 && !m.is_moe_layer(l);
         first = first || v == 0;
         last = last || v + 1 == vstages.size();
     }
-    double weight_bytes = layers * workload::layer_weight_bytes(m, opt);
+    const int moe_layers = layers - dense_layers;
+    double weight_bytes = moe_layers * workload::layer_weight_bytes(m, opt) +
+                          dense_layers * workload::layer_weight_bytes(m, opt, 0);
     // The experts' share: sharded over ep already, replicated over the
     // expert-data-parallel ranks (dp x cp / ep), which ZeRO shards over.
     const double wbytes = hw::bytes_per_element(opt.precision.weights);
-    const double expert_bytes = layers * workload::layer_expert_params_per_shard(m, opt) * wbytes;
+    const double expert_bytes = moe_layers * workload::layer_expert_params_per_shard(m, opt) * wbytes;
     if (first) weight_bytes += workload::embedding_weight_bytes(m, opt);
     if (last) {
         weight_bytes += workload::head_weight_bytes(m, opt);

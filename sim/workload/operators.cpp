@@ -1,6 +1,6 @@
 // Per-layer kernel sequences with exact FLOPs, bytes and shapes: the
-// layer's linears, MLP, mixture of experts, the layer in order (forward,
-// backward, recompute, hidden dropout) and the public interface. The rules
+// layer's linears, MLP, the layer in order (forward, backward, recompute,
+// hidden dropout) and the public interface; the MoE block is moe_ops.cpp. The rules
 // (and every formula) are listed in docs/workload-model.md. The shared
 // builders are op_builders.*, the attention core attention_ops.cpp, the
 // embedding and head embedding_head_ops.cpp.
@@ -46,8 +46,8 @@ Linear qkv_linear(const Dims& x) {
         x.o->flash_attention ? std::vector<TensorUse>{t.q, t.kv[0]} : std::vector<TensorUse>{t.q, t.k[0], t.v[0]},
         false);
     l.dx_writes = {use(partial_if_tp(x, flagged(x.act(aslot::norm1), kGrad)), full_act(x), true)};
-    l.bias_in_gemm = x.bias;
-    l.has_bias = x.bias;
+    l.bias_in_gemm = x.bias || x.m->qkv_bias;  // Qwen2: biases on q, k, v only
+    l.has_bias = l.bias_in_gemm;
     l.fwd_sync = TpSync::before_column_parallel;  // set_sync drops it unless tp > 1; only under SP:
     if (!x.sp) l.fwd_sync = TpSync::none;
     l.dgrad_sync = TpSync::after_column_input_grad;
@@ -74,14 +74,6 @@ Linear out_linear(const Dims& x) {
     return l;
 }
 
-// The MLP of one expert (or the dense MLP): ids of its tensors.
-struct MlpIds {
-    std::string prefix;  // "mlp" or "expert"
-    int w_up = 0, w_down = 0;
-    std::int64_t tokens = 0;
-    std::uint64_t in = 0, gate = 0, up = 0, silu = 0, act = 0, out = 0;  // activation ids
-    bool dense = true;  // dense MLP: TP syncs around it; experts sync after the combine
-};
 
 MlpIds dense_mlp_ids(const Dims& x) {
     MlpIds ids;
@@ -95,23 +87,6 @@ MlpIds dense_mlp_ids(const Dims& x) {
     ids.silu = x.act(aslot::silu);
     ids.act = x.act(aslot::act);
     ids.out = partial_if_tp(x, x.act(aslot::down));
-    return ids;
-}
-
-MlpIds expert_mlp_ids(const Dims& x, std::int64_t e, std::int64_t tokens) {
-    const int base = aslot::expert + 8 * static_cast<int>(e);
-    MlpIds ids;
-    ids.prefix = "expert";
-    ids.w_up = wslot::expert + 2 * static_cast<int>(e);
-    ids.w_down = ids.w_up + 1;
-    ids.tokens = tokens;
-    ids.in = x.act(base);
-    ids.gate = x.act(base + 1);
-    ids.up = x.act(base + 2);
-    ids.silu = x.act(base + 3);
-    ids.act = x.act(base + 4);
-    ids.out = x.act(base + 5);
-    ids.dense = false;
     return ids;
 }
 
@@ -225,180 +200,16 @@ void mlp_activation_backward(const Dims& x, const MlpIds& ids, std::vector<Opera
                     {use(flagged(ids.silu, kGrad), f), use(ids.gate, f), use(flagged(ids.gate, kGrad), f, true)}));
 }
 
-// ---- mixture of experts --------------------------------------------------------
-
-// The tokens each local expert of the straggler EP rank computes (all
-// experts when ep == 1), and the all-to-all bytes per rank (moe.h).
-struct MoeShape {
-    std::vector<std::int64_t> local;  // tokens per local expert of the hot rank
-    double a2a = 0;                   // dispatch / combine all-to-all bytes per rank (0 without EP)
-};
-
-MoeShape moe_shape(const Dims& x) {
-    const ExpertLoad load = expert_load(x.m->experts, x.m->top_k, x.o->ep, x.T, x.o->moe);
-    return {load.hot_local, all_to_all_bytes(load, x.o->ep, x.h, x.ab)};
-}
-
-// Merges the same kernel of every local expert into one grouped kernel
-// (Megatron's grouped GEMM): FLOPs, bytes and tensors summed; a GEMM keeps
-// its fixed dimensions and takes the mean of the one that varies (tokens:
-// m of a forward or input-gradient GEMM, k of a weight-gradient GEMM) as
-// its size, with one batch element per expert (docs/moe.md, "Grouped GEMM").
-Operator merge_grouped(const std::vector<const Operator*>& parts) {
-    Operator op = *parts.front();
-    auto& k = op.kernel;
-    k.name = "grouped_" + k.name;
-    const bool tokens_in_k = op.is_weight_grad;
-    std::int64_t varying = tokens_in_k ? k.k : k.m;
-    for (std::size_t i = 1; i < parts.size(); ++i) {
-        const auto& q = parts[i]->kernel;
-        k.flops = Flops{k.flops.value + q.flops.value};
-        k.bytes_read += q.bytes_read;
-        k.bytes_written += q.bytes_written;
-        k.epilogue_read += q.epilogue_read;
-        k.tensors.insert(k.tensors.end(), q.tensors.begin(), q.tensors.end());
-        varying += tokens_in_k ? q.k : q.m;
-    }
-    if (k.kind == KernelKind::gemm) {
-        const auto g = static_cast<std::int64_t>(parts.size());
-        (tokens_in_k ? k.k : k.m) = ceil_div(varying, g);
-        k.batch = g;
-    }
-    return op;
-}
-
-// The experts' kernels: each expert's in order (sequential experts), or the
-// same kernel of every expert merged (grouped GEMM).
-void append_experts(const Dims& x, const std::vector<std::vector<Operator>>& per_expert, std::vector<Operator>& ops) {
-    if (per_expert.empty()) return;
-    if (!x.o->moe.grouped_gemm) {
-        for (const auto& e : per_expert) ops.insert(ops.end(), e.begin(), e.end());
-        return;
-    }
-    for (std::size_t j = 0; j < per_expert.front().size(); ++j) {
-        std::vector<const Operator*> parts;
-        for (const auto& e : per_expert) parts.push_back(&e[j]);
-        ops.push_back(merge_grouped(parts));
-    }
-}
-
-// Marks the all-to-all that must precede `op` (expert parallelism).
-void precede_by_all_to_all(Operator& op, double bytes) {
-    if (bytes > 0) op.ep_a2a_bytes = Bytes::ceil(bytes);
-}
-
-Linear router_linear(const Dims& x) {
-    Linear l;
-    l.name = "router";
-    l.weight = wslot::router;
-    l.tokens = x.T;
-    l.in = x.h;
-    l.out = x.m->experts;
-    const double e = static_cast<double>(x.T * x.m->experts) * x.ab;
-    l.x_reads = {use(gathered_if_sp(x, x.act(aslot::norm2)), full_act(x))};
-    l.y_writes = {use(x.act(aslot::router), e, true)};
-    l.dy_reads = {use(flagged(x.act(aslot::router), kGrad), e)};
-    // Accumulates into the input gradient the dispatch backward produced (after its TP reduction).
-    l.dx_writes = {use(flagged(x.act(aslot::norm2), kGrad), full_act(x), true)};
-    l.fwd_sync = x.sp ? TpSync::before_column_parallel : TpSync::none;
-    l.sync_bytes = full_act(x);
-    return l;
-}
-
-// Under expert parallelism the permuted tokens go to the EP rank holding
-// their expert (dispatch all-to-all) and come back before the combine; the
-// experts computed here are the straggler rank's local experts.
-void moe_forward(const Dims& x, std::vector<Operator>& ops) {
-    const MoeShape ms = moe_shape(x);
-    const double T = static_cast<double>(x.T), k = static_cast<double>(x.m->top_k);
-    const double E = static_cast<double>(x.m->experts), h = static_cast<double>(x.h);
-    ops.push_back(linear_forward(x, router_linear(x)));
-    const double idx = T * k * 8.0;  // expert index (int32) and gate weight (fp32) per routed token
-    ops.push_back(elementwise(x, "router_topk", kSoftmaxFlops * T * E, T * E * x.ab, idx,
-                              {use(x.act(aslot::router), T * E * x.ab), use(x.act(aslot::topk), idx, true)}));
-    const auto slice = [&](std::int64_t tokens) { return static_cast<double>(tokens) * h * x.ab; };
-    std::vector<TensorUse> dispatch{use(gathered_if_sp(x, x.act(aslot::norm2)), full_act(x)),
-                                    use(x.act(aslot::topk), idx)};
-    std::vector<std::vector<Operator>> experts;
-    std::vector<TensorUse> combine{use(x.act(aslot::topk), idx)};
-    for (std::size_t e = 0; e < ms.local.size(); ++e) {
-        const std::int64_t n = ms.local[e];
-        if (n == 0) continue;
-        const MlpIds ids = expert_mlp_ids(x, static_cast<std::int64_t>(e), n);
-        dispatch.push_back(use(ids.in, slice(n), true));
-        std::vector<Operator> eo;
-        eo.push_back(linear_forward(x, mlp_up_linear(x, ids)));
-        mlp_activation_forward(x, ids, eo);
-        eo.push_back(linear_forward(x, mlp_down_linear(x, ids)));
-        experts.push_back(std::move(eo));
-        combine.push_back(use(ids.out, slice(n)));
-    }
-    ops.push_back(elementwise(x, "moe_dispatch", 0, full_act(x) + idx, T * k * h * x.ab, std::move(dispatch)));
-    const std::size_t first_expert = ops.size();
-    append_experts(x, experts, ops);
-    if (ops.size() > first_expert) precede_by_all_to_all(ops[first_expert], ms.a2a);
-    combine.push_back(use(partial_if_tp(x, x.act(aslot::down)), full_act(x), true));
-    Operator op = elementwise(x, "moe_combine", 2 * T * k * h, T * k * h * x.ab + idx, full_act(x), std::move(combine));
-    precede_by_all_to_all(op, ms.a2a);
-    set_sync(x, op, TpSync::after_row_parallel, full_act(x));
-    ops.push_back(std::move(op));
-}
-
-void moe_backward(const Dims& x, std::vector<Operator>& ops) {
-    const MoeShape ms = moe_shape(x);
-    const double T = static_cast<double>(x.T), k = static_cast<double>(x.m->top_k);
-    const double E = static_cast<double>(x.m->experts), h = static_cast<double>(x.h);
-    const double idx = T * k * 8.0;
-    const auto slice = [&](std::int64_t tokens) { return static_cast<double>(tokens) * h * x.ab; };
-    const std::uint64_t dy = gathered_if_sp(x, flagged(x.act(aslot::resid, x.layer + 1), kGrad));
-    // Combine backward: each expert's output gradient, and the gate-weight gradient.
-    std::vector<TensorUse> cb{use(dy, full_act(x)), use(x.act(aslot::topk), idx)};
-    for (std::size_t i = 0; i < ms.local.size(); ++i) {
-        if (ms.local[i] == 0) continue;
-        const MlpIds ids = expert_mlp_ids(x, static_cast<std::int64_t>(i), ms.local[i]);
-        cb.push_back(use(ids.out, slice(ms.local[i])));
-        cb.push_back(use(flagged(ids.out, kGrad), slice(ms.local[i]), true));
-    }
-    std::vector<TensorUse> db;
-    std::vector<std::vector<Operator>> experts;
-    for (std::size_t i = ms.local.size(); i-- > 0;) {
-        const std::int64_t n = ms.local[i];
-        if (n == 0) continue;
-        const MlpIds ids = expert_mlp_ids(x, static_cast<std::int64_t>(i), n);
-        const Linear down = mlp_down_linear(x, ids), up = mlp_up_linear(x, ids);
-        std::vector<Operator> eo;
-        eo.push_back(linear_dgrad(x, down));
-        eo.push_back(linear_wgrad(x, down));
-        mlp_activation_backward(x, ids, eo);
-        eo.push_back(linear_dgrad(x, up));
-        eo.push_back(linear_wgrad(x, up));
-        experts.push_back(std::move(eo));
-        db.push_back(use(flagged(ids.in, kGrad), slice(n)));
-    }
-    cb.push_back(use(flagged(x.act(aslot::topk), kGrad), T * k * 4.0, true));
-    Operator combine_bwd = elementwise(x, "moe_combine_bwd", 3 * T * k * h, full_act(x) + 2 * T * k * h * x.ab + idx,
-                                       T * k * h * x.ab + T * k * 4.0, std::move(cb));
-    if (x.sp) set_sync(x, combine_bwd, TpSync::before_column_parallel, full_act(x));
-    ops.push_back(std::move(combine_bwd));
-    const std::size_t first_expert = ops.size();
-    append_experts(x, experts, ops);
-    if (ops.size() > first_expert) precede_by_all_to_all(ops[first_expert], ms.a2a);
-    // Dispatch backward: sum each token's expert input gradients; the TP
-    // reduction of the column-parallel experts' input gradient follows.
-    db.push_back(use(partial_if_tp(x, flagged(x.act(aslot::norm2), kGrad)), full_act(x), true));
-    Operator dispatch_bwd =
-        elementwise(x, "moe_dispatch_bwd", T * k * h, T * k * h * x.ab + idx, full_act(x), std::move(db));
-    precede_by_all_to_all(dispatch_bwd, ms.a2a);
-    set_sync(x, dispatch_bwd, TpSync::after_column_input_grad, full_act(x));
-    ops.push_back(std::move(dispatch_bwd));
-    const double e_bytes = T * E * x.ab;
-    ops.push_back(elementwise(x, "router_topk_bwd", 2 * kSoftmaxFlops * T * E, e_bytes + T * k * 4.0, e_bytes,
-                              {use(x.act(aslot::router), e_bytes), use(flagged(x.act(aslot::topk), kGrad), T * k * 4.0),
-                               use(flagged(x.act(aslot::router), kGrad), e_bytes, true)}));
-    const Linear router = router_linear(x);
-    ops.push_back(linear_dgrad(x, router));
-    ops.back().kernel.bytes_read += Bytes::ceil(full_act(x));  // beta = 1: reads the gradient it adds to
-    ops.push_back(linear_wgrad(x, router));
+// Qwen3's RMSNorm of every query and key head (in place on the QKV output;
+// its backward twice the FLOPs and reads the gradient too).
+Operator qk_norm_op(const Dims& x, bool backward) {
+    const double elems = static_cast<double>(x.T * (x.a_p + x.g_p) * x.d);
+    const double bytes = elems * x.ab, w = 2.0 * static_cast<double>(x.d) * x.wb;
+    const std::uint64_t q = x.act(aslot::q);
+    if (!backward)
+        return elementwise(x, "qk_norm", kRmsNormFlops * elems, bytes + w, bytes, {use(q, bytes), use(q, bytes, true)});
+    return elementwise(x, "qk_norm_bwd", 2 * kRmsNormFlops * elems, 2 * bytes + w, bytes,
+                       {use(flagged(q, kGrad), bytes), use(q, bytes), use(flagged(q, kGrad), bytes, true)});
 }
 
 // ---- the layer -------------------------------------------------------------------
@@ -447,6 +258,7 @@ void forward_ops(const Dims& x, std::vector<Operator>& ops) {
     ops.push_back(elementwise(x, "norm1", nf, xs + x.norm_w, xs,
                               {use(resid, xs), use(x.weight(wslot::norm1), x.norm_w), use(n1, xs, true)}));
     ops.push_back(linear_forward(x, qkv_linear(x)));
+    if (x.m->qk_norm) ops.push_back(qk_norm_op(x, false));
     attention_forward(x, ops);
     ops.push_back(linear_forward(x, out_linear(x)));
     // Residual (+ the out-projection's bias) and the second norm.
@@ -470,16 +282,13 @@ void forward_ops(const Dims& x, std::vector<Operator>& ops) {
         ops.push_back(elementwise(x, "norm2", nf, xs + x.norm_w, xs,
                                   {use(mid, xs), use(x.weight(wslot::norm2), x.norm_w), use(n2, xs, true)}));
     }
-    if (x.m->experts > 0) {
+    if (x.m->is_moe_layer(x.layer)) {
         moe_forward(x, ops);
     } else {
-        const MlpIds ids = dense_mlp_ids(x);
-        ops.push_back(linear_forward(x, mlp_up_linear(x, ids)));
-        mlp_activation_forward(x, ids, ops);
-        ops.push_back(linear_forward(x, mlp_down_linear(x, ids)));
+        mlp_forward(x, dense_mlp_ids(x), ops);
     }
     const std::uint64_t down = x.act(aslot::down), next = x.act(aslot::resid, x.layer + 1);
-    const bool bias_here = x.bias && x.m->experts == 0;  // experts carry no shared output bias
+    const bool bias_here = x.bias && !x.m->is_moe_layer(x.layer);  // experts carry no shared output bias
     if (!fuse && bias_here) {
         ops.push_back(elementwise(x, "mlp_down_bias_add", add, xs + hb, xs, {use(down, xs), use(down, xs, true)}));
     }
@@ -526,16 +335,10 @@ void backward_ops(const Dims& x, std::vector<Operator>& ops, Recompute recompute
     const std::uint64_t dnext = flagged(x.act(aslot::resid, x.layer + 1), kGrad);
     const std::uint64_t dmid = flagged(x.act(aslot::resid_mid), kGrad);
     hidden_dropout_backward(x, ops, "mlp", dnext, flagged(x.act(aslot::down), kGrad), aslot::mlp_drop_mask);
-    if (x.m->experts > 0) {
+    if (x.m->is_moe_layer(x.layer)) {
         moe_backward(x, ops);
     } else {
-        const MlpIds ids = dense_mlp_ids(x);
-        const Linear down = mlp_down_linear(x, ids), up = mlp_up_linear(x, ids);
-        ops.push_back(linear_dgrad(x, down));
-        ops.push_back(linear_wgrad(x, down));
-        mlp_activation_backward(x, ids, ops);
-        ops.push_back(linear_dgrad(x, up));
-        ops.push_back(linear_wgrad(x, up));
+        mlp_backward(x, dense_mlp_ids(x), ops);
     }
     norm_backward(x, ops, "norm2", wslot::norm2, flagged(x.act(aslot::norm2), kGrad), x.act(aslot::resid_mid), dnext,
                   dmid);
@@ -552,6 +355,7 @@ void backward_ops(const Dims& x, std::vector<Operator>& ops, Recompute recompute
         }
     }
     attention_backward(x, ops);
+    if (x.m->qk_norm) ops.push_back(qk_norm_op(x, true));
     const Linear qkv = qkv_linear(x);
     ops.push_back(linear_dgrad(x, qkv));
     ops.push_back(linear_wgrad(x, qkv));
@@ -567,7 +371,54 @@ void check_layer(const ModelSpec& m, std::int64_t layer) {
 
 }  // namespace
 
+// ---- MLPs the MoE layer shares (op_builders.h; moe_ops.cpp) ---------------------
+
+MlpIds ops::expert_mlp_ids(const Dims& x, std::int64_t e, std::int64_t tokens) {
+    const int base = aslot::expert + 8 * static_cast<int>(e);
+    MlpIds ids;
+    ids.prefix = "expert";
+    ids.w_up = wslot::expert + 2 * static_cast<int>(e);
+    ids.w_down = ids.w_up + 1;
+    ids.tokens = tokens;
+    ids.in = x.act(base);
+    ids.gate = x.act(base + 1);
+    ids.up = x.act(base + 2);
+    ids.silu = x.act(base + 3);
+    ids.act = x.act(base + 4);
+    ids.out = x.act(base + 5);
+    ids.dense = false;
+    return ids;
+}
+
+// The shared experts as one MLP in the expert slot after the local ones;
+// they read the (gathered) norm output directly, on every token.
+MlpIds ops::shared_mlp_ids(const Dims& x, std::int64_t slot) {
+    MlpIds ids = expert_mlp_ids(x, slot, x.T);
+    ids.prefix = "shared_expert";
+    ids.in = gathered_if_sp(x, x.act(aslot::norm2));
+    return ids;
+}
+
+// One MLP's kernels: up, activation, down (forward); the down and up GEMM
+// pairs around the activation backward (backward). For the dense MLP, each
+// routed expert and the shared experts alike.
+void ops::mlp_forward(const Dims& x, const MlpIds& ids, std::vector<Operator>& ops) {
+    ops.push_back(linear_forward(x, mlp_up_linear(x, ids)));
+    mlp_activation_forward(x, ids, ops);
+    ops.push_back(linear_forward(x, mlp_down_linear(x, ids)));
+}
+
+void ops::mlp_backward(const Dims& x, const MlpIds& ids, std::vector<Operator>& ops) {
+    const Linear down = mlp_down_linear(x, ids), up = mlp_up_linear(x, ids);
+    ops.push_back(linear_dgrad(x, down));
+    ops.push_back(linear_wgrad(x, down));
+    mlp_activation_backward(x, ids, ops);
+    ops.push_back(linear_dgrad(x, up));
+    ops.push_back(linear_wgrad(x, up));
+}
+
 // ---- public interface -----------------------------------------------------------
+
 
 std::uint64_t weight_tensor_id(std::int64_t layer, int which) { return encode(IdKind::weight, layer, which, 0); }
 std::uint64_t activation_tensor_id(std::int64_t layer, int which, std::int64_t microbatch) {
