@@ -79,6 +79,25 @@ TEST_CASE("the all-to-alls run over the 8 GPUs of the EP group; expert gradients
     CHECK(reduce_sizes == std::set<std::size_t>{2, 8});
 }
 
+TEST_CASE("inference under ep 8: experts / 8 in memory, two all-to-alls a layer per pass, none without EP") {
+    const auto sc = scenario({"workload={mode: inference, dtype: bf16, batch: 16, prompt_tokens: 256, output_tokens: 8}",
+                              "strategies=[{name: ep8, pp: 2, dp: 8, ep: 8}, {name: dp8, pp: 2, dp: 8}]"});
+    const auto ep = build(sc, 0), dp = build(sc, 1);
+    // A stage holds 16 layers: 16 x 8 x 3 x 4096 x 14336 x 2 bytes / 8 experts a GPU.
+    CHECK(ep.memory.breakdown.expert_weights == doctest::Approx(2.0 * kStageExpertParams / 8));
+    CHECK(dp.memory.breakdown.expert_weights == doctest::Approx(2.0 * kStageExpertParams));
+    const auto count = [](const parallel::Plan& plan) {
+        int n = 0;
+        for (const auto& t : plan.tasks) n += t.kind == parallel::TaskKind::collective && t.op == net::CollectiveOp::all_to_all;
+        return n;
+    };
+    // Each pass (prefill, simulated decode steps) of each micro-batch runs
+    // dispatch and combine in each of the 32 layers.
+    CHECK(count(ep.plan) > 0);
+    CHECK(count(ep.plan) % (2 * 32) == 0);
+    CHECK(count(dp.plan) == 0);
+}
+
 TEST_CASE("a Zipf-skewed router makes the hot expert's GPU the straggler" * doctest::test_suite("e2e")) {
     const auto balanced = scenario({"strategies=[{name: ep8, pp: 2, dp: 8, ep: 8, zero: 1}]", "workload.global_batch=32"});
     const auto skewed = scenario({"strategies=[{name: ep8, pp: 2, dp: 8, ep: 8, zero: 1}]", "workload.global_batch=32",
