@@ -87,14 +87,19 @@ std::string architecture_of(MapReader& r, std::optional<Node>& where) {
     if (type == "mixtral") return "MixtralForCausalLM";
     if (type == "gpt2") return "GPT2LMHeadModel";
     if (type == "gpt_neox") return "GPTNeoXForCausalLM";
+    if (type == "qwen2") return "Qwen2ForCausalLM";
+    if (type == "qwen3") return "Qwen3ForCausalLM";
+    if (type == "qwen3_moe") return "Qwen3MoeForCausalLM";
+    if (type == "deepseek_v3") return "DeepseekV3ForCausalLM";
     return type;
 }
 
 }  // namespace
 
 const std::vector<std::string>& hf_architectures() {
-    static const std::vector<std::string> names = {"LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM",
-                                                   "GPT2LMHeadModel",  "GPT2Model",          "GPTNeoXForCausalLM"};
+    static const std::vector<std::string> names = {
+        "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM",  "GPT2LMHeadModel",     "GPT2Model",
+        "GPTNeoXForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "DeepseekV3ForCausalLM"};
     return names;
 }
 
@@ -122,19 +127,35 @@ ModelSpec load_model(const Node& map) {
     m.position =
         r.required("position").as_enum({"rope", "learned"}) == "rope" ? PositionKind::rope : PositionKind::learned;
     m.bias = r.required("bias").as_bool();
+    if (auto n = r.optional("qkv_bias")) m.qkv_bias = n->as_bool();
+    if (auto n = r.optional("qk_norm")) m.qk_norm = n->as_bool();
+    if (auto mla = r.optional("mla")) {
+        MapReader ml(*mla);
+        if (auto n = ml.optional("q_lora_rank")) m.mla.q_lora_rank = n->as_int(1, kMaxDim);
+        m.mla.kv_lora_rank = ml.required("kv_lora_rank").as_int(1, kMaxDim);
+        m.mla.qk_nope_head_dim = ml.required("qk_nope_head_dim").as_int(1, kMaxDim);
+        m.mla.qk_rope_head_dim = ml.required("qk_rope_head_dim").as_int(1, kMaxDim);
+        m.mla.v_head_dim = ml.required("v_head_dim").as_int(1, kMaxDim);
+        ml.finish();
+    }
     if (auto moe = r.optional("moe")) {
         MapReader mr(*moe);
         m.experts = mr.required("experts").as_int(1, workload::kMaxExperts);
         const Node top_k = mr.required("top_k");
         m.top_k = top_k.as_int(1, 1 << 16);
+        if (auto n = mr.optional("ffn")) m.moe_ffn = n->as_int(1, kMaxDim);
+        if (auto n = mr.optional("shared_experts")) m.shared_experts = n->as_int(0, workload::kMaxExperts);
+        if (auto n = mr.optional("first_dense_layers")) m.first_dense_layers = n->as_int(0, workload::kMaxLayers);
         mr.finish();
         if (m.top_k > m.experts) {
             top_k.fail(fmt::format("top_k ({}) exceeds experts ({})", m.top_k, m.experts));
         }
     }
     r.finish();
-    check_shape(m, heads, kv, head_dim.has_value());
-    if (!head_dim) m.head_dim = m.hidden / m.heads;
+    // MLA: a head's query/key width is the head_dim the attention core uses.
+    if (m.is_mla()) m.head_dim = m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim;
+    check_shape(m, heads, kv, head_dim.has_value() || m.is_mla());
+    if (!head_dim && !m.is_mla()) m.head_dim = m.hidden / m.heads;
     return m;
 }
 
@@ -196,13 +217,39 @@ ModelSpec load_hf_config(const Node& map) {
             m.norm = NormKind::rmsnorm;
             m.tied_embeddings = hf_bool_or(r, "tie_word_embeddings", false);
             m.bias = hf_bool_or(r, "attention_bias", false) || hf_bool_or(r, "mlp_bias", false);
-            if (arch == "MixtralForCausalLM") {
-                m.experts = hf_int(r, "num_local_experts", workload::kMaxExperts);
+            // Qwen2 always has biases on q, k and v (and none elsewhere);
+            // Qwen3 normalises each query and key head.
+            m.qkv_bias = arch == "Qwen2ForCausalLM";
+            m.qk_norm = arch == "Qwen3ForCausalLM" || arch == "Qwen3MoeForCausalLM";
+            std::string experts_key;
+            if (arch == "MixtralForCausalLM") experts_key = "num_local_experts";
+            if (arch == "Qwen3MoeForCausalLM") experts_key = "num_experts";
+            if (arch == "DeepseekV3ForCausalLM") experts_key = "n_routed_experts";
+            if (!experts_key.empty()) {
+                m.experts = hf_int(r, experts_key, workload::kMaxExperts);
                 m.top_k = hf_int(r, "num_experts_per_tok");
                 if (m.top_k > m.experts) {
-                    r.node().fail(
-                        fmt::format("num_experts_per_tok ({}) exceeds num_local_experts ({})", m.top_k, m.experts));
+                    r.node().fail(fmt::format("num_experts_per_tok ({}) exceeds {} ({})", m.top_k, experts_key, m.experts));
                 }
+                if (arch != "MixtralForCausalLM") m.moe_ffn = hf_int(r, "moe_intermediate_size");
+            }
+            if (arch == "Qwen3MoeForCausalLM") {
+                // Every layer sparse is what parasim models (decoder_sparse_step 1, no mlp_only_layers).
+                if (auto n = hf_field(r, "decoder_sparse_step"); n && n->as_int(1, kMaxDim) != 1)
+                    n->fail("decoder_sparse_step other than 1 (dense layers between sparse ones) is not modelled");
+                if (auto n = hf_field(r, "mlp_only_layers"); n && n->is_sequence() && n->size() > 0)
+                    n->fail("mlp_only_layers (dense layers among sparse ones) is not modelled");
+            }
+            if (arch == "DeepseekV3ForCausalLM") {
+                if (auto n = hf_field(r, "n_shared_experts")) m.shared_experts = n->as_int(0, workload::kMaxExperts);
+                if (auto n = hf_field(r, "first_k_dense_replace")) m.first_dense_layers = n->as_int(0, workload::kMaxLayers);
+                if (auto n = hf_field(r, "q_lora_rank")) m.mla.q_lora_rank = n->as_int(1, kMaxDim);
+                m.mla.kv_lora_rank = hf_int(r, "kv_lora_rank");
+                m.mla.qk_nope_head_dim = hf_int(r, "qk_nope_head_dim");
+                m.mla.qk_rope_head_dim = hf_int(r, "qk_rope_head_dim");
+                m.mla.v_head_dim = hf_int(r, "v_head_dim");
+                m.head_dim = m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim;
+                head_dim_given = true;
             }
         }
     }

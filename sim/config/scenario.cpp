@@ -189,6 +189,20 @@ int positive_or_auto(const Node& n, int max) {
     return static_cast<int>(n.as_int(1, max));
 }
 
+// workload.moe: {routing: balanced | zipf(S), capacity_factor: X, grouped_gemm: B}.
+void read_moe(const Node& node, WorkloadSpec& w) {
+    MapReader r(node);
+    w.moe_where = node.location();
+    if (auto n = r.optional("routing")) {
+        std::string err;
+        w.moe.kind = workload::parse_routing(n->as_string(), w.moe.zipf_s, err);
+        if (!err.empty()) n->fail(err);
+    }
+    if (auto n = r.optional("capacity_factor")) w.moe.capacity_factor = n->as_number(0.01, 1024.0);
+    if (auto n = r.optional("grouped_gemm")) w.moe.grouped_gemm = n->as_bool();
+    r.finish();
+}
+
 WorkloadSpec read_workload(const Node& node) {
     MapReader r(node);
     WorkloadSpec w;
@@ -203,6 +217,7 @@ WorkloadSpec read_workload(const Node& node) {
     if (auto n = r.optional("kv_dtype")) w.precision.kv = dtype(*n);
     apply_attention(w, r.optional("attention"), r.optional("flash_attention"));
     if (auto n = r.optional("fuse_elementwise")) w.fuse_elementwise = n->as_bool();
+    if (auto n = r.optional("moe")) read_moe(*n, w);
     if (auto n = r.optional("dropout")) {
         if (w.mode == Mode::inference) n->fail("dropout applies to training only");
         w.dropout = read_dropout(*n);
@@ -236,6 +251,7 @@ StrategySpec read_strategy(const Node& node, std::size_t index) {
     s.name = r.optional("name") ? r.required("name").as_string() : fmt::format("strategy-{}", index + 1);
     if (auto n = r.optional("tp")) s.tp = static_cast<int>(n->as_int(1, 1 << 20));
     if (auto n = r.optional("cp")) s.cp = static_cast<int>(n->as_int(1, 1 << 20));
+    if (auto n = r.optional("ep")) s.ep = static_cast<int>(n->as_int(1, workload::kMaxExperts));
     if (auto n = r.optional("pp")) s.pp = positive_or_auto(*n, 1 << 20);
     if (auto n = r.optional("dp")) s.dp = positive_or_auto(*n, 1 << 24);
     if (auto n = r.optional("sp")) s.sp = n->as_bool();

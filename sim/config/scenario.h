@@ -44,6 +44,10 @@ struct WorkloadSpec {
     std::int64_t micro_batch = 1;
     workload::Recompute recompute = workload::Recompute::none;
     Time host_time_per_batch{};      // input pipeline time per micro-batch, on the host
+    // Mixture of experts: routing (balanced or zipf(s)), capacity factor,
+    // grouped GEMM (docs/moe.md); moe_where locates the block (unset when absent).
+    workload::MoeRouting moe;
+    SourceLocation moe_where;
 };
 
 // Communication a stack overlaps with compute, as concurrent streams
@@ -79,6 +83,10 @@ struct StrategySpec {
     // Context parallelism: each sequence split over cp GPUs (Megatron-Core's
     // load-balanced causal split, ring attention); training only.
     int cp = 1;
+    // Expert parallelism: the experts of each MoE layer split over ep GPUs
+    // of the dp x cp ranks (expert tensor parallelism = tp, as Megatron-Core's
+    // default; docs/moe.md).
+    int ep = 1;
     // pp and dp: kUnset when the file does not say, kAuto for `auto`
     // (whatever makes tp x cp x pp x dp equal the GPU count); resolution rules in
     // docs/parallelism.md.

@@ -10,6 +10,9 @@ namespace sim::hw {
 
 struct MemoryBreakdown {
     double weights = 0, gradients = 0, optimizer = 0, activations = 0, kv_cache = 0, workspace = 0;  // bytes
+    // The MoE experts' part of weights, gradients and optimizer (included
+    // in those; the rest is dense). Zero for a dense model.
+    double expert_weights = 0, expert_gradients = 0, expert_optimizer = 0;
     double total() const { return weights + gradients + optimizer + activations + kv_cache + workspace; }
 };
 

@@ -19,6 +19,7 @@ namespace sim::parallel {
 struct ResolvedStrategy {
     int tp = 1, pp = 1, dp = 1;
     int cp = 1;  // context parallel: each sequence over cp GPUs (training only)
+    int ep = 1;  // expert parallel: MoE experts over ep of the dp x cp GPUs (docs/moe.md)
     bool sp = false;
     int zero = 0;
     const IPipelineSchedule* schedule = &default_pipeline_schedule();

@@ -44,26 +44,59 @@ void emit_training(Emitter& em, PlanBuild& out) {
     std::vector<std::vector<std::uint32_t>> host_task(static_cast<std::size_t>(mbs));
     std::vector<std::vector<std::uint32_t>> last_dp(static_cast<std::size_t>(p), std::vector<std::uint32_t>(width, kNone));
 
-    auto dp_collective = [&](int s, net::CollectiveOp op, double bytes, Phase ph, int mb, int layer,
-                             const std::vector<std::uint32_t>& after) {
-        if (rs.dp * rs.cp <= 1) return;  // gradients are reduced over dp x cp
+    // Over the dp x cp group of each TP rank; experts: over the expert-data-
+    // parallel groups (dp x cp / ep ranks each) that have simulated members.
+    auto dp_collective_over = [&](int s, net::CollectiveOp op, double bytes, Phase ph, int mb, int layer,
+                                  const std::vector<std::uint32_t>& after, bool experts) {
+        const int ranks = experts ? rs.dp * rs.cp / rs.ep : rs.dp * rs.cp;
+        if (ranks <= 1 || bytes <= 0) return;
         const auto& mem = em.members[static_cast<std::size_t>(s)];
         const int tps = em.options.collapse ? 1 : rs.tp;
-        for (int r = 0; r < tps; ++r) {
-            Task t = em.base(ph, mb, layer, -1);
-            t.kind = TaskKind::collective;
-            t.stream = StreamKind::dp_comm;
-            t.group = em.dp_group(s, r);
-            t.op = op;
-            t.bytes = Bytes::ceil(bytes);
-            t.gpu = em.plan.groups[t.group].members.front();
-            std::vector<std::uint32_t> deps;
-            for (std::size_t i = 0; i < mem.size(); ++i)
-                if (mem[i].r == r && !after.empty()) deps.push_back(after[i]);
-            const auto id = em.plan.add(t, deps);
-            for (std::size_t i = 0; i < mem.size(); ++i)
-                if (mem[i].r == r) last_dp[static_cast<std::size_t>(s)][i] = id;
-        }
+        const int subs = experts ? rs.ep : 1;
+        for (int r = 0; r < tps; ++r)
+            for (int j = 0; j < subs; ++j) {
+                const auto in_group = [&](const Emitter::Member& x) {
+                    return x.r == r && (!experts || (x.d * rs.cp + x.c) % rs.ep == j);
+                };
+                bool any = false;
+                for (const auto& x : mem) any = any || in_group(x);
+                if (!any) continue;
+                Task t = em.base(ph, mb, layer, -1);
+                t.kind = TaskKind::collective;
+                t.stream = StreamKind::dp_comm;
+                t.group = experts ? em.edp_group(s, r, j) : em.dp_group(s, r);
+                t.op = op;
+                t.bytes = Bytes::ceil(bytes);
+                t.gpu = em.plan.groups[t.group].members.front();
+                std::vector<std::uint32_t> deps;
+                // The dp_comm stream runs a bucket's dense part, then its
+                // experts' part, so the last one done is the last issued.
+                for (std::size_t i = 0; i < mem.size(); ++i)
+                    if (in_group(mem[i]) && !after.empty()) deps.push_back(after[i]);
+                const auto id = em.plan.add(t, deps);
+                for (std::size_t i = 0; i < mem.size(); ++i)
+                    if (in_group(mem[i])) last_dp[static_cast<std::size_t>(s)][i] = id;
+            }
+    };
+    // A transformer layer's parameters on one GPU, dense and experts
+    // (without EP the experts stay in `dense`, as the per-layer count).
+    // (Layer l's count: the leading dense layers of an MoE model differ.)
+    const auto layer_params = [&](int l) { return workload::layer_parameters(params, m, l); };
+    const auto layer_experts = [&](int l) {
+        return rs.ep > 1 ? workload::layer_expert_params_per_shard(m, em.opt, l) : 0.0;
+    };
+    const auto layer_dense = [&](int l) { return layer_params(l) / rs.tp - layer_experts(l) * rs.ep; };
+    auto dp_collective = [&](int s, net::CollectiveOp op, double bytes, Phase ph, int mb, int layer,
+                             const std::vector<std::uint32_t>& after) {
+        dp_collective_over(s, op, bytes, ph, mb, layer, after, false);
+    };
+    // A layer's collective of `per_param` bytes per parameter: the dense
+    // part over dp x cp, then the experts' part over the EDP group.
+    auto layer_collective = [&](int s, net::CollectiveOp op, double per_param, Phase ph, int mb, int layer,
+                                const std::vector<std::uint32_t>& after) {
+        if (rs.ep <= 1) return dp_collective(s, op, layer_params(layer) / rs.tp * per_param, ph, mb, layer, after);
+        dp_collective_over(s, op, layer_dense(layer) * per_param, ph, mb, layer, after, false);
+        dp_collective_over(s, op, layer_experts(layer) * per_param, ph, mb, layer, after, true);
     };
 
     // Gradient buckets of a stage: reduced as each layer's last micro-batch
@@ -71,13 +104,24 @@ void emit_training(Emitter& em, PlanBuild& out) {
     struct Bucket {
         double bytes;
         int layer, mb;
+        bool experts;  // over the expert-data-parallel group
     };
     std::vector<std::vector<Bucket>> deferred(static_cast<std::size_t>(p));
     std::vector<std::vector<std::uint32_t>> stage_end(static_cast<std::size_t>(p), std::vector<std::uint32_t>(width, kNone));
     const auto reduce_op = rs.zero >= 1 ? net::CollectiveOp::reduce_scatter : net::CollectiveOp::all_reduce;
     auto grad_bucket = [&](int s, double bytes, int mb, int layer, const std::vector<std::uint32_t>& after) {
         if (rs.overlap.grad_reduce) dp_collective(s, reduce_op, bytes, Phase::backward, mb, layer, after);
-        else deferred[static_cast<std::size_t>(s)].push_back({bytes, layer, mb});
+        else deferred[static_cast<std::size_t>(s)].push_back({bytes, layer, mb, false});
+    };
+    // A transformer layer's bucket (bytes per parameter).
+    auto layer_bucket = [&](int s, int mb, int layer, const std::vector<std::uint32_t>& after) {
+        if (rs.ep <= 1) return grad_bucket(s, layer_params(layer) / rs.tp * grad_bytes, mb, layer, after);
+        if (rs.overlap.grad_reduce) {
+            layer_collective(s, reduce_op, grad_bytes, Phase::backward, mb, layer, after);
+        } else {
+            deferred[static_cast<std::size_t>(s)].push_back({layer_dense(layer) * grad_bytes, layer, mb, false});
+            deferred[static_cast<std::size_t>(s)].push_back({layer_experts(layer) * grad_bytes, layer, mb, true});
+        }
     };
 
     // overlap.param_gather (ZeRO >= 1): the distributed optimizer's
@@ -96,7 +140,14 @@ void emit_training(Emitter& em, PlanBuild& out) {
                     gathered[layer] = last_dp[static_cast<std::size_t>(s)];
                 };
                 if (vs == 0) bucket(workload::kEmbeddingLayer, params.embedding);
-                for (int l = a; l < b; ++l) bucket(l, params.per_layer);
+                for (int l = a; l < b; ++l) {
+                    if (rs.ep > 1) {
+                        layer_collective(s, net::CollectiveOp::all_gather, wbytes, Phase::forward, -1, l, {});
+                        gathered[l] = last_dp[static_cast<std::size_t>(s)];
+                    } else {
+                        bucket(l, layer_params(l));
+                    }
+                }
                 if (vs + 1 == nv) bucket(workload::kHeadLayer, params.lm_head + params.final_norm);
             }
     }
@@ -125,8 +176,7 @@ void emit_training(Emitter& em, PlanBuild& out) {
             for (int l = first_layer; l < end_layer; ++l) {
                 wait_gather(l, pending);
                 if (rs.zero >= 3) {
-                    dp_collective(s, net::CollectiveOp::all_gather, params.per_layer / rs.tp * wbytes, Phase::forward,
-                                  it.mb, l, {});
+                    layer_collective(s, net::CollectiveOp::all_gather, wbytes, Phase::forward, it.mb, l, {});
                     for (std::size_t i = 0; i < width; ++i) pending[i].push_back(last_dp[static_cast<std::size_t>(s)][i]);
                 }
                 em.emit_ops(s, workload::layer_forward(m, l, it.mb, shape, em.opt), Phase::forward, it.mb, -1, pending,
@@ -148,8 +198,7 @@ void emit_training(Emitter& em, PlanBuild& out) {
                 em.emit_ops(s, workload::head_backward(m, it.mb, shape, em.opt), Phase::backward, it.mb, -1, pending, last);
             for (int l = end_layer - 1; l >= first_layer; --l) {
                 if (rs.zero >= 3) {
-                    dp_collective(s, net::CollectiveOp::all_gather, params.per_layer / rs.tp * wbytes, Phase::backward,
-                                  it.mb, l, {});
+                    layer_collective(s, net::CollectiveOp::all_gather, wbytes, Phase::backward, it.mb, l, {});
                     for (std::size_t i = 0; i < width; ++i) pending[i].push_back(last_dp[static_cast<std::size_t>(s)][i]);
                 }
                 em.emit_ops(s, workload::layer_backward(m, l, it.mb, shape, em.opt, w.recompute), Phase::backward,
@@ -157,7 +206,7 @@ void emit_training(Emitter& em, PlanBuild& out) {
                 // Bucketed gradient synchronisation: one bucket per layer,
                 // issued once the last micro-batch's gradients are complete,
                 // overlapping the backward of earlier layers.
-                if (last_mb) grad_bucket(s, params.per_layer / rs.tp * grad_bytes, it.mb, l, last);
+                if (last_mb) layer_bucket(s, it.mb, l, last);
             }
             if (vs == 0)
                 em.emit_ops(s, workload::embedding_backward(m, it.mb, shape, em.opt), Phase::backward, it.mb, -1,
@@ -216,7 +265,8 @@ void emit_training(Emitter& em, PlanBuild& out) {
     // Without overlap.grad_reduce, the buckets go once the stage's backward is done.
     for (int s = 0; s < p; ++s)
         for (const auto& b : deferred[static_cast<std::size_t>(s)])
-            dp_collective(s, reduce_op, b.bytes, Phase::backward, b.mb, b.layer, stage_end[static_cast<std::size_t>(s)]);
+            dp_collective_over(s, reduce_op, b.bytes, Phase::backward, b.mb, b.layer, stage_end[static_cast<std::size_t>(s)],
+                               b.experts);
 
     // Optimizer step after the gradient collectives, then (ZeRO >= 1, unless
     // it runs during the forward) the parameter all-gather.
@@ -225,12 +275,24 @@ void emit_training(Emitter& em, PlanBuild& out) {
         double stage_params = 0;
         for (int c = 0; c < v; ++c) {
             const auto [a, b] = em.vstages[static_cast<std::size_t>(c * p + s)];
-            stage_params += (b - a) * params.per_layer;
+            int dense = 0;  // leading dense layers of an MoE model in [a, b)
+            for (int l = a; l < b; ++l) dense += m.experts > 0 && !m.is_moe_layer(l);
+            stage_params += (b - a - dense) * params.per_layer + dense * params.dense_layer;
             if (c * p + s == 0) stage_params += params.embedding;
             if (c * p + s == nv - 1) stage_params += params.lm_head + params.final_norm;
         }
         stage_params /= rs.tp;
-        const double local_params = stage_params / (rs.zero >= 1 ? rs.dp * rs.cp : 1);
+        double local_params = stage_params / (rs.zero >= 1 ? rs.dp * rs.cp : 1);
+        double stage_experts = 0;  // expert parameters on this GPU (EP only)
+        if (rs.ep > 1) {
+            for (int c = 0; c < v; ++c) {
+                const auto [a, b] = em.vstages[static_cast<std::size_t>(c * p + s)];
+                for (int l = a; l < b; ++l) stage_experts += layer_experts(l);
+            }
+            stage_params -= stage_experts * rs.ep;  // dense only from here
+            local_params = stage_params / (rs.zero >= 1 ? rs.dp * rs.cp : 1) +
+                           stage_experts / (rs.zero >= 1 ? rs.dp * rs.cp / rs.ep : 1);
+        }
         std::vector<std::uint32_t> opt_task(mem.size());
         for (std::size_t i = 0; i < mem.size(); ++i) {
             Task t = em.base(Phase::optimizer, -1, -1, -1);
@@ -240,8 +302,12 @@ void emit_training(Emitter& em, PlanBuild& out) {
             t.kernel = em.plan.add_kernel(workload::optimizer_step(local_params, em.opt).kernel);
             opt_task[i] = em.plan.add(t, {last_dp[static_cast<std::size_t>(s)][i]});
         }
-        if (rs.zero >= 1 && !gather_in_forward)
+        if (rs.zero >= 1 && !gather_in_forward) {
             dp_collective(s, net::CollectiveOp::all_gather, stage_params * wbytes, Phase::optimizer, -1, -1, opt_task);
+            if (stage_experts > 0)
+                dp_collective_over(s, net::CollectiveOp::all_gather, stage_experts * wbytes, Phase::optimizer, -1, -1,
+                                   opt_task, true);
+        }
     }
     out.tokens_per_iteration = static_cast<double>(w.global_batch) * static_cast<double>(w.seq_len);
     out.model_flops = workload::training_flops_per_token(m, w.seq_len) * out.tokens_per_iteration;

@@ -79,13 +79,38 @@ struct Emitter {
     // reduced over dp x cp GPUs (rank order: replica, then CP rank).
     std::uint32_t tp_group(int s, int d, int c) { return group(0, s, d * rs.cp + c); }
     std::uint32_t dp_group(int s, int r) { return group(1, s, r); }
+    // Expert parallelism (docs/moe.md): the dp x cp ranks q = d x cp + c of a
+    // stage and TP rank fold into blocks of ep consecutive ranks. EP group:
+    // block q / ep (the all-to-all); expert-data-parallel group: the ranks
+    // with the same q % ep (the experts' gradient reduction).
+    std::uint32_t ep_group(int s, int r, int block) { return group(2, s, r * (rs.dp * rs.cp) + block); }
+    std::uint32_t edp_group(int s, int r, int j) { return group(3, s, r * (rs.dp * rs.cp) + j); }
+    // The ranks q of an EP (kind 2) or EDP (kind 3) group with index `sub`.
+    std::vector<int> fold_ranks(int kind, int sub) const {
+        std::vector<int> q;
+        if (kind == 2)
+            for (int i = 0; i < rs.ep; ++i) q.push_back(sub * rs.ep + i);
+        else
+            for (int b = 0; b < rs.dp * rs.cp / rs.ep; ++b) q.push_back(b * rs.ep + sub);
+        return q;
+    }
     std::uint32_t group(int kind, int s, int idx) {
         const auto key = std::make_tuple(kind, s, idx);
         if (auto it = group_cache.find(key); it != group_cache.end()) return it->second;
         Group g;
-        g.algorithm = collective_algorithm;
+        // The strategy's algorithm names an all-reduce algorithm; the EP
+        // all-to-all takes auto's (the registry's all-to-all algorithm).
+        g.algorithm = kind == 2 ? std::string("auto") : collective_algorithm;
+        const int folded = rs.dp * rs.cp;
         if (kind == 0) {
             for (int i = 0; i < rs.tp; ++i) g.gpus.push_back(real(idx / rs.cp, s, idx % rs.cp, i));
+        } else if (kind >= 2) {
+            const int r = idx / folded;
+            for (int q : fold_ranks(kind, idx % folded)) g.gpus.push_back(real(q / rs.cp, s, q % rs.cp, r));
+            for (const auto& mem : members[static_cast<std::size_t>(s)]) {
+                const int q = mem.d * rs.cp + mem.c;
+                if (mem.r == r && (kind == 2 ? q / rs.ep : q % rs.ep) == idx % folded) g.members.push_back(mem.local);
+            }
         } else {
             for (int d = 0; d < rs.dp; ++d)
                 for (int c = 0; c < rs.cp; ++c) g.gpus.push_back(real(d, s, c, idx));
@@ -144,6 +169,7 @@ struct Emitter {
             } else if (tp_on && op.tp_sync == workload::TpSync::before_column_parallel) {
                 tp_collective(s, net::CollectiveOp::all_gather, op.tp_sync_bytes, ph, mb, step, pending, last);
             }
+            if (rs.ep > 1 && op.ep_a2a_bytes.value > 0) ep_all_to_all(s, op.ep_a2a_bytes, ph, mb, step, pending, last);
             if (op.cp_step == 0) ring_in = last;  // K and V (and dO) are ready once the preceding task is
             if (op.cp_step > 0) ring_step(s, op.cp_ring_bytes, ph, mb, step, ring_in, pending);
             for (std::size_t i = 0; i < mem.size(); ++i) {
@@ -260,6 +286,36 @@ struct Emitter {
                         last[i] = id;
                     }
             }
+    }
+
+    // The token dispatch or combine of an MoE layer: one all-to-all per EP
+    // group that has simulated members, after their last task (and what
+    // they wait for); on the tp_comm stream, since like a TP collective it
+    // blocks the compute that follows (no DeepEP-style overlap is modelled).
+    void ep_all_to_all(int s, Bytes bytes, Phase ph, int mb, int step, std::vector<std::vector<std::uint32_t>>& pending,
+                       std::vector<std::uint32_t>& last) {
+        const auto& mem = members[static_cast<std::size_t>(s)];
+        std::map<std::pair<int, int>, std::vector<std::size_t>> by_group;  // (tp rank, block) -> members
+        for (std::size_t i = 0; i < mem.size(); ++i) by_group[{mem[i].r, (mem[i].d * rs.cp + mem[i].c) / rs.ep}].push_back(i);
+        for (const auto& [key, who] : by_group) {
+            Task t = base(ph, mb, -1, step);
+            t.kind = TaskKind::collective;
+            t.stream = StreamKind::tp_comm;
+            t.group = ep_group(s, key.first, key.second);
+            t.op = net::CollectiveOp::all_to_all;
+            t.bytes = bytes;
+            std::vector<std::uint32_t> deps;
+            for (std::size_t i : who) {
+                if (last[i] != kNone) deps.push_back(last[i]);
+                deps.insert(deps.end(), pending[i].begin(), pending[i].end());
+            }
+            t.gpu = plan.groups[t.group].members.front();
+            const auto id = plan.add(t, deps);
+            for (std::size_t i : who) {
+                pending[i] = {id};
+                last[i] = id;
+            }
+        }
     }
 
     // --tp-comm-overlap (Transformer Engine userbuffers, sequence parallel):

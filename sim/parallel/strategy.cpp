@@ -31,6 +31,8 @@ workload::OperatorOptions operator_options(const config::ScenarioSpec& sc, const
     o.sequence_parallel = rs.sp && rs.tp > 1;
     o.inference = sc.workload.mode == Mode::inference;
     o.cp = rs.cp;
+    o.ep = rs.ep;
+    o.moe = sc.workload.moe;
     return o;
 }
 
@@ -50,6 +52,24 @@ Shapes shapes_for(const config::ScenarioSpec& sc, std::int64_t mb_size) {
         s.train = {mb_size, w.seq_len, w.seq_len};
     }
     return s;
+}
+
+// Expert parallelism, Megatron-Core's rule with expert tensor parallelism =
+// tp: the MoE layers fold the dp x cp ranks of a stage into ep x edp
+// (expert data parallel), so ep divides dp x cp, and ep divides the experts.
+void resolve_ep(const config::ScenarioSpec& sc, const config::StrategySpec& spec, ResolvedStrategy& rs) {
+    const auto& m = sc.model;
+    if (sc.workload.moe_where.line > 0 && m.experts == 0)
+        throw ConfigError(sc.workload.moe_where, fmt::format("workload.moe: model '{}' is dense (no experts)", m.name));
+    rs.ep = spec.ep;
+    if (rs.ep == 1) return;
+    if (m.experts == 0) refuse(spec, fmt::format("ep={}: model '{}' is dense (no experts to split)", rs.ep, m.name));
+    if (m.experts % rs.ep != 0)
+        refuse(spec, fmt::format("ep={} does not divide the model's {} experts", rs.ep, m.experts));
+    if ((rs.dp * rs.cp) % rs.ep != 0)
+        refuse(spec, fmt::format("ep={} does not divide dp x cp = {} x {} (the experts fold onto the data-parallel "
+                                 "ranks, as in Megatron-Core)",
+                                 rs.ep, rs.dp, rs.cp));
 }
 
 // Resolves tp/pp/dp and micro-batching; checks divisibility with the numbers named.
@@ -125,6 +145,7 @@ ResolvedStrategy resolve_degrees(const config::ScenarioSpec& sc, const config::S
                                  m.layers));
     rs.pp = pp;
     rs.dp = dp;
+    resolve_ep(sc, spec, rs);
 
     const auto& w = sc.workload;
     std::int64_t sequences = 0;  // per DP replica
@@ -167,14 +188,22 @@ hw::MemoryBreakdown stage_memory(const config::ScenarioSpec& sc, const ResolvedS
     const auto& m = sc.model;
     const auto opt = operator_options(sc, rs);
     int layers = 0;
+    int dense_layers = 0;  // the leading dense layers of an MoE model in this stage
     bool first = false, last = false;
     for (std::size_t v = 0; v < vstages.size(); ++v) {
         if (static_cast<int>(v) % rs.pp != s) continue;
         layers += vstages[v].second - vstages[v].first;
+        for (int l = vstages[v].first; l < vstages[v].second; ++l) dense_layers += m.experts > 0 && !m.is_moe_layer(l);
         first = first || v == 0;
         last = last || v + 1 == vstages.size();
     }
-    double weight_bytes = layers * workload::layer_weight_bytes(m, opt);
+    const int moe_layers = layers - dense_layers;
+    double weight_bytes = moe_layers * workload::layer_weight_bytes(m, opt) +
+                          dense_layers * workload::layer_weight_bytes(m, opt, 0);
+    // The experts' share: sharded over ep already, replicated over the
+    // expert-data-parallel ranks (dp x cp / ep), which ZeRO shards over.
+    const double wbytes = hw::bytes_per_element(opt.precision.weights);
+    const double expert_bytes = moe_layers * workload::layer_expert_params_per_shard(m, opt) * wbytes;
     if (first) weight_bytes += workload::embedding_weight_bytes(m, opt);
     if (last) {
         weight_bytes += workload::head_weight_bytes(m, opt);
@@ -190,9 +219,25 @@ hw::MemoryBreakdown stage_memory(const config::ScenarioSpec& sc, const ResolvedS
         // ZeRO shards over dp x cp. Activations are 1/cp (the shape's tokens
         // are divided by cp in the footprint).
         const int shards = rs.dp * rs.cp;
-        b.weights = weight_bytes / (rs.zero >= 3 ? shards : 1);
-        b.gradients = params * state.gradients / (rs.zero >= 2 ? shards : 1);
-        b.optimizer = params * state.optimizer / (rs.zero >= 1 ? shards : 1);
+        const int expert_shards = shards / rs.ep;
+        const double dense_bytes = weight_bytes - expert_bytes;
+        const double dense_params = dense_bytes / state.weights, expert_params = expert_bytes / state.weights;
+        const auto sharded = [&](double dense, double expert, int level, double& expert_part) {
+            expert_part = expert / (rs.zero >= level ? expert_shards : 1);
+            return dense / (rs.zero >= level ? shards : 1) + expert_part;
+        };
+        if (rs.ep > 1) {
+            b.weights = sharded(dense_bytes, expert_bytes, 3, b.expert_weights);
+            b.gradients = sharded(dense_params * state.gradients, expert_params * state.gradients, 2, b.expert_gradients);
+            b.optimizer = sharded(dense_params * state.optimizer, expert_params * state.optimizer, 1, b.expert_optimizer);
+        } else {
+            b.weights = weight_bytes / (rs.zero >= 3 ? shards : 1);
+            b.gradients = params * state.gradients / (rs.zero >= 2 ? shards : 1);
+            b.optimizer = params * state.optimizer / (rs.zero >= 1 ? shards : 1);
+            sharded(0, expert_bytes, 3, b.expert_weights);
+            sharded(0, expert_params * state.gradients, 2, b.expert_gradients);
+            sharded(0, expert_params * state.optimizer, 1, b.expert_optimizer);
+        }
         const int layers_per_chunk = std::max(1, layers / rs.virtual_stages);
         const auto inflight_chunks = static_cast<double>(
             rs.schedule->chunks_in_flight(PipelineShape{rs.pp, rs.microbatches, rs.virtual_stages}, s));
@@ -201,6 +246,7 @@ hw::MemoryBreakdown stage_memory(const config::ScenarioSpec& sc, const ResolvedS
         b.workspace = workload::workspace_bytes(m, sh.train, opt, true);
     } else {
         b.weights = weight_bytes;
+        b.expert_weights = expert_bytes;
         const std::int64_t replica_batch =
             std::accumulate(rs.microbatch_sizes.begin(), rs.microbatch_sizes.end(), std::int64_t{0});
         b.kv_cache = layers * workload::layer_kv_bytes(m, replica_batch,

@@ -111,6 +111,7 @@ std::string run_json(const RunMetrics& m) {
                        m.feasible ? "true" : "false");
     out += fmt::format(",\"parallelism\":{{\"tp\":{},\"cp\":{},\"pp\":{},\"dp\":{},\"microbatches\":{},\"stages\":{}}}",
                        rs.tp, rs.cp, rs.pp, rs.dp, rs.microbatches, stages_json(rs));
+    if (rs.ep > 1) out.insert(out.size() - 1, fmt::format(",\"ep\":{}", rs.ep));  // inside "parallelism"
     out += fmt::format(",\"note\":{}", json_string(m.note));
     out += fmt::format(
         ",\"memory\":{{\"per_gpu_peak_bytes\":{},\"capacity_bytes\":{},\"oom\":{},\"stage\":{},\"breakdown\":{{"
@@ -118,6 +119,12 @@ std::string run_json(const RunMetrics& m) {
         json_number(b.total()), m.memory.capacity.value, m.memory.oom ? "true" : "false", m.memory_stage,
         json_number(b.weights), json_number(b.gradients), json_number(b.optimizer), json_number(b.activations),
         json_number(b.kv_cache), json_number(b.workspace));
+    if (b.expert_weights > 0) {
+        // The experts' part of weights / gradients / optimizer, inside "memory".
+        out.insert(out.size() - 1, fmt::format(",\"experts\":{{\"weights\":{},\"gradients\":{},\"optimizer\":{}}}",
+                                               json_number(b.expert_weights), json_number(b.expert_gradients),
+                                               json_number(b.expert_optimizer)));
+    }
     out += fmt::format(
         ",\"metrics\":{{\"tokens_per_s\":{},\"tpot_ms\":{},\"inv_tps_ms\":{},\"ttft_ms\":{},\"iteration_ms\":{},"
         "\"mfu\":{},\"hfu\":{},\"l2_hit_rate\":{},\"hbm_bytes\":{},\"gpu_busy\":{},"
@@ -200,8 +207,10 @@ std::string format_table(const config::ScenarioSpec& sc, const std::vector<RunMe
     const auto none = [](const RunMetrics&) { return std::optional<double>(); };
     add("GPUs (tp x pp x dp)", [](const RunMetrics& m) {
             const auto& r = m.resolved;
-            return r.cp > 1 ? fmt::format("{} ({}x{}x{}, cp {})", m.gpus, r.tp, r.pp, r.dp, r.cp)
-                            : fmt::format("{} ({}x{}x{})", m.gpus, r.tp, r.pp, r.dp);
+            std::string s = r.cp > 1 ? fmt::format("{} ({}x{}x{}, cp {})", m.gpus, r.tp, r.pp, r.dp, r.cp)
+                                     : fmt::format("{} ({}x{}x{})", m.gpus, r.tp, r.pp, r.dp);
+            if (r.ep > 1) s.insert(s.size() - 1, fmt::format(", ep {}", r.ep));
+            return s;
         }, none);
     add("micro-batches", [](const RunMetrics& m) { return fmt::format("{}", m.resolved.microbatches); }, none);
     add("feasible", [](const RunMetrics& m) { return m.feasible ? std::string("yes") : std::string("OUT OF MEMORY"); }, none);
@@ -212,6 +221,13 @@ std::string format_table(const config::ScenarioSpec& sc, const std::vector<RunMe
             const auto& b = m.memory.breakdown;
             return fmt::format("{} / {} / {}", format_bytes(b.weights), format_bytes(b.gradients), format_bytes(b.optimizer));
         }, none);
+    if (sc.model.experts > 0) {
+        add("  of which experts", [](const RunMetrics& m) {
+                const auto& b = m.memory.breakdown;
+                return fmt::format("{} / {} / {}", format_bytes(b.expert_weights), format_bytes(b.expert_gradients),
+                                   format_bytes(b.expert_optimizer));
+            }, none);
+    }
     add("  activations / KV / workspace", [](const RunMetrics& m) {
             const auto& b = m.memory.breakdown;
             return fmt::format("{} / {} / {}", format_bytes(b.activations), format_bytes(b.kv_cache),

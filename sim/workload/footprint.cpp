@@ -22,19 +22,47 @@ std::int64_t ffn_up_per_shard(const ModelSpec& m, int tp) {
 
 }  // namespace
 
-double layer_params_per_shard(const ModelSpec& m, const OperatorOptions& opt) {
+namespace {
+// One MLP of intermediate size `ffn` on one TP shard, with its biases.
+double mlp_params_per_shard(const ModelSpec& m, std::int64_t ffn, int tp) {
+    const double h = as_d(m.hidden);
+    const double f_p = as_d(ceil_div(ffn, tp)), fup_p = (m.ffn_kind == FfnKind::swiglu ? 2 : 1) * f_p;
+    return h * fup_p + f_p * h + (m.bias ? fup_p + h : 0.0);
+}
+}  // namespace
+
+double layer_params_per_shard(const ModelSpec& m, const OperatorOptions& opt, std::int64_t layer) {
     const double a_p = as_d(heads_per_shard(m, opt.tp)), g_p = as_d(kv_heads_per_shard(m, opt.tp));
     const double d = as_d(m.head_dim), h = as_d(m.hidden);
-    const double f_p = as_d(ffn_per_shard(m, opt.tp)), fup_p = as_d(ffn_up_per_shard(m, opt.tp));
-    const double attn = h * (a_p + 2 * g_p) * d + a_p * d * h + (m.bias ? (a_p + 2 * g_p) * d + h : 0.0);
-    const double mlp = h * fup_p + f_p * h + (m.bias ? fup_p + h : 0.0);
+    const double biases = m.bias ? (a_p + 2 * g_p) * d + h : m.qkv_bias ? (a_p + 2 * g_p) * d : 0.0;
+    double attn = h * (a_p + 2 * g_p) * d + a_p * d * h + biases + (m.qk_norm ? 2 * d : 0.0);
+    if (m.is_mla()) {
+        // MLA (model.cpp, mla_params): the down projections and their norms
+        // replicated on every TP rank, the up and output projections split by head.
+        const auto& x = m.mla;
+        const double q_lora = as_d(x.q_lora_rank), kv_lora = as_d(x.kv_lora_rank);
+        const double qk = as_d(x.qk_nope_head_dim + x.qk_rope_head_dim);
+        const double q = x.q_lora_rank > 0 ? h * q_lora + q_lora + q_lora * a_p * qk : h * a_p * qk;
+        attn = q + h * (kv_lora + as_d(x.qk_rope_head_dim)) + kv_lora +
+               kv_lora * a_p * as_d(x.qk_nope_head_dim + x.v_head_dim) + a_p * as_d(x.v_head_dim) * h;
+    }
     const double norms = 2 * norm_params(m);
-    if (m.experts > 0) return attn + norms + as_d(m.experts) * mlp + h * as_d(m.experts);
-    return attn + norms + mlp;
+    if (m.experts > 0 && m.is_moe_layer(layer)) {
+        // Shared experts run on every token like a dense MLP: they stay with the dense part.
+        const double shared = as_d(m.shared_experts) * mlp_params_per_shard(m, m.expert_ffn(), opt.tp);
+        return attn + norms + layer_expert_params_per_shard(m, opt, layer) + h * as_d(m.experts) + shared;
+    }
+    return attn + norms + mlp_params_per_shard(m, m.ffn, opt.tp);
 }
 
-double layer_weight_bytes(const ModelSpec& m, const OperatorOptions& opt) {
-    return layer_params_per_shard(m, opt) * hw::bytes_per_element(opt.precision.weights);
+double layer_expert_params_per_shard(const ModelSpec& m, const OperatorOptions& opt, std::int64_t layer) {
+    if (m.experts <= 0 || !m.is_moe_layer(layer)) return 0.0;
+    // ep divides experts (checked by the strategy).
+    return as_d(m.experts / std::max(1, opt.ep)) * mlp_params_per_shard(m, m.expert_ffn(), opt.tp);
+}
+
+double layer_weight_bytes(const ModelSpec& m, const OperatorOptions& opt, std::int64_t layer) {
+    return layer_params_per_shard(m, opt, layer) * hw::bytes_per_element(opt.precision.weights);
 }
 
 double embedding_weight_bytes(const ModelSpec& m, const OperatorOptions& opt) {
@@ -50,6 +78,11 @@ double head_weight_bytes(const ModelSpec& m, const OperatorOptions& opt) {
 }
 
 double layer_kv_bytes(const ModelSpec& m, std::int64_t batch, std::int64_t context, const OperatorOptions& opt) {
+    // MLA caches the compressed latent and the shared rope key per token,
+    // the same on every TP rank (DeepSeek-V2 section 2.1.2).
+    if (m.is_mla())
+        return as_d(batch) * as_d(context) * as_d(m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) *
+               hw::bytes_per_element(opt.precision.kv);
     return 2.0 * as_d(batch) * as_d(context) * as_d(kv_heads_per_shard(m, opt.tp)) * as_d(m.head_dim) *
            hw::bytes_per_element(opt.precision.kv);
 }
@@ -79,7 +112,13 @@ double layer_activation_bytes(const ModelSpec& m, const PassShape& shape, const 
     const double sp = opt.sequence_parallel && opt.tp > 1 ? as_d(opt.tp) : 1.0;
     if (recompute == Recompute::full) return tokens * ab * h / sp;  // the layer input only
     const double a_p = as_d(heads_per_shard(m, opt.tp)), g_p = as_d(kv_heads_per_shard(m, opt.tp));
-    const double k = m.experts > 0 ? as_d(m.top_k) : 1.0;  // MoE: each token's MLP tensors once per chosen expert
+    // MoE: each token's MLP tensors once per chosen expert; under expert
+    // parallelism, the tokens the straggler rank's experts receive.
+    double k = m.experts > 0 ? as_d(m.top_k) : 1.0;
+    if (m.experts > 0 && opt.ep > 1) {
+        const auto t = std::max<std::int64_t>(1, shape.batch * shape.new_tokens / opt.cp);
+        k = as_d(expert_load(m.experts, m.top_k, opt.ep, t, opt.moe).hot_tokens) / as_d(t);
+    }
     const double replicated = 2 * ab * h + ab * h + k * ab * h + 2 * h;
     const double split = ab * (a_p + g_p) * d + ab * g_p * d + ab * a_p * d +
                          k * ab * as_d(ffn_up_per_shard(m, opt.tp) + ffn_per_shard(m, opt.tp));

@@ -38,12 +38,36 @@ struct ModelSpec {
     bool bias = false;
     std::int64_t experts = 0;  // 0: dense
     std::int64_t top_k = 0;
+    // Mixture-of-experts refinements (DeepSeek-V3, Qwen3-MoE): each
+    // expert's intermediate size (0: ffn), experts every token uses besides
+    // its top_k (shared experts, of moe_ffn each), and leading layers that
+    // keep a dense MLP of size ffn.
+    std::int64_t moe_ffn = 0;
+    std::int64_t shared_experts = 0;
+    std::int64_t first_dense_layers = 0;
+    // Biases on the Q, K and V projections only (Qwen2); RMSNorm of each
+    // query and key head (Qwen3 "q_norm"/"k_norm").
+    bool qkv_bias = false;
+    bool qk_norm = false;
+    // Multi-head latent attention (DeepSeek-V2/V3): queries through a
+    // low-rank q_lora_rank bottleneck (0: a plain projection), keys and
+    // values from a kv_lora_rank latent plus a shared rope key of
+    // qk_rope_head_dim; per head a query/key of qk_nope + qk_rope and a
+    // value of v_head_dim. kv_lora_rank == 0: not MLA.
+    struct Mla {
+        std::int64_t q_lora_rank = 0, kv_lora_rank = 0, qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+    } mla;
+    bool is_mla() const { return mla.kv_lora_rank > 0; }
+    std::int64_t expert_ffn() const { return moe_ffn > 0 ? moe_ffn : ffn; }
+    // Whether layer `l` routes its MLP through experts.
+    bool is_moe_layer(std::int64_t l) const { return experts > 0 && l >= first_dense_layers; }
     SourceLocation where;
 };
 
 struct ParamCount {
-    double per_layer = 0;       // one transformer layer (all experts)
+    double per_layer = 0;       // one transformer layer (all experts); an MoE layer when some are dense
     double per_layer_active = 0;  // one layer, experts used per token only
+    double dense_layer = 0;     // one of the first_dense_layers (0 when there are none)
     double embedding = 0;       // token (+ position) embeddings
     double lm_head = 0;         // 0 when tied
     double final_norm = 0;
@@ -57,8 +81,12 @@ struct ParamCount {
 };
 
 ParamCount count_parameters(const ModelSpec& m);
+// The parameters of transformer layer `l` (per_layer, or dense_layer for
+// the leading dense layers of an MoE model).
+double layer_parameters(const ParamCount& c, const ModelSpec& m, std::int64_t l);
 
-// heads * head_dim: the width of the attention (equals hidden unless head_dim is given).
+// heads * head_dim: the width of the attention (equals hidden unless head_dim
+// is given); under MLA heads x (qk_nope + qk_rope + v_head_dim) / 2.
 std::int64_t attention_width(const ModelSpec& m);
 
 // Model FLOPs per token (MFU convention, no recompute), N = ParamCount::flop_params:

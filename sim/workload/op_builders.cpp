@@ -30,6 +30,13 @@ Dims make_dims(const ModelSpec& m, std::int64_t layer, std::int64_t mb, const Pa
         if (!o.flash_attention)
             throw ModelError(fmt::format("context parallelism (cp={}) needs flash attention (ring attention)", o.cp));
     }
+    if (m.is_mla()) {
+        // Parameter counts, the KV cache and the FLOP rules know MLA; the
+        // layer's kernels (latent projections, absorbed decode) do not yet.
+        throw ModelError(fmt::format("model '{}': multi-head latent attention (MLA) is not simulated yet; "
+                                     "parasim counts its parameters and FLOPs only",
+                                     m.name));
+    }
     if (m.experts > 1000) {
         throw ModelError(fmt::format("model '{}': {} experts; tensor ids hold at most 1000", m.name, m.experts));
     }

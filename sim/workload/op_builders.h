@@ -161,6 +161,24 @@ Operator linear_dgrad(const Dims& x, const Linear& l);
 Operator linear_wgrad(const Dims& x, const Linear& l);
 std::vector<TensorUse> grads_of(const std::vector<TensorUse>& uses, bool write);
 
+// ---- MLPs (operators.cpp) and the MoE block (moe_ops.cpp) --------------------------
+
+// The MLP of one expert (or the dense MLP): ids of its tensors.
+struct MlpIds {
+    std::string prefix;  // "mlp", "expert" or "shared_expert"
+    int w_up = 0, w_down = 0;
+    std::int64_t tokens = 0;
+    std::uint64_t in = 0, gate = 0, up = 0, silu = 0, act = 0, out = 0;  // activation ids
+    bool dense = true;  // dense MLP: TP syncs around it; experts sync after the combine
+};
+// Local expert e with `tokens` tokens; the shared experts in slot `slot`, on every token.
+MlpIds expert_mlp_ids(const Dims& x, std::int64_t e, std::int64_t tokens);
+MlpIds shared_mlp_ids(const Dims& x, std::int64_t slot);
+void mlp_forward(const Dims& x, const MlpIds& ids, std::vector<Operator>& ops);
+void mlp_backward(const Dims& x, const MlpIds& ids, std::vector<Operator>& ops);
+void moe_forward(const Dims& x, std::vector<Operator>& ops);
+void moe_backward(const Dims& x, std::vector<Operator>& ops);
+
 // ---- the attention core (attention_ops.cpp) ---------------------------------------
 struct AttentionTensors {
     TensorUse q, o, lse;

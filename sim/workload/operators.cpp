@@ -1,6 +1,6 @@
 // Per-layer kernel sequences with exact FLOPs, bytes and shapes: the
-// layer's linears, MLP, mixture of experts, the layer in order (forward,
-// backward, recompute, hidden dropout) and the public interface. The rules
+// layer's linears, MLP, the layer in order (forward, backward, recompute,
+// hidden dropout) and the public interface; the MoE block is moe_ops.cpp. The rules
 // (and every formula) are listed in docs/workload-model.md. The shared
 // builders are op_builders.*, the attention core attention_ops.cpp, the
 // embedding and head embedding_head_ops.cpp.
@@ -46,8 +46,8 @@ Linear qkv_linear(const Dims& x) {
         x.o->flash_attention ? std::vector<TensorUse>{t.q, t.kv[0]} : std::vector<TensorUse>{t.q, t.k[0], t.v[0]},
         false);
     l.dx_writes = {use(partial_if_tp(x, flagged(x.act(aslot::norm1), kGrad)), full_act(x), true)};
-    l.bias_in_gemm = x.bias;
-    l.has_bias = x.bias;
+    l.bias_in_gemm = x.bias || x.m->qkv_bias;  // Qwen2: biases on q, k, v only
+    l.has_bias = l.bias_in_gemm;
     l.fwd_sync = TpSync::before_column_parallel;  // set_sync drops it unless tp > 1; only under SP:
     if (!x.sp) l.fwd_sync = TpSync::none;
     l.dgrad_sync = TpSync::after_column_input_grad;
@@ -74,14 +74,6 @@ Linear out_linear(const Dims& x) {
     return l;
 }
 
-// The MLP of one expert (or the dense MLP): ids of its tensors.
-struct MlpIds {
-    std::string prefix;  // "mlp" or "expert"
-    int w_up = 0, w_down = 0;
-    std::int64_t tokens = 0;
-    std::uint64_t in = 0, gate = 0, up = 0, silu = 0, act = 0, out = 0;  // activation ids
-    bool dense = true;  // dense MLP: TP syncs around it; experts sync after the combine
-};
 
 MlpIds dense_mlp_ids(const Dims& x) {
     MlpIds ids;
@@ -95,23 +87,6 @@ MlpIds dense_mlp_ids(const Dims& x) {
     ids.silu = x.act(aslot::silu);
     ids.act = x.act(aslot::act);
     ids.out = partial_if_tp(x, x.act(aslot::down));
-    return ids;
-}
-
-MlpIds expert_mlp_ids(const Dims& x, std::int64_t e, std::int64_t tokens) {
-    const int base = aslot::expert + 8 * static_cast<int>(e);
-    MlpIds ids;
-    ids.prefix = "expert";
-    ids.w_up = wslot::expert + 2 * static_cast<int>(e);
-    ids.w_down = ids.w_up + 1;
-    ids.tokens = tokens;
-    ids.in = x.act(base);
-    ids.gate = x.act(base + 1);
-    ids.up = x.act(base + 2);
-    ids.silu = x.act(base + 3);
-    ids.act = x.act(base + 4);
-    ids.out = x.act(base + 5);
-    ids.dense = false;
     return ids;
 }
 
@@ -225,112 +200,16 @@ void mlp_activation_backward(const Dims& x, const MlpIds& ids, std::vector<Opera
                     {use(flagged(ids.silu, kGrad), f), use(ids.gate, f), use(flagged(ids.gate, kGrad), f, true)}));
 }
 
-// ---- mixture of experts --------------------------------------------------------
-
-struct MoeShape {
-    std::int64_t active = 0;  // experts receiving tokens
-    std::int64_t tokens = 0;  // tokens per active expert
-};
-
-MoeShape moe_shape(const Dims& x) {
-    const std::int64_t routed = x.T * x.m->top_k;
-    MoeShape s;
-    s.active = std::min(x.m->experts, routed);
-    s.tokens = ceil_div(routed, s.active);
-    return s;
-}
-
-Linear router_linear(const Dims& x) {
-    Linear l;
-    l.name = "router";
-    l.weight = wslot::router;
-    l.tokens = x.T;
-    l.in = x.h;
-    l.out = x.m->experts;
-    const double e = static_cast<double>(x.T * x.m->experts) * x.ab;
-    l.x_reads = {use(gathered_if_sp(x, x.act(aslot::norm2)), full_act(x))};
-    l.y_writes = {use(x.act(aslot::router), e, true)};
-    l.dy_reads = {use(flagged(x.act(aslot::router), kGrad), e)};
-    // Accumulates into the input gradient the dispatch backward produced (after its TP reduction).
-    l.dx_writes = {use(flagged(x.act(aslot::norm2), kGrad), full_act(x), true)};
-    l.fwd_sync = x.sp ? TpSync::before_column_parallel : TpSync::none;
-    l.sync_bytes = full_act(x);
-    return l;
-}
-
-void moe_forward(const Dims& x, std::vector<Operator>& ops) {
-    const MoeShape ms = moe_shape(x);
-    const double T = static_cast<double>(x.T), k = static_cast<double>(x.m->top_k);
-    const double E = static_cast<double>(x.m->experts), h = static_cast<double>(x.h);
-    ops.push_back(linear_forward(x, router_linear(x)));
-    const double idx = T * k * 8.0;  // expert index (int32) and gate weight (fp32) per routed token
-    ops.push_back(elementwise(x, "router_topk", kSoftmaxFlops * T * E, T * E * x.ab, idx,
-                              {use(x.act(aslot::router), T * E * x.ab), use(x.act(aslot::topk), idx, true)}));
-    const double slice = static_cast<double>(ms.tokens) * h * x.ab;
-    std::vector<TensorUse> dispatch{use(gathered_if_sp(x, x.act(aslot::norm2)), full_act(x)),
-                                    use(x.act(aslot::topk), idx)};
-    for (std::int64_t e = 0; e < ms.active; ++e)
-        dispatch.push_back(use(expert_mlp_ids(x, e, ms.tokens).in, slice, true));
-    ops.push_back(elementwise(x, "moe_dispatch", 0, full_act(x) + idx, T * k * h * x.ab, std::move(dispatch)));
-    std::vector<TensorUse> combine{use(x.act(aslot::topk), idx)};
-    for (std::int64_t e = 0; e < ms.active; ++e) {
-        const MlpIds ids = expert_mlp_ids(x, e, ms.tokens);
-        ops.push_back(linear_forward(x, mlp_up_linear(x, ids)));
-        mlp_activation_forward(x, ids, ops);
-        ops.push_back(linear_forward(x, mlp_down_linear(x, ids)));
-        combine.push_back(use(ids.out, slice));
-    }
-    combine.push_back(use(partial_if_tp(x, x.act(aslot::down)), full_act(x), true));
-    Operator op = elementwise(x, "moe_combine", 2 * T * k * h, T * k * h * x.ab + idx, full_act(x), std::move(combine));
-    set_sync(x, op, TpSync::after_row_parallel, full_act(x));
-    ops.push_back(std::move(op));
-}
-
-void moe_backward(const Dims& x, std::vector<Operator>& ops) {
-    const MoeShape ms = moe_shape(x);
-    const double T = static_cast<double>(x.T), k = static_cast<double>(x.m->top_k);
-    const double E = static_cast<double>(x.m->experts), h = static_cast<double>(x.h);
-    const double idx = T * k * 8.0;
-    const double slice = static_cast<double>(ms.tokens) * h * x.ab;
-    const std::uint64_t dy = gathered_if_sp(x, flagged(x.act(aslot::resid, x.layer + 1), kGrad));
-    // Combine backward: each expert's output gradient, and the gate-weight gradient.
-    std::vector<TensorUse> cb{use(dy, full_act(x)), use(x.act(aslot::topk), idx)};
-    for (std::int64_t e = 0; e < ms.active; ++e) {
-        const MlpIds ids = expert_mlp_ids(x, e, ms.tokens);
-        cb.push_back(use(ids.out, slice));
-        cb.push_back(use(flagged(ids.out, kGrad), slice, true));
-    }
-    cb.push_back(use(flagged(x.act(aslot::topk), kGrad), T * k * 4.0, true));
-    Operator combine_bwd = elementwise(x, "moe_combine_bwd", 3 * T * k * h, full_act(x) + 2 * T * k * h * x.ab + idx,
-                                       T * k * h * x.ab + T * k * 4.0, std::move(cb));
-    if (x.sp) set_sync(x, combine_bwd, TpSync::before_column_parallel, full_act(x));
-    ops.push_back(std::move(combine_bwd));
-    std::vector<TensorUse> db;
-    for (std::int64_t e = ms.active - 1; e >= 0; --e) {
-        const MlpIds ids = expert_mlp_ids(x, e, ms.tokens);
-        const Linear down = mlp_down_linear(x, ids), up = mlp_up_linear(x, ids);
-        ops.push_back(linear_dgrad(x, down));
-        ops.push_back(linear_wgrad(x, down));
-        mlp_activation_backward(x, ids, ops);
-        ops.push_back(linear_dgrad(x, up));
-        ops.push_back(linear_wgrad(x, up));
-        db.push_back(use(flagged(ids.in, kGrad), slice));
-    }
-    // Dispatch backward: sum each token's expert input gradients; the TP
-    // reduction of the column-parallel experts' input gradient follows.
-    db.push_back(use(partial_if_tp(x, flagged(x.act(aslot::norm2), kGrad)), full_act(x), true));
-    Operator dispatch_bwd =
-        elementwise(x, "moe_dispatch_bwd", T * k * h, T * k * h * x.ab + idx, full_act(x), std::move(db));
-    set_sync(x, dispatch_bwd, TpSync::after_column_input_grad, full_act(x));
-    ops.push_back(std::move(dispatch_bwd));
-    const double e_bytes = T * E * x.ab;
-    ops.push_back(elementwise(x, "router_topk_bwd", 2 * kSoftmaxFlops * T * E, e_bytes + T * k * 4.0, e_bytes,
-                              {use(x.act(aslot::router), e_bytes), use(flagged(x.act(aslot::topk), kGrad), T * k * 4.0),
-                               use(flagged(x.act(aslot::router), kGrad), e_bytes, true)}));
-    const Linear router = router_linear(x);
-    ops.push_back(linear_dgrad(x, router));
-    ops.back().kernel.bytes_read += Bytes::ceil(full_act(x));  // beta = 1: reads the gradient it adds to
-    ops.push_back(linear_wgrad(x, router));
+// Qwen3's RMSNorm of every query and key head (in place on the QKV output;
+// its backward twice the FLOPs and reads the gradient too).
+Operator qk_norm_op(const Dims& x, bool backward) {
+    const double elems = static_cast<double>(x.T * (x.a_p + x.g_p) * x.d);
+    const double bytes = elems * x.ab, w = 2.0 * static_cast<double>(x.d) * x.wb;
+    const std::uint64_t q = x.act(aslot::q);
+    if (!backward)
+        return elementwise(x, "qk_norm", kRmsNormFlops * elems, bytes + w, bytes, {use(q, bytes), use(q, bytes, true)});
+    return elementwise(x, "qk_norm_bwd", 2 * kRmsNormFlops * elems, 2 * bytes + w, bytes,
+                       {use(flagged(q, kGrad), bytes), use(q, bytes), use(flagged(q, kGrad), bytes, true)});
 }
 
 // ---- the layer -------------------------------------------------------------------
@@ -379,6 +258,7 @@ void forward_ops(const Dims& x, std::vector<Operator>& ops) {
     ops.push_back(elementwise(x, "norm1", nf, xs + x.norm_w, xs,
                               {use(resid, xs), use(x.weight(wslot::norm1), x.norm_w), use(n1, xs, true)}));
     ops.push_back(linear_forward(x, qkv_linear(x)));
+    if (x.m->qk_norm) ops.push_back(qk_norm_op(x, false));
     attention_forward(x, ops);
     ops.push_back(linear_forward(x, out_linear(x)));
     // Residual (+ the out-projection's bias) and the second norm.
@@ -402,16 +282,13 @@ void forward_ops(const Dims& x, std::vector<Operator>& ops) {
         ops.push_back(elementwise(x, "norm2", nf, xs + x.norm_w, xs,
                                   {use(mid, xs), use(x.weight(wslot::norm2), x.norm_w), use(n2, xs, true)}));
     }
-    if (x.m->experts > 0) {
+    if (x.m->is_moe_layer(x.layer)) {
         moe_forward(x, ops);
     } else {
-        const MlpIds ids = dense_mlp_ids(x);
-        ops.push_back(linear_forward(x, mlp_up_linear(x, ids)));
-        mlp_activation_forward(x, ids, ops);
-        ops.push_back(linear_forward(x, mlp_down_linear(x, ids)));
+        mlp_forward(x, dense_mlp_ids(x), ops);
     }
     const std::uint64_t down = x.act(aslot::down), next = x.act(aslot::resid, x.layer + 1);
-    const bool bias_here = x.bias && x.m->experts == 0;  // experts carry no shared output bias
+    const bool bias_here = x.bias && !x.m->is_moe_layer(x.layer);  // experts carry no shared output bias
     if (!fuse && bias_here) {
         ops.push_back(elementwise(x, "mlp_down_bias_add", add, xs + hb, xs, {use(down, xs), use(down, xs, true)}));
     }
@@ -458,16 +335,10 @@ void backward_ops(const Dims& x, std::vector<Operator>& ops, Recompute recompute
     const std::uint64_t dnext = flagged(x.act(aslot::resid, x.layer + 1), kGrad);
     const std::uint64_t dmid = flagged(x.act(aslot::resid_mid), kGrad);
     hidden_dropout_backward(x, ops, "mlp", dnext, flagged(x.act(aslot::down), kGrad), aslot::mlp_drop_mask);
-    if (x.m->experts > 0) {
+    if (x.m->is_moe_layer(x.layer)) {
         moe_backward(x, ops);
     } else {
-        const MlpIds ids = dense_mlp_ids(x);
-        const Linear down = mlp_down_linear(x, ids), up = mlp_up_linear(x, ids);
-        ops.push_back(linear_dgrad(x, down));
-        ops.push_back(linear_wgrad(x, down));
-        mlp_activation_backward(x, ids, ops);
-        ops.push_back(linear_dgrad(x, up));
-        ops.push_back(linear_wgrad(x, up));
+        mlp_backward(x, dense_mlp_ids(x), ops);
     }
     norm_backward(x, ops, "norm2", wslot::norm2, flagged(x.act(aslot::norm2), kGrad), x.act(aslot::resid_mid), dnext,
                   dmid);
@@ -484,6 +355,7 @@ void backward_ops(const Dims& x, std::vector<Operator>& ops, Recompute recompute
         }
     }
     attention_backward(x, ops);
+    if (x.m->qk_norm) ops.push_back(qk_norm_op(x, true));
     const Linear qkv = qkv_linear(x);
     ops.push_back(linear_dgrad(x, qkv));
     ops.push_back(linear_wgrad(x, qkv));
@@ -499,7 +371,54 @@ void check_layer(const ModelSpec& m, std::int64_t layer) {
 
 }  // namespace
 
+// ---- MLPs the MoE layer shares (op_builders.h; moe_ops.cpp) ---------------------
+
+MlpIds ops::expert_mlp_ids(const Dims& x, std::int64_t e, std::int64_t tokens) {
+    const int base = aslot::expert + 8 * static_cast<int>(e);
+    MlpIds ids;
+    ids.prefix = "expert";
+    ids.w_up = wslot::expert + 2 * static_cast<int>(e);
+    ids.w_down = ids.w_up + 1;
+    ids.tokens = tokens;
+    ids.in = x.act(base);
+    ids.gate = x.act(base + 1);
+    ids.up = x.act(base + 2);
+    ids.silu = x.act(base + 3);
+    ids.act = x.act(base + 4);
+    ids.out = x.act(base + 5);
+    ids.dense = false;
+    return ids;
+}
+
+// The shared experts as one MLP in the expert slot after the local ones;
+// they read the (gathered) norm output directly, on every token.
+MlpIds ops::shared_mlp_ids(const Dims& x, std::int64_t slot) {
+    MlpIds ids = expert_mlp_ids(x, slot, x.T);
+    ids.prefix = "shared_expert";
+    ids.in = gathered_if_sp(x, x.act(aslot::norm2));
+    return ids;
+}
+
+// One MLP's kernels: up, activation, down (forward); the down and up GEMM
+// pairs around the activation backward (backward). For the dense MLP, each
+// routed expert and the shared experts alike.
+void ops::mlp_forward(const Dims& x, const MlpIds& ids, std::vector<Operator>& ops) {
+    ops.push_back(linear_forward(x, mlp_up_linear(x, ids)));
+    mlp_activation_forward(x, ids, ops);
+    ops.push_back(linear_forward(x, mlp_down_linear(x, ids)));
+}
+
+void ops::mlp_backward(const Dims& x, const MlpIds& ids, std::vector<Operator>& ops) {
+    const Linear down = mlp_down_linear(x, ids), up = mlp_up_linear(x, ids);
+    ops.push_back(linear_dgrad(x, down));
+    ops.push_back(linear_wgrad(x, down));
+    mlp_activation_backward(x, ids, ops);
+    ops.push_back(linear_dgrad(x, up));
+    ops.push_back(linear_wgrad(x, up));
+}
+
 // ---- public interface -----------------------------------------------------------
+
 
 std::uint64_t weight_tensor_id(std::int64_t layer, int which) { return encode(IdKind::weight, layer, which, 0); }
 std::uint64_t activation_tensor_id(std::int64_t layer, int which, std::int64_t microbatch) {

@@ -6,6 +6,7 @@
 
 #include "sim/hw/kernel.h"
 #include "sim/workload/model.h"
+#include "sim/workload/moe.h"
 
 #include <cstdint>
 #include <vector>
@@ -56,6 +57,10 @@ struct OperatorOptions {
     // when context > new_tokens (decode, chunked prefill); set it for a
     // prefill, whose shape (new_tokens == context) is the same as training's.
     bool inference = false;
+    // Expert parallelism: the experts are split over ep ranks (the expert
+    // layer's tokens travel by all-to-all); moe says how tokens route.
+    int ep = 1;
+    MoeRouting moe;
 };
 
 // The shape of one pass of a micro-batch through a layer.
@@ -85,6 +90,10 @@ struct Operator {
     // dV partials), sent by that rank once it holds the chunk.
     int cp_step = -1;
     Bytes cp_ring_bytes;
+    // Expert parallelism: an all-to-all over the EP group, of this many
+    // bytes per rank, precedes the kernel (token dispatch or combine, and
+    // their backward); zero when none.
+    Bytes ep_a2a_bytes;
 };
 
 // Unique tensor ids, so that the L2 model sees the same weight of the same
@@ -145,12 +154,19 @@ double layer_activation_bytes(const ModelSpec& m, const PassShape& shape, const 
 // KV cache bytes per layer for `batch` sequences of `context` tokens, per TP shard.
 double layer_kv_bytes(const ModelSpec& m, std::int64_t batch, std::int64_t context, const OperatorOptions& opt);
 // Bytes of one layer's weights on one TP shard.
-double layer_weight_bytes(const ModelSpec& m, const OperatorOptions& opt);
+// `layer` picks a dense or an MoE layer (first_dense_layers); the default
+// (past any layer count) is an MoE layer of an MoE model.
+inline constexpr std::int64_t kAnyMoeLayer = std::int64_t{1} << 40;
+double layer_weight_bytes(const ModelSpec& m, const OperatorOptions& opt, std::int64_t layer = kAnyMoeLayer);
 // Bytes of the activation crossing a pipeline boundary for one micro-batch.
 double boundary_activation_bytes(const ModelSpec& m, const PassShape& shape, const OperatorOptions& opt);
 // Parameters of one layer held by one TP shard (norms and row-parallel
 // biases are replicated; with MoE, all experts).
-double layer_params_per_shard(const ModelSpec& m, const OperatorOptions& opt);
+double layer_params_per_shard(const ModelSpec& m, const OperatorOptions& opt, std::int64_t layer = kAnyMoeLayer);
+// The experts' part of layer_params_per_shard: experts / ep experts, each
+// split over tp (0 for a dense layer). The router stays with the dense part.
+double layer_expert_params_per_shard(const ModelSpec& m, const OperatorOptions& opt,
+                                     std::int64_t layer = kAnyMoeLayer);
 // Bytes of the embedding tables (token, + position when learned) on one TP
 // shard (the token table is split by vocabulary).
 double embedding_weight_bytes(const ModelSpec& m, const OperatorOptions& opt);

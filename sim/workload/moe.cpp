@@ -1,0 +1,138 @@
+// Expert loads and all-to-all volumes of an MoE layer (see moe.h, docs/moe.md).
+#include "sim/workload/moe.h"
+
+#include "sim/core/error.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+namespace sim::workload {
+
+MoeRouting::Kind parse_routing(const std::string& text, double& zipf_s, std::string& error) {
+    error.clear();
+    if (text == "balanced") return MoeRouting::Kind::balanced;
+    const std::string pre = "zipf(";
+    if (text.rfind(pre, 0) == 0 && text.size() > pre.size() + 1 && text.back() == ')') {
+        const std::string num = text.substr(pre.size(), text.size() - pre.size() - 1);
+        char* end = nullptr;
+        const double s = std::strtod(num.c_str(), &end);
+        if (end == num.c_str() + num.size() && std::isfinite(s) && s > 0 && s <= 8) {
+            zipf_s = s;
+            return MoeRouting::Kind::zipf;
+        }
+        error = fmt::format("zipf exponent '{}' is not a number in (0, 8]", num);
+        return MoeRouting::Kind::balanced;
+    }
+    error = fmt::format("routing '{}': expected balanced or zipf(S), e.g. zipf(1.0)", text);
+    return MoeRouting::Kind::balanced;
+}
+
+std::string to_string(const MoeRouting& r) {
+    return r.kind == MoeRouting::Kind::balanced ? std::string("balanced") : fmt::format("zipf({})", r.zipf_s);
+}
+
+namespace {
+
+// Integer shares of `total` in proportion to `weights`, each at most `cap`:
+// water-filling (an expert at the cap takes no more; its excess goes to the
+// others in proportion), then the largest remainders get the rounding units.
+std::vector<std::int64_t> shares(const std::vector<double>& weights, std::int64_t total, std::int64_t cap) {
+    const std::size_t n = weights.size();
+    std::vector<double> exact(n, 0.0);
+    std::vector<bool> capped(n, false);
+    double left = static_cast<double>(total);
+    for (std::size_t round = 0; round <= n; ++round) {
+        double w = 0;
+        for (std::size_t i = 0; i < n; ++i)
+            if (!capped[i]) w += weights[i];
+        if (w <= 0) break;
+        bool changed = false;
+        for (std::size_t i = 0; i < n; ++i) {
+            if (capped[i]) continue;
+            exact[i] = left * weights[i] / w;
+            if (exact[i] > static_cast<double>(cap)) {
+                capped[i] = true;
+                exact[i] = static_cast<double>(cap);
+                changed = true;
+            }
+        }
+        if (!changed) break;
+        left = static_cast<double>(total);
+        for (std::size_t i = 0; i < n; ++i)
+            if (capped[i]) left -= exact[i];
+    }
+    std::vector<std::int64_t> out(n);
+    std::int64_t given = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        out[i] = static_cast<std::int64_t>(std::floor(exact[i] + 1e-9));
+        given += out[i];
+    }
+    // Rounding units to the largest remainders (lower index first on ties), never past the cap.
+    std::vector<std::size_t> order(n);
+    for (std::size_t i = 0; i < n; ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        return exact[a] - static_cast<double>(out[a]) > exact[b] - static_cast<double>(out[b]);
+    });
+    for (std::size_t j = 0; given < total && j < n; ++j) {
+        if (out[order[j]] >= cap) continue;
+        ++out[order[j]];
+        ++given;
+    }
+    return out;
+}
+
+}  // namespace
+
+ExpertLoad expert_load(std::int64_t experts, std::int64_t top_k, int ep, std::int64_t tokens, const MoeRouting& r) {
+    if (experts < 1 || top_k < 1 || top_k > experts)
+        throw ModelError(fmt::format("MoE routing: top_k {} must be in [1, experts {}]", top_k, experts));
+    if (ep < 1 || experts % ep != 0)
+        throw ModelError(fmt::format("MoE routing: ep={} does not divide the {} experts", ep, experts));
+    if (tokens < 1) throw ModelError(fmt::format("MoE routing: {} tokens", tokens));
+    ExpertLoad l;
+    const std::int64_t group_tokens = tokens * ep;
+    l.routed = group_tokens * top_k;
+    if (r.kind == MoeRouting::Kind::balanced) {
+        // Every expert that receives tokens receives the same count, rounded
+        // up: the busiest expert paces the layer.
+        const std::int64_t active = std::min(experts, l.routed);
+        const std::int64_t each = (l.routed + active - 1) / active;
+        l.per_expert.assign(static_cast<std::size_t>(experts), 0);
+        for (std::int64_t e = 0; e < active; ++e) l.per_expert[static_cast<std::size_t>(e)] = each;
+    } else {
+        std::vector<double> w(static_cast<std::size_t>(experts));
+        for (std::size_t i = 0; i < w.size(); ++i) w[i] = std::pow(static_cast<double>(i + 1), -r.zipf_s);
+        // A token chooses top_k distinct experts: no expert gets more than every token once.
+        l.per_expert = shares(w, l.routed, group_tokens);
+    }
+    if (r.capacity_factor > 0) {
+        const auto capacity = static_cast<std::int64_t>(
+            std::ceil(r.capacity_factor * static_cast<double>(l.routed) / static_cast<double>(experts) - 1e-9));
+        for (auto& n : l.per_expert) {
+            if (n <= capacity) continue;
+            l.dropped += n - capacity;
+            n = capacity;
+        }
+    }
+    const std::int64_t local = experts / ep;
+    l.hot_tokens = -1;
+    for (int j = 0; j < ep; ++j) {
+        std::int64_t sum = 0;
+        for (std::int64_t e = 0; e < local; ++e) sum += l.per_expert[static_cast<std::size_t>(j * local + e)];
+        if (sum > l.hot_tokens) {
+            l.hot_tokens = sum;
+            l.hot_rank = j;
+        }
+    }
+    const auto first = l.per_expert.begin() + l.hot_rank * local;
+    l.hot_local.assign(first, first + local);
+    return l;
+}
+
+double all_to_all_bytes(const ExpertLoad& load, int ep, std::int64_t hidden, double bytes_per_element) {
+    if (ep <= 1) return 0.0;
+    return static_cast<double>(load.hot_tokens) * static_cast<double>(hidden) * bytes_per_element;
+}
+
+}  // namespace sim::workload

@@ -1,0 +1,57 @@
+// Mixture-of-experts routing under expert parallelism: how many tokens each
+// expert receives (balanced or Zipf-skewed popularity, capacity factor with
+// token dropping), which EP rank is the straggler, and the all-to-all
+// volume of token dispatch and combine. Closed forms of docs/moe.md; the
+// operator builders (operators.cpp) and the plan builder use them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sim::workload {
+
+// How tokens choose experts (a scenario's workload.moe block).
+struct MoeRouting {
+    enum class Kind { balanced, zipf };
+    Kind kind = Kind::balanced;
+    // zipf: expert i (0-based) is chosen with probability proportional to
+    // 1 / (i + 1)^s, experts numbered hottest first.
+    double zipf_s = 0;
+    // Capacity factor: each expert takes at most ceil(cf x routed / experts)
+    // tokens and drops the rest (GShard, Switch); 0 = no dropping.
+    double capacity_factor = 0;
+    // One grouped GEMM per projection over the local experts (Megatron
+    // --moe-grouped-gemm) instead of one GEMM per expert.
+    bool grouped_gemm = false;
+};
+
+// Parses "balanced" or "zipf(S)" with 0 < S <= 8; empty error when it parses.
+MoeRouting::Kind parse_routing(const std::string& text, double& zipf_s, std::string& error);
+std::string to_string(const MoeRouting& r);
+
+// The token counts of one MoE layer over an EP group of `ep` ranks, each
+// holding `tokens` tokens (one micro-batch) and experts / ep consecutive
+// experts (rank j holds experts j x E/ep ... (j+1) x E/ep - 1, as
+// Megatron-Core places them).
+struct ExpertLoad {
+    std::int64_t routed = 0;               // token copies routed by the group: ep x tokens x top_k
+    std::vector<std::int64_t> per_expert;  // tokens each expert computes (after dropping)
+    std::int64_t dropped = 0;              // token copies over capacity
+    int hot_rank = 0;                      // the EP rank with the most tokens (lowest index on ties)
+    std::int64_t hot_tokens = 0;           // tokens that rank computes
+    // The tokens of each local expert of the hot rank, in expert order.
+    std::vector<std::int64_t> hot_local;
+};
+
+// Throws ModelError when ep does not divide experts or top_k > experts.
+ExpertLoad expert_load(std::int64_t experts, std::int64_t top_k, int ep, std::int64_t tokens, const MoeRouting& r);
+
+// Bytes per rank of one dispatch (or combine) all-to-all, in the nccl-tests
+// convention the direct algorithm takes (the buffer a rank holds; each of
+// the ep - 1 peers exchanges 1/ep of it): the hot rank's tokens x hidden x
+// bytes per element, so that the hot rank's links carry what it receives.
+// 0 when ep == 1 (no exchange).
+double all_to_all_bytes(const ExpertLoad& load, int ep, std::int64_t hidden, double bytes_per_element);
+
+}  // namespace sim::workload

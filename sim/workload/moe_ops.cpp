@@ -1,0 +1,211 @@
+// The mixture-of-experts block of a layer (docs/moe.md, docs/workload-model.md
+// section 5): router, top-k, token dispatch, the straggler rank's experts
+// (one GEMM each or grouped), shared experts, combine, and the backward;
+// under expert parallelism the all-to-alls that precede the experts and the
+// combine. Token counts come from moe.h.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/workload/op_builders.h"
+
+namespace sim::workload::ops {
+
+namespace {
+
+
+// The dimensions of an expert's MLP: the model's moe_ffn (each expert's
+// intermediate size) in place of ffn, split over tp like the dense MLP.
+Dims expert_dims(const Dims& x, std::int64_t ffn) {
+    Dims e = x;
+    e.f_p = ceil_div(ffn, x.p);
+    e.fup_p = x.swiglu ? 2 * e.f_p : e.f_p;
+    return e;
+}
+
+// The tokens each local expert of the straggler EP rank computes (all
+// experts when ep == 1), and the all-to-all bytes per rank (moe.h).
+struct MoeShape {
+    std::vector<std::int64_t> local;  // tokens per local expert of the hot rank
+    double a2a = 0;                   // dispatch / combine all-to-all bytes per rank (0 without EP)
+};
+
+MoeShape moe_shape(const Dims& x) {
+    const ExpertLoad load = expert_load(x.m->experts, x.m->top_k, x.o->ep, x.T, x.o->moe);
+    return {load.hot_local, all_to_all_bytes(load, x.o->ep, x.h, x.ab)};
+}
+
+// Merges the same kernel of every local expert into one grouped kernel
+// (Megatron's grouped GEMM): FLOPs, bytes and tensors summed; a GEMM keeps
+// its fixed dimensions and takes the mean of the one that varies (tokens:
+// m of a forward or input-gradient GEMM, k of a weight-gradient GEMM) as
+// its size, with one batch element per expert (docs/moe.md, "Grouped GEMM").
+Operator merge_grouped(const std::vector<const Operator*>& parts) {
+    Operator op = *parts.front();
+    auto& k = op.kernel;
+    k.name = "grouped_" + k.name;
+    const bool tokens_in_k = op.is_weight_grad;
+    std::int64_t varying = tokens_in_k ? k.k : k.m;
+    for (std::size_t i = 1; i < parts.size(); ++i) {
+        const auto& q = parts[i]->kernel;
+        k.flops = Flops{k.flops.value + q.flops.value};
+        k.bytes_read += q.bytes_read;
+        k.bytes_written += q.bytes_written;
+        k.epilogue_read += q.epilogue_read;
+        k.tensors.insert(k.tensors.end(), q.tensors.begin(), q.tensors.end());
+        varying += tokens_in_k ? q.k : q.m;
+    }
+    if (k.kind == KernelKind::gemm) {
+        const auto g = static_cast<std::int64_t>(parts.size());
+        (tokens_in_k ? k.k : k.m) = ceil_div(varying, g);
+        k.batch = g;
+    }
+    return op;
+}
+
+// The experts' kernels: each expert's in order (sequential experts), or the
+// same kernel of every expert merged (grouped GEMM).
+void append_experts(const Dims& x, const std::vector<std::vector<Operator>>& per_expert, std::vector<Operator>& ops) {
+    if (per_expert.empty()) return;
+    if (!x.o->moe.grouped_gemm) {
+        for (const auto& e : per_expert) ops.insert(ops.end(), e.begin(), e.end());
+        return;
+    }
+    for (std::size_t j = 0; j < per_expert.front().size(); ++j) {
+        std::vector<const Operator*> parts;
+        for (const auto& e : per_expert) parts.push_back(&e[j]);
+        ops.push_back(merge_grouped(parts));
+    }
+}
+
+// Marks the all-to-all that must precede `op` (expert parallelism).
+void precede_by_all_to_all(Operator& op, double bytes) {
+    if (bytes > 0) op.ep_a2a_bytes = Bytes::ceil(bytes);
+}
+
+Linear router_linear(const Dims& x) {
+    Linear l;
+    l.name = "router";
+    l.weight = wslot::router;
+    l.tokens = x.T;
+    l.in = x.h;
+    l.out = x.m->experts;
+    const double e = static_cast<double>(x.T * x.m->experts) * x.ab;
+    l.x_reads = {use(gathered_if_sp(x, x.act(aslot::norm2)), full_act(x))};
+    l.y_writes = {use(x.act(aslot::router), e, true)};
+    l.dy_reads = {use(flagged(x.act(aslot::router), kGrad), e)};
+    // Accumulates into the input gradient the dispatch backward produced (after its TP reduction).
+    l.dx_writes = {use(flagged(x.act(aslot::norm2), kGrad), full_act(x), true)};
+    l.fwd_sync = x.sp ? TpSync::before_column_parallel : TpSync::none;
+    l.sync_bytes = full_act(x);
+    return l;
+}
+
+}  // namespace
+
+// Under expert parallelism the permuted tokens go to the EP rank holding
+// their expert (dispatch all-to-all) and come back before the combine; the
+// experts computed here are the straggler rank's local experts.
+void moe_forward(const Dims& x, std::vector<Operator>& ops) {
+    const MoeShape ms = moe_shape(x);
+    const Dims xe = expert_dims(x, x.m->expert_ffn());
+    const double T = static_cast<double>(x.T), k = static_cast<double>(x.m->top_k);
+    const double E = static_cast<double>(x.m->experts), h = static_cast<double>(x.h);
+    ops.push_back(linear_forward(x, router_linear(x)));
+    const double idx = T * k * 8.0;  // expert index (int32) and gate weight (fp32) per routed token
+    ops.push_back(elementwise(x, "router_topk", kSoftmaxFlops * T * E, T * E * x.ab, idx,
+                              {use(x.act(aslot::router), T * E * x.ab), use(x.act(aslot::topk), idx, true)}));
+    const auto slice = [&](std::int64_t tokens) { return static_cast<double>(tokens) * h * x.ab; };
+    std::vector<TensorUse> dispatch{use(gathered_if_sp(x, x.act(aslot::norm2)), full_act(x)),
+                                    use(x.act(aslot::topk), idx)};
+    std::vector<std::vector<Operator>> experts;
+    std::vector<TensorUse> combine{use(x.act(aslot::topk), idx)};
+    for (std::size_t e = 0; e < ms.local.size(); ++e) {
+        const std::int64_t n = ms.local[e];
+        if (n == 0) continue;
+        const MlpIds ids = expert_mlp_ids(xe, static_cast<std::int64_t>(e), n);
+        dispatch.push_back(use(ids.in, slice(n), true));
+        std::vector<Operator> eo;
+        mlp_forward(xe, ids, eo);
+        experts.push_back(std::move(eo));
+        combine.push_back(use(ids.out, slice(n)));
+    }
+    ops.push_back(elementwise(x, "moe_dispatch", 0, full_act(x) + idx, T * k * h * x.ab, std::move(dispatch)));
+    // Shared experts: every token, on this GPU, before the exchange (no
+    // overlap with it is modelled); their output joins the combine.
+    if (x.m->shared_experts > 0) {
+        const Dims xs = expert_dims(x, x.m->shared_experts * x.m->expert_ffn());
+        const MlpIds ids = shared_mlp_ids(xs, static_cast<std::int64_t>(ms.local.size()));
+        mlp_forward(xs, ids, ops);
+        combine.push_back(use(ids.out, full_act(x)));
+    }
+    const std::size_t first_expert = ops.size();
+    append_experts(xe, experts, ops);
+    if (ops.size() > first_expert) precede_by_all_to_all(ops[first_expert], ms.a2a);
+    combine.push_back(use(partial_if_tp(x, x.act(aslot::down)), full_act(x), true));
+    Operator op = elementwise(x, "moe_combine", 2 * T * k * h, T * k * h * x.ab + idx, full_act(x), std::move(combine));
+    precede_by_all_to_all(op, ms.a2a);
+    set_sync(x, op, TpSync::after_row_parallel, full_act(x));
+    ops.push_back(std::move(op));
+}
+
+void moe_backward(const Dims& x, std::vector<Operator>& ops) {
+    const MoeShape ms = moe_shape(x);
+    const Dims xe = expert_dims(x, x.m->expert_ffn());
+    const double T = static_cast<double>(x.T), k = static_cast<double>(x.m->top_k);
+    const double E = static_cast<double>(x.m->experts), h = static_cast<double>(x.h);
+    const double idx = T * k * 8.0;
+    const auto slice = [&](std::int64_t tokens) { return static_cast<double>(tokens) * h * x.ab; };
+    const std::uint64_t dy = gathered_if_sp(x, flagged(x.act(aslot::resid, x.layer + 1), kGrad));
+    // Combine backward: each expert's output gradient, and the gate-weight gradient.
+    std::vector<TensorUse> cb{use(dy, full_act(x)), use(x.act(aslot::topk), idx)};
+    for (std::size_t i = 0; i < ms.local.size(); ++i) {
+        if (ms.local[i] == 0) continue;
+        const MlpIds ids = expert_mlp_ids(xe, static_cast<std::int64_t>(i), ms.local[i]);
+        cb.push_back(use(ids.out, slice(ms.local[i])));
+        cb.push_back(use(flagged(ids.out, kGrad), slice(ms.local[i]), true));
+    }
+    std::vector<TensorUse> db;
+    std::vector<std::vector<Operator>> experts;
+    for (std::size_t i = ms.local.size(); i-- > 0;) {
+        const std::int64_t n = ms.local[i];
+        if (n == 0) continue;
+        const MlpIds ids = expert_mlp_ids(xe, static_cast<std::int64_t>(i), n);
+        std::vector<Operator> eo;
+        mlp_backward(xe, ids, eo);
+        experts.push_back(std::move(eo));
+        db.push_back(use(flagged(ids.in, kGrad), slice(n)));
+    }
+    cb.push_back(use(flagged(x.act(aslot::topk), kGrad), T * k * 4.0, true));
+    Operator combine_bwd = elementwise(x, "moe_combine_bwd", 3 * T * k * h, full_act(x) + 2 * T * k * h * x.ab + idx,
+                                       T * k * h * x.ab + T * k * 4.0, std::move(cb));
+    if (x.sp) set_sync(x, combine_bwd, TpSync::before_column_parallel, full_act(x));
+    ops.push_back(std::move(combine_bwd));
+    if (x.m->shared_experts > 0) {
+        const Dims xs = expert_dims(x, x.m->shared_experts * x.m->expert_ffn());
+        const MlpIds ids = shared_mlp_ids(xs, static_cast<std::int64_t>(ms.local.size()));
+        mlp_backward(xs, ids, ops);
+        db.push_back(use(flagged(ids.in, kGrad), full_act(x)));
+    }
+    const std::size_t first_expert = ops.size();
+    append_experts(xe, experts, ops);
+    if (ops.size() > first_expert) precede_by_all_to_all(ops[first_expert], ms.a2a);
+    // Dispatch backward: sum each token's expert input gradients; the TP
+    // reduction of the column-parallel experts' input gradient follows.
+    db.push_back(use(partial_if_tp(x, flagged(x.act(aslot::norm2), kGrad)), full_act(x), true));
+    Operator dispatch_bwd =
+        elementwise(x, "moe_dispatch_bwd", T * k * h, T * k * h * x.ab + idx, full_act(x), std::move(db));
+    precede_by_all_to_all(dispatch_bwd, ms.a2a);
+    set_sync(x, dispatch_bwd, TpSync::after_column_input_grad, full_act(x));
+    ops.push_back(std::move(dispatch_bwd));
+    const double e_bytes = T * E * x.ab;
+    ops.push_back(elementwise(x, "router_topk_bwd", 2 * kSoftmaxFlops * T * E, e_bytes + T * k * 4.0, e_bytes,
+                              {use(x.act(aslot::router), e_bytes), use(flagged(x.act(aslot::topk), kGrad), T * k * 4.0),
+                               use(flagged(x.act(aslot::router), kGrad), e_bytes, true)}));
+    const Linear router = router_linear(x);
+    ops.push_back(linear_dgrad(x, router));
+    ops.back().kernel.bytes_read += Bytes::ceil(full_act(x));  // beta = 1: reads the gradient it adds to
+    ops.push_back(linear_wgrad(x, router));
+}
+
+}  // namespace sim::workload::ops

@@ -1,0 +1,117 @@
+// Expert parallelism in the plan: expert memory sharded over ep x edp, the
+// all-to-alls as collectives over the EP group's GPUs, the experts'
+// gradients reduced over the expert-data-parallel group, and a Zipf-skewed
+// router making the iteration slower (docs/moe.md).
+#include "sim/config/scenario.h"
+#include "sim/exec/executor.h"
+#include "sim/hw/cost_model.h"
+#include "sim/parallel/builder.h"
+#include "sim/report/runner.h"
+
+#include <doctest/doctest.h>
+
+#include <set>
+#include <string>
+
+TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
+
+using namespace sim;
+
+namespace {
+const std::string kScenario = std::string(PARASIM_DATA_DIR) + "/scenarios/moe-mixtral-8x7b-ep.yaml";
+
+config::ScenarioSpec scenario(const std::vector<std::string>& sets) {
+    std::vector<config::Override> ov;
+    for (const auto& s : sets) ov.push_back(config::parse_override(s));
+    auto sc = config::load_scenario(kScenario, ov);
+    return sc;
+}
+
+parallel::PlanBuild build(const config::ScenarioSpec& sc, int strategy) {
+    const auto cm = hw::make_cost_model("roofline");
+    return parallel::build_plan(sc, sc.strategies.at(static_cast<std::size_t>(strategy)), *cm, {});
+}
+
+// Mixtral's experts in one pipeline stage of 16 layers: 16 x 8 x 3 x 4096 x 14336.
+constexpr double kStageExpertParams = 16.0 * 8 * 3 * 4096 * 14336;
+}  // namespace
+
+TEST_CASE("expert memory: weights and gradients / ep, optimizer / (ep x dp / ep) under ZeRO-1") {
+    // Strategy 2: pp 2, dp 8, ep 8, zero 1. Expert weights (bf16) 2 bytes x
+    // params / 8; gradients the same; optimizer 12 bytes x params / 8, not
+    // sharded further (dp / ep = 1 expert-data-parallel rank).
+    const auto sc = scenario({});
+    const auto b = build(sc, 1).memory.breakdown;
+    CHECK(b.expert_weights == doctest::Approx(2.0 * kStageExpertParams / 8));
+    CHECK(b.expert_gradients == doctest::Approx(2.0 * kStageExpertParams / 8));
+    CHECK(b.expert_optimizer == doctest::Approx(12.0 * kStageExpertParams / 8));
+    // ep 4: 2 experts a GPU, the optimizer state sharded over dp / ep = 2 more.
+    const auto sc4 = scenario({"strategies[1].ep=4"});
+    const auto b4 = build(sc4, 1).memory.breakdown;
+    CHECK(b4.expert_weights == doctest::Approx(2.0 * kStageExpertParams / 4));
+    CHECK(b4.expert_optimizer == doctest::Approx(12.0 * kStageExpertParams / 4 / 2));
+    // The dense part is the same under both (sharded over dp = 8).
+    CHECK(b.optimizer - b.expert_optimizer == doctest::Approx(b4.optimizer - b4.expert_optimizer));
+}
+
+TEST_CASE("the all-to-alls run over the 8 GPUs of the EP group; expert gradients over dp / ep ranks") {
+    const auto sc = scenario({"strategies[1].ep=4"});
+    const auto pb = build(sc, 1);
+    const auto& plan = pb.plan;
+    int a2a = 0;
+    std::set<std::size_t> a2a_sizes, reduce_sizes;
+    for (const auto& t : plan.tasks) {
+        if (t.kind != parallel::TaskKind::collective) continue;
+        const auto& g = plan.groups[t.group];
+        if (t.op == net::CollectiveOp::all_to_all) {
+            ++a2a;
+            a2a_sizes.insert(g.gpus.size());
+            // 4096 tokens x top-2 x 4096 x 2 bytes (balanced: the straggler holds T x k).
+            CHECK(t.bytes.value == 4096u * 2 * 4096 * 2);
+        }
+        if (t.op == net::CollectiveOp::reduce_scatter) reduce_sizes.insert(g.gpus.size());
+    }
+    // 32 micro-batches x 32 layers (both stages) x 6: dispatch and combine in
+    // the forward, again in the recomputed forward (recompute: full), and in the backward.
+    CHECK(a2a == 32 * 32 * 6);
+    CHECK(a2a_sizes == std::set<std::size_t>{4});
+    // Dense buckets over dp = 8, expert buckets over dp / ep = 2.
+    CHECK(reduce_sizes == std::set<std::size_t>{2, 8});
+}
+
+TEST_CASE("inference under ep 8: experts / 8 in memory, two all-to-alls a layer per pass, none without EP") {
+    const auto sc = scenario({"workload={mode: inference, dtype: bf16, batch: 16, prompt_tokens: 256, output_tokens: 8}",
+                              "strategies=[{name: ep8, pp: 2, dp: 8, ep: 8}, {name: dp8, pp: 2, dp: 8}]"});
+    const auto ep = build(sc, 0), dp = build(sc, 1);
+    // A stage holds 16 layers: 16 x 8 x 3 x 4096 x 14336 x 2 bytes / 8 experts a GPU.
+    CHECK(ep.memory.breakdown.expert_weights == doctest::Approx(2.0 * kStageExpertParams / 8));
+    CHECK(dp.memory.breakdown.expert_weights == doctest::Approx(2.0 * kStageExpertParams));
+    const auto count = [](const parallel::Plan& plan) {
+        int n = 0;
+        for (const auto& t : plan.tasks) n += t.kind == parallel::TaskKind::collective && t.op == net::CollectiveOp::all_to_all;
+        return n;
+    };
+    // Each pass (prefill, simulated decode steps) of each micro-batch runs
+    // dispatch and combine in each of the 32 layers.
+    CHECK(count(ep.plan) > 0);
+    CHECK(count(ep.plan) % (2 * 32) == 0);
+    CHECK(count(dp.plan) == 0);
+}
+
+TEST_CASE("a Zipf-skewed router makes the hot expert's GPU the straggler" * doctest::test_suite("e2e")) {
+    const auto balanced = scenario({"strategies=[{name: ep8, pp: 2, dp: 8, ep: 8, zero: 1}]", "workload.global_batch=32"});
+    const auto skewed = scenario({"strategies=[{name: ep8, pp: 2, dp: 8, ep: 8, zero: 1}]", "workload.global_batch=32",
+                                  "workload.moe.routing=zipf(1.0)"});
+    const auto a = report::run_strategy(balanced, balanced.strategies.front(), {});
+    const auto b = report::run_strategy(skewed, skewed.strategies.front(), {});
+    // zipf(1) over 8 experts gives expert 0 1 / H(8) = 36.8% of the copies:
+    // 2.94x the balanced 12.5%. The experts are most of the compute, so the
+    // iteration slows by well over 1.5x but less than 2.94x.
+    REQUIRE(a.metrics.iteration_ms);
+    REQUIRE(b.metrics.iteration_ms);
+    const double ratio = *b.metrics.iteration_ms / *a.metrics.iteration_ms;
+    CHECK(ratio > 1.5);
+    CHECK(ratio < 2.94);
+}
+
+TEST_SUITE_END();

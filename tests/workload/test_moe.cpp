@@ -1,0 +1,143 @@
+// Mixture of experts under expert parallelism: hand-computed expert loads
+// (balanced, Zipf, capacity dropping, the one-copy-per-token cap), the
+// all-to-all volume the operators ask for, the grouped GEMM's FLOPs on the
+// straggler rank, and the expert memory sharding (docs/moe.md).
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "sim/config/model_loader.h"
+#include "sim/core/error.h"
+#include "sim/workload/moe.h"
+#include "sim/workload/operators.h"
+
+TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
+
+using namespace sim::workload;
+
+namespace {
+
+MoeRouting zipf(double s, double cf = 0) {
+    MoeRouting r;
+    r.kind = MoeRouting::Kind::zipf;
+    r.zipf_s = s;
+    r.capacity_factor = cf;
+    return r;
+}
+
+ModelSpec mixtral() { return sim::config::load_model_file(sim::config::model_path("mixtral-8x7b")); }
+
+}  // namespace
+
+TEST_CASE("balanced routing: 8 experts top-2 over ep 4, 100 tokens a rank: every expert 100, a rank 200") {
+    // routed = ep x T x k = 4 x 100 x 2 = 800 copies over 8 experts = 100
+    // each; a rank holds 8 / 4 = 2 experts, so 200 tokens.
+    const ExpertLoad l = expert_load(8, 2, 4, 100, MoeRouting{});
+    CHECK(l.routed == 800);
+    CHECK(l.per_expert == std::vector<std::int64_t>(8, 100));
+    CHECK(l.hot_rank == 0);
+    CHECK(l.hot_tokens == 200);
+    CHECK(l.hot_local == std::vector<std::int64_t>{100, 100});
+    CHECK(l.dropped == 0);
+    // The dispatch all-to-all: 200 tokens x 4096 x 2 bytes = 1 638 400 bytes a rank.
+    CHECK(all_to_all_bytes(l, 4, 4096, 2.0) == doctest::Approx(1638400.0));
+    CHECK(all_to_all_bytes(l, 1, 4096, 2.0) == 0.0);  // no EP, no exchange
+}
+
+TEST_CASE("zipf(1) over 4 experts, top-1, ep 2: shares 12/25, 6/25, 4/25, 3/25, rank 0 the straggler") {
+    // Weights 1, 1/2, 1/3, 1/4 sum to 25/12: of 2 x 50 = 100 copies the
+    // experts get 48, 24, 16, 12; rank 0 (experts 0, 1) 72, rank 1 28.
+    const ExpertLoad l = expert_load(4, 1, 2, 50, zipf(1.0));
+    CHECK(l.per_expert == std::vector<std::int64_t>{48, 24, 16, 12});
+    CHECK(l.hot_rank == 0);
+    CHECK(l.hot_tokens == 72);
+    CHECK(l.hot_local == std::vector<std::int64_t>{48, 24});
+}
+
+TEST_CASE("capacity factor 1.0 drops the hot expert's overflow") {
+    // Capacity = ceil(1.0 x 100 / 4) = 25: expert 0 keeps 25 of 48 (23
+    // dropped); rank 0 then computes 25 + 24 = 49.
+    const ExpertLoad l = expert_load(4, 1, 2, 50, zipf(1.0, 1.0));
+    CHECK(l.per_expert == std::vector<std::int64_t>{25, 24, 16, 12});
+    CHECK(l.dropped == 23);
+    CHECK(l.hot_tokens == 49);
+}
+
+TEST_CASE("a token picks an expert once: a share past the token count is spread over the others") {
+    // zipf(2), 4 experts, top-2, 10 tokens, no EP: weights 1, 1/4, 1/9,
+    // 1/16 (sum 1.4236) give expert 0 14.05 of 20 copies, over the 10
+    // tokens: it takes 10, the other 10 go 0.25 : 0.111 : 0.0625, i.e.
+    // 5.90, 2.62, 1.48, rounded by largest remainder to 6, 3, 1.
+    const ExpertLoad l = expert_load(4, 2, 1, 10, zipf(2.0));
+    CHECK(l.per_expert == std::vector<std::int64_t>{10, 6, 3, 1});
+    CHECK(l.hot_tokens == 20);
+}
+
+TEST_CASE("routing refuses ep not dividing the experts and top_k over the experts") {
+    CHECK_THROWS_AS(expert_load(8, 2, 3, 10, MoeRouting{}), sim::ModelError);
+    CHECK_THROWS_AS(expert_load(4, 6, 1, 10, MoeRouting{}), sim::ModelError);
+}
+
+TEST_CASE("routing names parse: balanced, zipf(S); anything else is an error") {
+    double s = 0;
+    std::string err;
+    CHECK(parse_routing("balanced", s, err) == MoeRouting::Kind::balanced);
+    CHECK(err.empty());
+    CHECK(parse_routing("zipf(1.5)", s, err) == MoeRouting::Kind::zipf);
+    CHECK(s == 1.5);
+    parse_routing("zipf(x)", s, err);
+    CHECK_FALSE(err.empty());
+    parse_routing("zipf(0)", s, err);
+    CHECK_FALSE(err.empty());
+    parse_routing("uniform", s, err);
+    CHECK_FALSE(err.empty());
+}
+
+TEST_CASE("Mixtral layer under ep 8: four all-to-alls of the straggler's tokens, grouped GEMM FLOPs of its load") {
+    const ModelSpec m = mixtral();
+    OperatorOptions o;
+    o.ep = 8;
+    o.moe = zipf(1.0);
+    o.moe.grouped_gemm = true;
+    const PassShape s{1, 1000, 1000};
+    // zipf(1) over 8 experts, 8 x 1000 x 2 = 16000 copies: expert 0 takes
+    // 16000 / H(8) = 16000 / 2.717857 = 5887.0 (under the 8000-token cap),
+    // so rank 0 (expert 0 alone) computes 5887 tokens against 2000 balanced.
+    const ExpertLoad l = expert_load(8, 2, 8, 1000, o.moe);
+    CHECK(l.hot_tokens == 5887);
+    const auto fwd = layer_forward(m, 0, 0, s, o);
+    const auto bwd = layer_backward(m, 0, 0, s, o, Recompute::none);
+    int a2a = 0;
+    double expert_flops = 0;
+    for (const auto* ops : {&fwd, &bwd})
+        for (const auto& op : *ops) {
+            if (op.ep_a2a_bytes.value > 0) {
+                ++a2a;
+                // 5887 tokens x 4096 x 2 bytes (bf16) = 48 226 304 bytes a rank.
+                CHECK(op.ep_a2a_bytes.value == 48226304u);
+            }
+            if (op.kernel.name.rfind("grouped_expert", 0) == 0 && ops == &fwd && op.kernel.kind == sim::hw::KernelKind::gemm)
+                expert_flops += op.kernel.flops.value;
+        }
+    CHECK(a2a == 4);  // dispatch and combine, forward and backward
+    // SwiGLU expert: up 2 x T x h x 2f, down 2 x T x f x h: 6 x 5887 x 4096 x 14336.
+    CHECK(expert_flops == doctest::Approx(6.0 * 5887 * 4096 * 14336));
+}
+
+TEST_CASE("expert weights shard over ep: a Mixtral layer keeps 8 / ep experts per GPU") {
+    const ModelSpec m = mixtral();
+    OperatorOptions o;
+    const double one = layer_expert_params_per_shard(m, o);
+    CHECK(one == doctest::Approx(8.0 * 3 * 4096 * 14336));  // 8 experts of 3 h f
+    o.ep = 4;
+    CHECK(layer_expert_params_per_shard(m, o) == doctest::Approx(one / 4));
+    o.tp = 2;
+    CHECK(layer_expert_params_per_shard(m, o) == doctest::Approx(one / 8));
+    // The dense part (attention, norms, router) does not change with ep.
+    OperatorOptions d;
+    d.tp = 2;
+    CHECK(layer_params_per_shard(m, o) - layer_expert_params_per_shard(m, o) ==
+          doctest::Approx(layer_params_per_shard(m, d) - layer_expert_params_per_shard(m, d)));
+}
+
+TEST_SUITE_END();
