@@ -28,6 +28,7 @@ void apply_limits(const boost::program_options::variables_map& vm);
 int cmd_run(const Args& args);
 int cmd_sweep(const Args& args);
 int cmd_validate(const Args& args);
+int cmd_serve(const Args& args);
 int cmd_bench(const Args& args);
 int cmd_list(const Args& args);
 int bench_scale(const std::string& format);

@@ -5,6 +5,7 @@
 // so everything downstream can trust what it is given.
 #pragma once
 
+#include "sim/config/serving_spec.h"
 #include "sim/config/software_loader.h"
 #include "sim/config/yaml_reader.h"
 #include "sim/hw/gpu.h"
@@ -44,6 +45,11 @@ struct WorkloadSpec {
     std::int64_t micro_batch = 1;
     workload::Recompute recompute = workload::Recompute::none;
     Time host_time_per_batch{};      // input pipeline time per micro-batch, on the host
+    // `mode: serving`: requests arriving over time (docs/serving.md). The
+    // mode is inference underneath; batch, prompt_tokens and output_tokens
+    // then describe the largest iteration (max_tokens_per_iteration tokens of
+    // one sequence), which sizes the workspace in the memory accounting.
+    std::optional<ServingSpec> serving;
 };
 
 // Communication a stack overlaps with compute, as concurrent streams
