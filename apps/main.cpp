@@ -39,7 +39,7 @@ Commands:
   sweep SCENARIO      run a scenario's sweep (cross product of overrides) in parallel
   serve SCENARIO      simulate requests arriving over time (a 'mode: serving' workload)
   validate DATASET    simulate published measurements and report the error
-  bench engine|scale  benchmark the event engine or whole-simulation speed
+  bench WHICH         benchmark speed: engine, scale (whole simulations) or serving
   list WHAT           what is available: gpus, clusters, models, schedules,
                       partitioners, schedulers, collectives, cost-models, software ('parasim list --help')
 

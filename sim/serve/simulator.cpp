@@ -188,9 +188,11 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
     res.preemptions = st.preemptions;
     res.cache_hits = cost.hits();
     res.cache_misses = cost.misses();
-    // Thin the timeline evenly to at most max_timeline points (every k-th).
+    // Thin the timeline evenly to at most max_timeline points (every k-th,
+    // and the last).
     const std::size_t k = std::max<std::size_t>(1, (timeline.size() + options.max_timeline - 1) / options.max_timeline);
     for (std::size_t i = 0; i < timeline.size(); i += k) res.timeline.push_back(timeline[i]);
+    if (!timeline.empty() && (timeline.size() - 1) % k != 0) res.timeline.push_back(timeline.back());  // the end state
     return res;
 }
 
