@@ -14,6 +14,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <memory>
 #include <numeric>
 
 TEST_SUITE_BEGIN("unit");
@@ -171,13 +172,26 @@ TEST_CASE("the schedulers are registered by name") {
     CHECK_THROWS_AS(serve::serving_scheduler("fifo"), ModelError);
 }
 
-TEST_CASE("a cached iteration costs exactly what executing its plan with the plain cost model costs") {
-    const auto sc = serve_test::scenario(
+namespace {
+
+// One request's scenario, its resolved strategy, and the iteration cost of both.
+struct IterationFixture {
+    config::ScenarioSpec sc = serve_test::scenario(
         "    arrivals: {process: fixed, rate: 1}\n    prompt_tokens: {distribution: fixed, value: 100}\n"
         "    output_tokens: {distribution: fixed, value: 2}\n    requests: 1\n");
-    const auto cm = hw::make_cost_model("roofline");
-    const auto base = parallel::build_plan(sc, sc.strategies.front(), *cm, {});
-    serve::IterationCost cost(sc, base, *cm);
+    std::unique_ptr<hw::CostModel> cm = hw::make_cost_model("roofline");
+    parallel::PlanBuild base = parallel::build_plan(sc, sc.strategies.front(), *cm, {});
+    serve::IterationCost cost{sc, base, *cm};
+};
+
+}  // namespace
+
+TEST_CASE("a cached iteration costs exactly what executing its plan with the plain cost model costs") {
+    IterationFixture f;
+    const auto& sc = f.sc;
+    const auto& base = f.base;
+    const auto& cm = f.cm;
+    auto& cost = f.cost;
     const net::Topology topo(sc.cluster, sc.gpus);
     exec::ExecOptions eo;
     eo.host_kernel_issue = sc.profile.kernel_issue;
@@ -198,12 +212,8 @@ TEST_CASE("a cached iteration costs exactly what executing its plan with the pla
 }
 
 TEST_CASE("a decode iteration is slower with more sequences and with longer contexts") {
-    const auto sc = serve_test::scenario(
-        "    arrivals: {process: fixed, rate: 1}\n    prompt_tokens: {distribution: fixed, value: 100}\n"
-        "    output_tokens: {distribution: fixed, value: 2}\n    requests: 1\n");
-    const auto cm = hw::make_cost_model("roofline");
-    const auto base = parallel::build_plan(sc, sc.strategies.front(), *cm, {});
-    serve::IterationCost cost(sc, base, *cm);
+    IterationFixture f;
+    auto& cost = f.cost;
     const Time small = cost.time({{{8, 1, 512}}, 8});
     CHECK(cost.time({{{64, 1, 512}}, 64}) > small);
     CHECK(cost.time({{{8, 1, 4096}}, 8}) > small);

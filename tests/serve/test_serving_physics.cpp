@@ -88,7 +88,7 @@ TEST_CASE("chunked prefill lowers P99 TPOT against continuous batching on long p
         "    arrivals: {process: poisson, rate: 6}\n"
         "    prompt_tokens: {distribution: uniform, min: 1500, max: 6000}\n"
         "    output_tokens: {distribution: uniform, min: 64, max: 256}\n"
-        "    requests: 300\n    decode_context_bucket: 16\n";
+        "    requests: 150\n    decode_context_bucket: 16\n";
     const auto cont = serve_with(work + "    scheduler: continuous\n");
     const auto chunk = serve_with(work + "    scheduler: chunked-prefill\n    max_tokens_per_iteration: 512\n");
     MESSAGE("P99 TPOT continuous " << cont.summary.tpot_ms.p99 << " ms, chunked " << chunk.summary.tpot_ms.p99
@@ -133,7 +133,8 @@ TEST_CASE("with a small KV pool sequences are preempted, recomputed, and every b
     CHECK(s.summary.peak_kv_use > 0.9);
 }
 
-TEST_CASE("bucketing decode contexts by 16 tokens moves TPOT by under 1%") {
+// Numbers, not physics, and ~10 s: the slow tier (not run under ASan).
+TEST_CASE("bucketing decode contexts by 16 tokens moves TPOT by under 1%" * doctest::test_suite("slow")) {
     const std::string work =
         "    arrivals: {process: poisson, rate: 10}\n"
         "    prompt_tokens: {distribution: lognormal, mean: 600, sigma: 0.8, max: 4096}\n"
