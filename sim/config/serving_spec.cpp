@@ -135,12 +135,15 @@ ServingSpec read_serving(const Node& node, const std::string& scenario_file) {
     {
         const Node an = r.required("arrivals");
         MapReader a(an);
-        const std::string p = a.required("process").as_enum({"poisson", "gamma", "fixed", "trace"});
+        const std::string p = a.required("process").as_enum({"poisson", "gamma", "fixed", "trace", "closed"});
         s.arrivals = p == "poisson" ? ArrivalProcess::poisson
                      : p == "gamma" ? ArrivalProcess::gamma
                      : p == "fixed" ? ArrivalProcess::fixed
-                                    : ArrivalProcess::trace;
-        if (s.arrivals == ArrivalProcess::trace) {
+                     : p == "trace" ? ArrivalProcess::trace
+                                    : ArrivalProcess::closed;
+        if (s.arrivals == ArrivalProcess::closed) {
+            s.concurrency = a.required("concurrency").as_int(1, 1 << 20);
+        } else if (s.arrivals == ArrivalProcess::trace) {
             const Node f = a.required("file");
             s.trace_file = resolve_beside(scenario_file, f.as_string());
             try {
@@ -169,6 +172,9 @@ ServingSpec read_serving(const Node& node, const std::string& scenario_file) {
     if (dur) s.duration_s = dur->as_time().seconds();
     if (dur && s.duration_s <= 0) dur->fail("the duration must be positive");
     if (!trace && !req && !dur) node.fail("give 'requests' (how many) or 'duration' (arrivals within a time)");
+    if (s.arrivals == ArrivalProcess::closed && !req)
+        node.fail("closed-loop clients need 'requests' (how many in all)");
+    if (s.arrivals == ArrivalProcess::closed && dur) dur->fail("closed-loop clients take 'requests', not a duration");
     if (auto n = r.optional("warmup_requests")) {
         s.warmup_requests = n->as_int(0, kMaxRequests);
         if (req && s.warmup_requests >= s.requests)

@@ -16,7 +16,10 @@
 
 namespace sim::config {
 
-enum class ArrivalProcess { poisson, gamma, fixed, trace };
+// closed: `concurrency` clients, each sending its next request the moment
+// its previous one finishes (a closed loop without think time, as
+// `vllm bench serve --max-concurrency C --request-rate inf`).
+enum class ArrivalProcess { poisson, gamma, fixed, trace, closed };
 enum class LengthDistribution { fixed, uniform, lognormal };
 
 struct LengthSpec {
@@ -36,6 +39,7 @@ struct ServingSpec {
     ArrivalProcess arrivals = ArrivalProcess::poisson;
     double rate = 0;                // requests per second (poisson, gamma, fixed)
     double cv = 1;                  // gamma: coefficient of variation of the inter-arrival gaps
+    std::int64_t concurrency = 0;   // closed: clients
     std::vector<TraceRequest> trace;  // trace: the file's rows, in order
     std::string trace_file;
     LengthSpec prompt, output;      // not with a trace

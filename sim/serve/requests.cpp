@@ -78,6 +78,7 @@ std::vector<Request> make_requests(const config::ServingSpec& spec, std::int64_t
         // rate keeps every request's lengths.
         Random arrivals(spec.seed), lengths(spec.seed ^ 0x9E3779B97F4A7C15ULL);
         const double shape = 1.0 / (spec.cv * spec.cv);
+        // Closed loop: `requests` bounds the run (duration is refused).
         double t = 0;
         while (static_cast<std::int64_t>(out.size()) < cap) {
             if (spec.duration_s > 0 && t >= spec.duration_s) break;
@@ -90,6 +91,7 @@ std::vector<Request> make_requests(const config::ServingSpec& spec, std::int64_t
             switch (spec.arrivals) {
                 case ArrivalProcess::poisson: t += arrivals.exponential(spec.rate); break;
                 case ArrivalProcess::gamma: t += arrivals.gamma(shape, 1.0 / (spec.rate * shape)); break;
+                case ArrivalProcess::closed: break;  // set by the simulation as clients' requests finish
                 default: t += 1.0 / spec.rate; break;
             }
         }

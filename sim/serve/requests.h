@@ -35,7 +35,8 @@ private:
 };
 
 // The run's requests, in arrival order (the first at 0 s for generated
-// arrivals). Each prompt + output fits `max_seq` (prompts cut to max_seq - 1,
+// arrivals; closed-loop requests all say 0 s, and the simulation sets each
+// one's arrival when a client's previous request finishes). Each prompt + output fits `max_seq` (prompts cut to max_seq - 1,
 // then outputs to what is left; such requests are flagged).
 std::vector<Request> make_requests(const config::ServingSpec& spec, std::int64_t max_seq);
 

@@ -133,17 +133,23 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
     parallel::IterationBatch batch;
     std::vector<parallel::IterationGroup> prefills;
     std::vector<TimelinePoint> timeline;
+    // Requests released to the engine so far: all of them for open-loop
+    // arrivals; for closed-loop clients, `concurrency` at 0 s and then one
+    // more each time a request finishes, arriving at that moment.
+    const bool closed = sv.arrivals == config::ArrivalProcess::closed;
+    std::size_t released = closed ? std::min<std::size_t>(requests.size(), static_cast<std::size_t>(sv.concurrency))
+                                   : requests.size();
     std::size_t next = 0, done = 0;
     int idle_retries = 0;
     Time t{};
     while (done < requests.size()) {
-        while (next < requests.size() && arrival[next] <= t) st.waiting.push_back(static_cast<std::uint32_t>(next++));
+        while (next < released && arrival[next] <= t) st.waiting.push_back(static_cast<std::uint32_t>(next++));
         work.clear();
         sv.scheduler->schedule(st, work);
         if (work.empty()) {
             // Nothing can run: wait for the next arrival. A schedule that
             // preempted everything is retried once at the same time.
-            if (next < requests.size()) {
+            if (next < released) {
                 t = std::max(t, arrival[next]);
                 continue;
             }
@@ -176,6 +182,11 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
                 st.kv.give_back(s.blocks);
                 s.blocks = 0;
                 ++done;
+                if (closed && released < requests.size()) {  // the client sends its next request
+                    arrival[released] = t;
+                    res.records[released].request.arrival_s = t.seconds();
+                    ++released;
+                }
             }
         }
         st.running.erase(std::remove_if(st.running.begin(), st.running.end(),

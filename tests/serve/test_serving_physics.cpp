@@ -117,6 +117,23 @@ TEST_CASE("static batching: a request that arrives during a batch waits for the 
     CHECK(b[1].finish_s < b[0].finish_s);
 }
 
+TEST_CASE("closed-loop clients: never more than `concurrency` requests in the engine, each sent as one finishes") {
+    const auto s = serve_with(
+        "    arrivals: {process: closed, concurrency: 3}\n"
+        "    prompt_tokens: {distribution: uniform, min: 100, max: 900}\n"
+        "    output_tokens: {distribution: uniform, min: 10, max: 80}\n    requests: 30\n");
+    const auto& rec = s.result.records;
+    for (std::size_t i = 0; i < 3; ++i) CHECK(rec[i].request.arrival_s == 0);
+    for (const auto& p : s.result.timeline) CHECK(p.batch <= 3);
+    // Every later request arrives exactly when an earlier one finishes.
+    for (std::size_t i = 3; i < rec.size(); ++i) {
+        bool matched = false;
+        for (std::size_t j = 0; j < i; ++j) matched = matched || rec[j].finish_s == rec[i].request.arrival_s;
+        CHECK(matched);
+    }
+    CHECK_FALSE(s.summary.overloaded);
+}
+
 TEST_CASE("with a small KV pool sequences are preempted, recomputed, and every block comes back") {
     // 22% of 80 GiB leaves ~1.9 GB after 17 GB of weights and workspace:
     // about 890 blocks of 16 tokens (14,000 tokens) for 40 sequences of 2,048.
