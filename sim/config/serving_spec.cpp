@@ -11,9 +11,9 @@ namespace sim::config {
 
 namespace {
 
-// At most this many requests in one run: 10^7 requests of state and metrics
-// are a few GB of host memory, and more is a hostile input.
-constexpr std::int64_t kMaxRequests = 10'000'000;
+// At most this many requests in one run (about 200 bytes of state and
+// metrics each); more is a hostile input.
+constexpr std::int64_t kMaxRequests = 1'000'000;
 constexpr std::int64_t kMaxLength = std::int64_t{1} << 24;
 
 LengthSpec read_length(const Node& node) {

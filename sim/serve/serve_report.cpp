@@ -85,13 +85,8 @@ ServeSummary summarize(const config::ScenarioSpec& sc, const ServeResult& r) {
     }
     s.queue_slope = sxx > 0 ? sxy / sxx : 0;
     s.overloaded = s.queue_slope >= kOverloadSlope;
-    double batch = 0, peak = 0;
-    for (const auto& p : r.timeline) {
-        batch += static_cast<double>(p.batch);
-        peak = std::max(peak, static_cast<double>(p.kv_blocks));
-    }
-    if (!r.timeline.empty()) s.mean_batch = batch / static_cast<double>(r.timeline.size());
-    s.peak_kv_use = r.pool.blocks > 0 ? peak / static_cast<double>(r.pool.blocks) : 0;
+    s.mean_batch = r.mean_batch;
+    s.peak_kv_use = r.pool.blocks > 0 ? static_cast<double>(r.peak_kv_blocks) / static_cast<double>(r.pool.blocks) : 0;
     return s;
 }
 

@@ -27,7 +27,7 @@ struct ServeSummary {
     double requests_per_s = 0, output_tokens_per_s = 0, total_tokens_per_s = 0;
     std::optional<double> goodput_per_s;   // requests meeting every SLO given, per second
     std::optional<double> slo_attainment;  // their share
-    double mean_batch = 0;                 // sequences per iteration, averaged over iterations
+    double mean_batch = 0;                 // sequences per iteration, averaged over every iteration
     double peak_kv_use = 0;                // largest share of the KV pool in use
     // Queueing delay grows with arrival time (least-squares slope, s per s
     // of arrivals) at or above kOverloadSlope: the queue grows without bound.

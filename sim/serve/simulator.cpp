@@ -133,6 +133,9 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
     parallel::IterationBatch batch;
     std::vector<parallel::IterationGroup> prefills;
     std::vector<TimelinePoint> timeline;
+    std::uint64_t stride = 1;
+    double batch_sum = 0;
+    TimelinePoint last_point;
     // Requests released to the engine so far: all of them for open-loop
     // arrivals; for closed-loop clients, `concurrency` at 0 s and then one
     // more each time a request finishes, arriving at that moment.
@@ -192,18 +195,30 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
         st.running.erase(std::remove_if(st.running.begin(), st.running.end(),
                                         [&](std::uint32_t id) { return st.seqs[id].generated == st.seqs[id].output; }),
                          st.running.end());
-        timeline.push_back(TimelinePoint{t.seconds(), static_cast<std::int64_t>(work.size()), fed, st.kv.used(),
-                                         static_cast<std::int64_t>(st.waiting.size())});
+        // Every stride-th iteration is kept; when 2 x max_timeline are kept,
+        // every other one is dropped and the stride doubles, so memory stays
+        // bounded however long the run (the mean batch still counts all).
+        batch_sum += static_cast<double>(work.size());
+        const TimelinePoint point{t.seconds(), static_cast<std::int64_t>(work.size()), fed, st.kv.used(),
+                                  static_cast<std::int64_t>(st.waiting.size())};
+        res.peak_kv_blocks = std::max(res.peak_kv_blocks, point.kv_blocks);
+        last_point = point;
+        if ((res.iterations - 1) % stride == 0) {
+            timeline.push_back(point);
+            if (timeline.size() >= 2 * options.max_timeline) {
+                for (std::size_t i = 0; 2 * i < timeline.size(); ++i) timeline[i] = timeline[2 * i];
+                timeline.resize((timeline.size() + 1) / 2);
+                stride *= 2;
+            }
+        }
     }
     res.end_s = t.seconds();
     res.preemptions = st.preemptions;
     res.cache_hits = cost.hits();
     res.cache_misses = cost.misses();
-    // Thin the timeline evenly to at most max_timeline points (every k-th,
-    // and the last).
-    const std::size_t k = std::max<std::size_t>(1, (timeline.size() + options.max_timeline - 1) / options.max_timeline);
-    for (std::size_t i = 0; i < timeline.size(); i += k) res.timeline.push_back(timeline[i]);
-    if (!timeline.empty() && (timeline.size() - 1) % k != 0) res.timeline.push_back(timeline.back());  // the end state
+    res.timeline = std::move(timeline);
+    if (res.iterations > 0 && (res.iterations - 1) % stride != 0) res.timeline.push_back(last_point);  // the end state
+    res.mean_batch = res.iterations > 0 ? batch_sum / static_cast<double>(res.iterations) : 0;
     return res;
 }
 

@@ -47,14 +47,16 @@ struct ServeResult {
     int gpus = 0;
     KvPool pool;
     std::vector<RequestRecord> records;  // arrival order
-    std::vector<TimelinePoint> timeline; // every iteration, thinned to at most max_timeline points
+    std::vector<TimelinePoint> timeline; // every stride-th iteration (stride a power of 2), under 2 x max_timeline points, and the last
+    double mean_batch = 0;               // sequences per iteration, over every iteration
+    std::int64_t peak_kv_blocks = 0;     // over every iteration
     std::uint64_t iterations = 0, preemptions = 0, cache_hits = 0, cache_misses = 0, clamped = 0;
     double end_s = 0;                    // the last request's finish
 };
 
 struct ServeOptions {
     std::string cost_model = "roofline";
-    std::size_t max_timeline = 2000;
+    std::size_t max_timeline = 1000;
 };
 
 // KV pool of a replica: (capacity x utilisation - weights - workspace) /
