@@ -150,6 +150,19 @@ TEST_CASE("with a small KV pool sequences are preempted, recomputed, and every b
     CHECK(s.summary.peak_kv_use > 0.9);
 }
 
+TEST_CASE("a preempted sequence whose recompute exceeds the token budget runs alone and finishes") {
+    // Prompts of 512 fit the budget of 600; after 100 or more generated
+    // tokens a preempted sequence must prefill more than 600 again.
+    const auto s = serve_with(
+        "    arrivals: {process: poisson, rate: 50}\n"
+        "    prompt_tokens: {distribution: fixed, value: 512}\n"
+        "    output_tokens: {distribution: fixed, value: 1536}\n"
+        "    requests: 40\n    gpu_memory_utilization: 0.22\n    decode_context_bucket: 16\n"
+        "    max_tokens_per_iteration: 600\n");
+    CHECK(s.result.preemptions > 0);
+    for (const auto& r : s.result.records) CHECK(r.finish_s > 0);
+}
+
 // Numbers, not physics, and ~10 s: the slow tier (not run under ASan).
 TEST_CASE("bucketing decode contexts by 16 tokens moves TPOT by under 1%" * doctest::test_suite("slow")) {
     const std::string work =

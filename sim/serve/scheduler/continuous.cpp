@@ -27,7 +27,10 @@ public:
         while (!st.waiting.empty() && static_cast<std::int64_t>(st.running.size()) < st.max_batch) {
             const std::uint32_t id = st.waiting.front();
             const std::int64_t n = st.seqs[id].unfed();
-            if (tokens + n > st.max_tokens) break;
+            // A preempted sequence's recompute (prompt + generated) may exceed
+            // the budget that its prompt fitted; it then runs alone.
+            const bool lone_recompute = out.empty() && st.seqs[id].generated > 0;
+            if (tokens + n > st.max_tokens && !lone_recompute) break;
             if (!st.grow(id, n)) break;
             tokens += n;
             st.admit_front();
