@@ -28,9 +28,11 @@ void apply_limits(const boost::program_options::variables_map& vm);
 int cmd_run(const Args& args);
 int cmd_sweep(const Args& args);
 int cmd_validate(const Args& args);
+int cmd_serve(const Args& args);
 int cmd_bench(const Args& args);
 int cmd_list(const Args& args);
 int bench_scale(const std::string& format);
+int bench_serving(const std::string& format);
 
 // Removes `path` (a file, or a folder that is empty by then) if SIGINT,
 // SIGTERM, SIGHUP or SIGPIPE ends the process while this object lives; the

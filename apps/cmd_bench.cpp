@@ -133,30 +133,32 @@ int bench_scale_impl(const std::string& format) {
 int bench_scale(const std::string& format) { return bench_scale_impl(format); }
 
 int cmd_bench(const Args& args) {
-    po::options_description opts("parasim bench engine|scale [options]");
+    po::options_description opts("parasim bench engine|scale|serving [options]");
     opts.add_options()("help,h", "show this help")("format", po::value<std::string>()->default_value("table"),
                                                      "table | json")(
         "seed", po::value<std::uint64_t>()->default_value(1), "seed of the hold model's generator")(
         "repeat", po::value<int>()->default_value(3), "engine: runs per population; the best of each side is reported")(
-        "which", po::value<std::string>(), "engine | scale");
+        "which", po::value<std::string>(), "engine | scale | serving");
     po::positional_options_description pos;
     pos.add("which", 1);
     po::variables_map vm;
     po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
     if (vm.count("help")) {
         std::cout << opts << "\n  engine  the hold model at 10^3, 10^5 and 10^6 pending events vs std::priority_queue\n"
-                  << "  scale   whole simulations from 16 to 16,384 GPUs\n";
+                  << "  scale   whole simulations from 16 to 16,384 GPUs\n"
+                  << "  serving 10,000 requests of Llama 3 8B on one H100 (parasim serve)\n";
         return 0;
     }
     const std::string format = vm["format"].as<std::string>();
     if (format != "table" && format != "json") throw UsageError(fmt::format("--format must be table or json, not '{}'", format));
-    if (!vm.count("which")) throw UsageError("bench needs a benchmark name: engine or scale");
+    if (!vm.count("which")) throw UsageError("bench needs a benchmark name: engine, scale or serving");
     const std::string which = vm["which"].as<std::string>();
     const int repeat = vm["repeat"].as<int>();
     if (repeat < 1) throw UsageError(fmt::format("--repeat must be at least 1, not {}", repeat));
     if (which == "engine") return bench_engine(format, vm["seed"].as<std::uint64_t>(), repeat);
     if (which == "scale") return bench_scale(format);
-    throw UsageError(fmt::format("unknown benchmark '{}' (expected engine or scale)", which));
+    if (which == "serving") return bench_serving(format);
+    throw UsageError(fmt::format("unknown benchmark '{}' (expected engine, scale or serving)", which));
 }
 
 }  // namespace parasim_cli

@@ -1,5 +1,6 @@
 // parasim list: what is available by name.
 #include "apps/cli.h"
+#include "sim/serve/scheduler/i_scheduler.h"
 #include "sim/config/cluster_loader.h"
 #include "sim/config/gpu_loader.h"
 #include "sim/config/model_loader.h"
@@ -40,6 +41,7 @@ constexpr const char* kListUsage =
     "  parasim list models        models in models/ with parameters, layers and attention\n"
     "  parasim list schedules     registered pipeline schedules\n"
     "  parasim list partitioners  registered layer partitioners\n"
+    "  parasim list schedulers    registered serving batch schedulers\n"
     "  parasim list collectives   registered collective algorithms\n"
     "  parasim list cost-models   registered kernel cost models\n"
     "  parasim list software      software-stack profiles in topologies/software/\n";
@@ -100,6 +102,10 @@ int cmd_list(const Args& args) {
         for (const auto* p : sim::parallel::partitioners()) print_entry(p->name(), p->description());
         return 0;
     }
+    if (what == "schedulers") {
+        for (const auto* sch : sim::serve::serving_schedulers()) print_entry(sch->name(), sch->description());
+        return 0;
+    }
     if (what == "collectives") {
         print_entry("auto", "the best-ranked registered algorithm that can run the group (NCCL's rules; with "
                             "protocols, the fastest predicted)");
@@ -123,7 +129,7 @@ int cmd_list(const Args& args) {
         }
         return 0;
     }
-    throw UsageError("list needs one of: gpus, clusters, models, schedules, partitioners, collectives, cost-models, software");
+    throw UsageError("list needs one of: gpus, clusters, models, schedules, partitioners, schedulers, collectives, cost-models, software");
 }
 
 }  // namespace parasim_cli

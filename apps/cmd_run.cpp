@@ -43,6 +43,8 @@ int cmd_run(const Args& args) {
     if (vm.count("set"))
         for (const auto& s : vm["set"].as<std::vector<std::string>>()) overrides.push_back(sim::config::parse_override(s));
     auto scenario = sim::config::load_scenario(vm["scenario"].as<std::string>(), overrides);
+    if (scenario.workload.serving)
+        throw UsageError("the scenario's workload is 'mode: serving': run it with 'parasim serve'");
     if (vm.count("strategy")) {
         const std::string want = vm["strategy"].as<std::string>();
         std::vector<sim::config::StrategySpec> keep;

@@ -37,10 +37,11 @@ Usage: parasim [--help] [--version] COMMAND [ARGS...]
 Commands:
   run SCENARIO        simulate every strategy of a scenario and report metrics
   sweep SCENARIO      run a scenario's sweep (cross product of overrides) in parallel
+  serve SCENARIO      simulate requests arriving over time (a 'mode: serving' workload)
   validate DATASET    simulate published measurements and report the error
-  bench engine|scale  benchmark the event engine or whole-simulation speed
+  bench WHICH         benchmark speed: engine, scale (whole simulations) or serving
   list WHAT           what is available: gpus, clusters, models, schedules,
-                      partitioners, collectives, cost-models, software ('parasim list --help')
+                      partitioners, schedulers, collectives, cost-models, software ('parasim list --help')
 
 Run 'parasim COMMAND --help' for the options of a command.
 )";
@@ -69,10 +70,11 @@ int dispatch(int argc, char** argv) {
     const Args rest(argv + command_at + 1, argv + argc);
     if (command == "run") return cmd_run(rest);
     if (command == "sweep") return cmd_sweep(rest);
+    if (command == "serve") return cmd_serve(rest);
     if (command == "validate") return cmd_validate(rest);
     if (command == "bench") return cmd_bench(rest);
     if (command == "list") return cmd_list(rest);
-    throw UsageError(fmt::format("unknown command '{}' (expected run, sweep, validate, bench or list)", command));
+    throw UsageError(fmt::format("unknown command '{}' (expected run, sweep, serve, validate, bench or list)", command));
 }
 
 }  // namespace

@@ -206,8 +206,8 @@ void read_moe(const Node& node, WorkloadSpec& w) {
 WorkloadSpec read_workload(const Node& node) {
     MapReader r(node);
     WorkloadSpec w;
-    const std::string mode = r.required("mode").as_enum({"inference", "training"});
-    w.mode = mode == "inference" ? Mode::inference : Mode::training;
+    const std::string mode = r.required("mode").as_enum({"inference", "training", "serving"});
+    w.mode = mode == "training" ? Mode::training : Mode::inference;
     const std::vector<std::string> dtypes = {"fp32", "tf32", "fp16", "bf16", "fp8", "int8"};
     const auto dtype = [&](const Node& n) { return *hw::parse_dtype(n.as_enum(dtypes)); };
     w.precision.compute = dtype(r.required("dtype"));
@@ -222,7 +222,13 @@ WorkloadSpec read_workload(const Node& node) {
         if (w.mode == Mode::inference) n->fail("dropout applies to training only");
         w.dropout = read_dropout(*n);
     }
-    if (w.mode == Mode::inference) {
+    if (mode == "serving") {
+        w.serving = read_serving(r.required("serving"), node.file());
+        w.batch = 1;
+        w.prompt_tokens = w.serving->max_tokens_per_iteration;
+        w.output_tokens = 1;
+        w.decode_steps_simulated = 0;
+    } else if (w.mode == Mode::inference) {
         w.batch = r.required("batch").as_int(1, 1 << 24);
         w.prompt_tokens = r.required("prompt_tokens").as_int(1, 1 << 24);
         w.output_tokens = r.required("output_tokens").as_int(1, 1 << 24);

@@ -5,6 +5,7 @@
 // so everything downstream can trust what it is given.
 #pragma once
 
+#include "sim/config/serving_spec.h"
 #include "sim/config/software_loader.h"
 #include "sim/config/yaml_reader.h"
 #include "sim/hw/gpu.h"
@@ -48,6 +49,11 @@ struct WorkloadSpec {
     // grouped GEMM (docs/moe.md); moe_where locates the block (unset when absent).
     workload::MoeRouting moe;
     SourceLocation moe_where;
+    // `mode: serving`: requests arriving over time (docs/serving.md). The
+    // mode is inference underneath; batch, prompt_tokens and output_tokens
+    // then describe the largest iteration (max_tokens_per_iteration tokens of
+    // one sequence), which sizes the workspace in the memory accounting.
+    std::optional<ServingSpec> serving;
 };
 
 // Communication a stack overlaps with compute, as concurrent streams

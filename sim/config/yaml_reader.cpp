@@ -361,7 +361,7 @@ Node load_string(const std::string& text, const std::string& name) {
     return Node(root, std::make_shared<const std::string>(name), "");
 }
 
-Node load_file(const std::string& path) {
+std::string read_input_file(const std::string& path) {
     // Only regular files: a device (/dev/zero) or a FIFO has no end that
     // parasim can know of, and reading it could block or grow forever. The
     // size is checked before reading, and again while reading, in case the
@@ -389,8 +389,10 @@ Node load_file(const std::string& path) {
         text.append(buf.data(), static_cast<std::size_t>(in.gcount()));
         if (text.size() > cap) too_large();
     }
-    return load_string(text, path);
+    return text;
 }
+
+Node load_file(const std::string& path) { return load_string(read_input_file(path), path); }
 
 bool exists_quietly(const std::filesystem::path& p) {
     std::error_code ec;

@@ -82,6 +82,9 @@ private:
 
 // Parses a file; syntax errors become ConfigError with the position.
 Node load_file(const std::string& path);
+// The bytes of an input file, with load_file's checks (a regular file, at
+// most limits().input_bytes).
+std::string read_input_file(const std::string& path);
 Node load_string(const std::string& text, const std::string& name);
 
 // Parses "450 GB/s"-style text. `what` names the kind for messages.

@@ -122,6 +122,7 @@ PlanBuild build_plan(const config::ScenarioSpec& sc, const config::StrategySpec&
         out.strategy.partition_note += std::string(out.strategy.partition_note.empty() ? "" : "; ") +
                                        "every GPU simulated: replicas share links on this fabric";
     }
+    out.collapsed = effective.collapse;
     Emitter em{sc, out.strategy, effective, operator_options(sc, out.strategy), out.plan, vstages, {}, {},
                spec.collective, spec.placement, {}};
     em.setup();

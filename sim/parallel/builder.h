@@ -52,6 +52,7 @@ struct PlanBuild {
     std::int64_t decode_context_first = 0;  // context length of the first simulated decode step
     double tokens_per_iteration = 0;   // training: global batch x sequence length
     double model_flops = 0;            // training: per iteration, whole cluster (6N + attention)
+    bool collapsed = true;             // symmetry collapsing in effect (BuildOptions, less shared fabrics)
 };
 
 // ConfigError at the strategy's location when it cannot be formed (tp x cp x
@@ -59,5 +60,24 @@ struct PlanBuild {
 // memory.oom: an out-of-memory strategy is never simulated.
 PlanBuild build_plan(const config::ScenarioSpec& scenario, const config::StrategySpec& spec,
                      const hw::CostModel& cost_model, const BuildOptions& options);
+
+// One iteration of a serving engine (docs/serving.md): sequences that share
+// a shape form a group; the linear layers, norms and the embedding run once on
+// all the iteration's tokens (a flattened batch, as vLLM runs it), the
+// attention kernel once per group, the LM head on the `sampled` sequences
+// that produce a token. A decode group holds `sequences` sequences of 1 new
+// token at `context` tokens each.
+struct IterationGroup {
+    std::int64_t sequences = 1, new_tokens = 1, context = 1;
+};
+struct IterationBatch {
+    std::vector<IterationGroup> groups;
+    std::int64_t sampled = 0;
+};
+
+// The plan of one serving iteration under `base`'s resolved strategy (from
+// build_plan of the same scenario; pipeline parallelism is not supported
+// yet). One marker: the end of the iteration on the last stage.
+Plan build_iteration_plan(const config::ScenarioSpec& scenario, const PlanBuild& base, const IterationBatch& batch);
 
 }  // namespace sim::parallel

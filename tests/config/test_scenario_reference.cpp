@@ -30,7 +30,7 @@ TEST_CASE("every key the loaders read is in docs/scenario-reference.md") {
     const std::string doc = read_text(kRoot + "/docs/scenario-reference.md");
     const std::regex key_read(R"re((required|optional|get|has)\("([a-z_0-9]+)"\)|need\([^,()]+, "([a-z_0-9]+)"\))re");
     std::set<std::string> keys;
-    for (const char* source : {"sim/config/scenario.cpp", "sim/config/run_details.cpp",
+    for (const char* source : {"sim/config/scenario.cpp", "sim/config/run_details.cpp", "sim/config/serving_spec.cpp",
                                "sim/config/cluster_loader.cpp", "sim/config/model_loader.cpp"}) {
         const std::string code = read_text(kRoot + "/" + source);
         for (std::sregex_iterator it(code.begin(), code.end(), key_read), end; it != end; ++it)

@@ -76,7 +76,7 @@ TEST_CASE("parasim --help lists the subcommands and a bad command exits 2 with o
     for (const char* c : {"run", "sweep", "validate", "bench"}) CHECK(help.out.find(c) != std::string::npos);
     const auto bad = parasim("frobnicate");
     CHECK(bad.code == 2);
-    CHECK(bad.err == "parasim: unknown command 'frobnicate' (expected run, sweep, validate, bench or list)\n");
+    CHECK(bad.err == "parasim: unknown command 'frobnicate' (expected run, sweep, serve, validate, bench or list)\n");
     const auto bad_opt = parasim("run --no-such-option x.yaml");
     CHECK(bad_opt.code == 2);
     CHECK(std::count(bad_opt.err.begin(), bad_opt.err.end(), '\n') == 1);

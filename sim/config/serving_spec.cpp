@@ -1,0 +1,202 @@
+// Reading and checking the `serving:` block and trace files.
+#include "sim/config/serving_spec.h"
+
+#include "sim/core/limits.h"
+
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+
+namespace sim::config {
+
+namespace {
+
+// At most this many requests in one run (about 200 bytes of state and
+// metrics each); more is a hostile input.
+constexpr std::int64_t kMaxRequests = 1'000'000;
+constexpr std::int64_t kMaxLength = std::int64_t{1} << 24;
+
+LengthSpec read_length(const Node& node) {
+    MapReader r(node);
+    LengthSpec l;
+    const std::string kind = r.required("distribution").as_enum({"fixed", "uniform", "lognormal"});
+    if (kind == "fixed") {
+        l.kind = LengthDistribution::fixed;
+        l.value = r.required("value").as_int(1, kMaxLength);
+    } else if (kind == "uniform") {
+        l.kind = LengthDistribution::uniform;
+        l.min = r.required("min").as_int(1, kMaxLength);
+        const Node mx = r.required("max");
+        l.max = mx.as_int(1, kMaxLength);
+        if (l.max < l.min) mx.fail(fmt::format("max {} is below min {}", l.max, l.min));
+    } else {
+        l.kind = LengthDistribution::lognormal;
+        l.mean = r.required("mean").as_number(1, static_cast<double>(kMaxLength));
+        l.sigma = r.required("sigma").as_number(0, 4);
+        if (auto n = r.optional("min")) l.min = n->as_int(1, kMaxLength);
+        if (auto n = r.optional("max")) {
+            l.max = n->as_int(1, kMaxLength);
+            if (l.max < l.min) n->fail(fmt::format("max {} is below min {}", l.max, l.min));
+        }
+    }
+    r.finish();
+    return l;
+}
+
+std::string resolve_beside(const std::string& scenario_file, const std::string& ref) {
+    if (ref.empty() || ref.front() == '/') return ref;
+    const auto dir = std::filesystem::path(scenario_file).parent_path();
+    return dir.empty() ? ref : (dir / ref).string();
+}
+
+// A finite number of the whole field (no trailing characters).
+bool parse_number(const std::string& f, double& out) {
+    if (f.empty()) return false;
+    const auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), out);
+    return ec == std::errc{} && end == f.data() + f.size() && std::isfinite(out);
+}
+
+bool parse_int(const std::string& f, std::int64_t& out) {
+    if (f.empty()) return false;
+    const auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), out);
+    return ec == std::errc{} && end == f.data() + f.size();
+}
+
+std::string trim(const std::string& s) {
+    const auto a = s.find_first_not_of(" \t\r");
+    if (a == std::string::npos) return "";
+    return s.substr(a, s.find_last_not_of(" \t\r") - a + 1);
+}
+
+}  // namespace
+
+std::vector<TraceRequest> read_trace_csv(const std::string& path) {
+    const std::string text = read_input_file(path);
+    std::vector<TraceRequest> rows;
+    std::size_t pos = 0;
+    int line = 0;
+    bool header = false;
+    while (pos < text.size()) {
+        std::size_t eol = text.find('\n', pos);
+        if (eol == std::string::npos) eol = text.size();
+        const std::string raw = text.substr(pos, eol - pos);
+        pos = eol + 1;
+        ++line;
+        const std::string row = trim(raw);
+        const SourceLocation where{path, line, 1};
+        if (row.empty() || row.front() == '#') continue;
+        std::vector<std::string> fields;
+        std::size_t a = 0;
+        while (true) {
+            const std::size_t c = row.find(',', a);
+            fields.push_back(trim(row.substr(a, c == std::string::npos ? std::string::npos : c - a)));
+            if (c == std::string::npos) break;
+            a = c + 1;
+        }
+        const std::string shown = row.size() > 80 ? row.substr(0, 80) + "..." : row;
+        if (!header) {
+            if (fields != std::vector<std::string>{"arrival_s", "prompt_tokens", "output_tokens"})
+                throw ConfigError(where, fmt::format("expected the header 'arrival_s,prompt_tokens,output_tokens', "
+                                                     "got '{}'", shown));
+            header = true;
+            continue;
+        }
+        if (fields.size() != 3)
+            throw ConfigError(where, fmt::format("row '{}': expected 3 fields, got {}", shown, fields.size()));
+        TraceRequest t;
+        if (!parse_number(fields[0], t.arrival_s) || t.arrival_s < 0 || t.arrival_s > 86400.0 * 365)
+            throw ConfigError(where, fmt::format("row '{}': arrival_s '{}' is not a time in seconds from 0 to "
+                                                 "one year", shown, fields[0]));
+        if (!rows.empty() && t.arrival_s < rows.back().arrival_s)
+            throw ConfigError(where, fmt::format("row '{}': arrivals are not sorted ({} s after {} s)", shown,
+                                                 t.arrival_s, rows.back().arrival_s));
+        for (int k = 1; k <= 2; ++k) {
+            std::int64_t v = 0;
+            if (!parse_int(fields[static_cast<std::size_t>(k)], v) || v < 1 || v > kMaxLength)
+                throw ConfigError(where, fmt::format("row '{}': {} '{}' is not a whole number from 1 to {}", shown,
+                                                     k == 1 ? "prompt_tokens" : "output_tokens",
+                                                     fields[static_cast<std::size_t>(k)], kMaxLength));
+            (k == 1 ? t.prompt_tokens : t.output_tokens) = v;
+        }
+        if (static_cast<std::int64_t>(rows.size()) >= kMaxRequests)
+            throw ConfigError(where, fmt::format("more than {} requests", kMaxRequests));
+        rows.push_back(t);
+    }
+    if (!header) throw ConfigError(SourceLocation{path, 1, 1}, "empty trace: expected the header "
+                                                               "'arrival_s,prompt_tokens,output_tokens' and rows");
+    if (rows.empty()) throw ConfigError(SourceLocation{path, line, 1}, "the trace has a header but no requests");
+    return rows;
+}
+
+ServingSpec read_serving(const Node& node, const std::string& scenario_file) {
+    MapReader r(node);
+    ServingSpec s;
+    s.where = node.location();
+    {
+        const Node an = r.required("arrivals");
+        MapReader a(an);
+        const std::string p = a.required("process").as_enum({"poisson", "gamma", "fixed", "trace", "closed"});
+        s.arrivals = p == "poisson" ? ArrivalProcess::poisson
+                     : p == "gamma" ? ArrivalProcess::gamma
+                     : p == "fixed" ? ArrivalProcess::fixed
+                     : p == "trace" ? ArrivalProcess::trace
+                                    : ArrivalProcess::closed;
+        if (s.arrivals == ArrivalProcess::closed) {
+            s.concurrency = a.required("concurrency").as_int(1, 1 << 20);
+        } else if (s.arrivals == ArrivalProcess::trace) {
+            const Node f = a.required("file");
+            s.trace_file = resolve_beside(scenario_file, f.as_string());
+            try {
+                s.trace = read_trace_csv(s.trace_file);
+            } catch (const LimitError& e) {
+                f.fail(e.what());
+            }
+        } else {
+            // A rate of 0 would never produce a request: at least one per day.
+            const Node rate = a.required("rate");
+            s.rate = rate.as_number(1.0 / 86400, 1e6);
+            if (s.arrivals == ArrivalProcess::gamma) s.cv = a.required("cv").as_number(0.01, 100);
+        }
+        a.finish();
+    }
+    const bool trace = s.arrivals == ArrivalProcess::trace;
+    for (const char* key : {"prompt_tokens", "output_tokens"}) {
+        auto n = r.optional(key);
+        if (trace && n) n->fail("a trace gives the lengths of its requests; remove this key");
+        if (!trace && !n) node.fail(fmt::format("missing key '{}' (a length distribution)", key));
+        if (n) (std::string(key) == "prompt_tokens" ? s.prompt : s.output) = read_length(*n);
+    }
+    auto req = r.optional("requests");
+    auto dur = r.optional("duration");
+    if (req) s.requests = req->as_int(1, kMaxRequests);
+    if (dur) s.duration_s = dur->as_time().seconds();
+    if (dur && s.duration_s <= 0) dur->fail("the duration must be positive");
+    if (!trace && !req && !dur) node.fail("give 'requests' (how many) or 'duration' (arrivals within a time)");
+    if (s.arrivals == ArrivalProcess::closed && !req)
+        node.fail("closed-loop clients need 'requests' (how many in all)");
+    if (s.arrivals == ArrivalProcess::closed && dur) dur->fail("closed-loop clients take 'requests', not a duration");
+    if (auto n = r.optional("warmup_requests")) {
+        s.warmup_requests = n->as_int(0, kMaxRequests);
+        if (req && s.warmup_requests >= s.requests)
+            n->fail(fmt::format("warm-up of {} requests leaves none of the {} to measure", s.warmup_requests,
+                                s.requests));
+    }
+    if (auto n = r.optional("seed")) s.seed = static_cast<std::uint64_t>(n->as_int(0, INT64_MAX));
+    if (auto n = r.optional("scheduler")) s.scheduler = &serve::serving_scheduler(n->as_enum(serve::serving_scheduler_names()));
+    if (auto n = r.optional("max_batch")) s.max_batch = n->as_int(1, 1 << 20);
+    if (auto n = r.optional("max_tokens_per_iteration")) s.max_tokens_per_iteration = n->as_int(1, kMaxLength);
+    if (s.max_tokens_per_iteration == 0) s.max_tokens_per_iteration = s.scheduler->default_max_tokens();
+    if (auto n = r.optional("block_size")) s.block_size = n->as_int(1, 4096);
+    if (auto n = r.optional("decode_context_bucket")) s.decode_context_bucket = n->as_int(1, 1 << 20);
+    if (auto n = r.optional("gpu_memory_utilization")) s.gpu_memory_utilization = n->as_number(0.01, 1.0);
+    if (auto n = r.optional("slo")) {
+        MapReader sl(*n);
+        if (auto t = sl.optional("ttft_ms")) s.slo_ttft_ms = t->as_number(1e-6, 1e9);
+        if (auto t = sl.optional("tpot_ms")) s.slo_tpot_ms = t->as_number(1e-6, 1e9);
+        sl.finish();
+    }
+    r.finish();
+    return s;
+}
+
+}  // namespace sim::config

@@ -1,0 +1,68 @@
+// The `serving:` block of a `mode: serving` workload (docs/scenario-reference.md,
+// docs/serving.md) as plain data: the arrival process, the length
+// distributions or a trace file, the run length, the scheduler and its
+// limits, the KV cache and the SLOs. read_serving() checks every field; a
+// trace file is read and checked here, so a bad row stops the run at
+// load time with file:line and the row.
+#pragma once
+
+#include "sim/config/yaml_reader.h"
+#include "sim/serve/scheduler/i_scheduler.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sim::config {
+
+// closed: `concurrency` clients, each sending its next request the moment
+// its previous one finishes (a closed loop without think time, as
+// `vllm bench serve --max-concurrency C --request-rate inf`).
+enum class ArrivalProcess { poisson, gamma, fixed, trace, closed };
+enum class LengthDistribution { fixed, uniform, lognormal };
+
+struct LengthSpec {
+    LengthDistribution kind = LengthDistribution::fixed;
+    std::int64_t value = 0;         // fixed
+    std::int64_t min = 1, max = 0;  // uniform bounds; lognormal clamp (max 0: the model's max_seq)
+    double mean = 0, sigma = 0;     // lognormal: mean of the lengths and sigma of their logarithm
+};
+
+// One row of a trace file.
+struct TraceRequest {
+    double arrival_s = 0;
+    std::int64_t prompt_tokens = 0, output_tokens = 0;
+};
+
+struct ServingSpec {
+    ArrivalProcess arrivals = ArrivalProcess::poisson;
+    double rate = 0;                // requests per second (poisson, gamma, fixed)
+    double cv = 1;                  // gamma: coefficient of variation of the inter-arrival gaps
+    std::int64_t concurrency = 0;   // closed: clients
+    std::vector<TraceRequest> trace;  // trace: the file's rows, in order
+    std::string trace_file;
+    LengthSpec prompt, output;      // not with a trace
+    std::int64_t requests = 0;      // how many requests (0: bounded by duration)
+    double duration_s = 0;          // arrivals within this span (0: bounded by requests)
+    std::int64_t warmup_requests = 0;  // the first ones, excluded from the metrics
+    std::uint64_t seed = 1;
+    const serve::IServingScheduler* scheduler = &serve::default_serving_scheduler();
+    std::int64_t max_batch = 256;
+    std::int64_t max_tokens_per_iteration = 0;  // 0: the scheduler's default
+    std::int64_t block_size = 16;
+    // Decode iterations take the time of their mean context rounded up to a
+    // multiple of this (1: exact; docs/serving.md gives the error bound).
+    std::int64_t decode_context_bucket = 1;
+    double gpu_memory_utilization = 0.9;  // share of HBM the engine may use (vLLM's default)
+    std::optional<double> slo_ttft_ms, slo_tpot_ms;
+    SourceLocation where;
+};
+
+// Reads the block at `node`; `scenario_file` locates a relative trace path.
+ServingSpec read_serving(const Node& node, const std::string& scenario_file);
+
+// Reads a trace CSV (header `arrival_s,prompt_tokens,output_tokens`, docs/serving.md).
+std::vector<TraceRequest> read_trace_csv(const std::string& path);
+
+}  // namespace sim::config

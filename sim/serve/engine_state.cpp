@@ -1,0 +1,57 @@
+// Block allocation, preemption by recompute and admission shared by the
+// serving schedulers.
+#include "sim/serve/engine_state.h"
+
+#include "sim/core/error.h"
+
+#include <algorithm>
+
+namespace sim::serve {
+
+bool EngineState::grow(std::uint32_t seq, std::int64_t tokens) {
+    Sequence& s = seqs[seq];
+    const std::int64_t need = kv.blocks_for(s.computed + tokens) - s.blocks;
+    if (need <= 0) return true;
+    if (!kv.take(need)) return false;
+    s.blocks += need;
+    return true;
+}
+
+std::uint32_t EngineState::preempt_latest() {
+    if (running.empty()) throw InternalError("serving: preemption with nothing running");
+    const std::uint32_t victim = running.back();
+    running.pop_back();
+    Sequence& s = seqs[victim];
+    kv.give_back(s.blocks);
+    s.blocks = 0;
+    s.computed = 0;
+    ++s.preemptions;
+    ++preemptions;
+    waiting.push_front(victim);
+    return victim;
+}
+
+void EngineState::schedule_decodes(std::vector<Work>& out) {
+    // Oldest first: a sequence admitted earlier keeps its blocks, and the
+    // latest admitted gives them up (vLLM's recompute policy).
+    for (std::size_t i = 0; i < running.size(); ++i) {
+        const std::uint32_t id = running[i];
+        if (seqs[id].prefilling()) continue;
+        while (!grow(id, 1)) {
+            const std::uint32_t victim = preempt_latest();
+            if (victim == id) break;  // it was the latest itself
+        }
+        if (i < running.size() && running[i] == id) out.push_back(Work{id, 1});
+    }
+    // Items of sequences preempted after they were listed are dropped.
+    out.erase(std::remove_if(out.begin(), out.end(),
+                             [&](const Work& w) { return seqs[w.seq].blocks == 0; }),
+              out.end());
+}
+
+void EngineState::admit_front() {
+    running.push_back(waiting.front());
+    waiting.pop_front();
+}
+
+}  // namespace sim::serve

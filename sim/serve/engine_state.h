@@ -1,0 +1,61 @@
+// The state a serving scheduler sees and changes: every request's progress
+// (tokens in the KV cache, tokens generated), the waiting queue, the running
+// set, and the paged KV block manager. The rules that every scheduler shares
+// (allocating blocks for the tokens an iteration feeds, preemption by
+// recompute) live here so that the schedulers differ only in their policy.
+#pragma once
+
+#include "sim/serve/kv_blocks.h"
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+namespace sim::serve {
+
+// One request inside the engine.
+struct Sequence {
+    std::int64_t prompt = 0, output = 0;  // target lengths (tokens)
+    std::int64_t computed = 0;            // tokens whose K/V are in the cache
+    std::int64_t generated = 0;           // output tokens sampled so far
+    std::int64_t blocks = 0;              // KV blocks held
+    std::uint32_t preemptions = 0;
+    // Known tokens not yet fed through the model: the prompt and every
+    // generated token, less what the cache holds. A decode step feeds 1.
+    std::int64_t unfed() const { return prompt + generated - computed; }
+    // Still in prefill (first pass, or the recompute after a preemption).
+    bool prefilling() const { return generated == 0 || unfed() > 1; }
+};
+
+// One sequence's share of an iteration.
+struct Work {
+    std::uint32_t seq = 0;
+    std::int64_t tokens = 0;
+};
+
+struct EngineState {
+    std::vector<Sequence> seqs;          // by request index
+    std::deque<std::uint32_t> waiting;   // arrival order; preempted requests return to the front
+    std::vector<std::uint32_t> running;  // admission order
+    BlockManager kv;
+    std::int64_t max_batch = 1;          // sequences per iteration
+    std::int64_t max_tokens = 1;         // tokens fed per iteration
+    std::uint64_t preemptions = 0;
+
+    // Allocates the blocks `seq` needs to hold `tokens` more tokens; false
+    // (nothing allocated) when the pool has too few free blocks.
+    bool grow(std::uint32_t seq, std::int64_t tokens);
+    // Preemption by recompute: the latest admitted running sequence loses
+    // its blocks and its cache and goes back to the front of the queue; its
+    // prompt and generated tokens are prefilled again when it is readmitted.
+    // Returns the sequence preempted.
+    std::uint32_t preempt_latest();
+    // Makes room for one more token of every running decode, preempting the
+    // latest admitted sequences while blocks are short; appends a work item
+    // of 1 token for each decode that stays.
+    void schedule_decodes(std::vector<Work>& out);
+    // Moves the front of the queue to the running set.
+    void admit_front();
+};
+
+}  // namespace sim::serve

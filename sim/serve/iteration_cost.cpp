@@ -1,0 +1,41 @@
+// Iteration cost: plan, execute, cache by exact shape.
+#include "sim/serve/iteration_cost.h"
+
+namespace sim::serve {
+
+std::size_t IterationCost::KeyHash::operator()(const std::vector<std::int64_t>& k) const {
+    std::uint64_t h = 1469598103934665603ULL;  // FNV-1a over the words
+    for (const auto v : k) {
+        h ^= static_cast<std::uint64_t>(v);
+        h *= 1099511628211ULL;
+    }
+    return static_cast<std::size_t>(h);
+}
+
+IterationCost::IterationCost(const config::ScenarioSpec& sc, const parallel::PlanBuild& base, const hw::CostModel& cm)
+    : sc_(sc), base_(base), memo_cm_(cm, sc.gpu), topo_(sc.cluster, sc.gpus) {
+    eo_.host_kernel_issue = sc.profile.kernel_issue;
+    eo_.launch_queue_depth = sc.profile.launch_queue_depth;
+    eo_.kernel_efficiency = sc.profile.kernel_efficiency;
+}
+
+Time IterationCost::time(const parallel::IterationBatch& batch) {
+    key_.clear();
+    key_.push_back(batch.sampled);
+    for (const auto& g : batch.groups) {
+        key_.push_back(g.sequences);
+        key_.push_back(g.new_tokens);
+        key_.push_back(g.context);
+    }
+    if (const auto it = cache_.find(key_); it != cache_.end()) {
+        ++hits_;
+        return it->second;
+    }
+    ++misses_;
+    const parallel::Plan plan = parallel::build_iteration_plan(sc_, base_, batch);
+    const Time t = exec::execute(plan, sc_.gpu, topo_, memo_cm_, eo_).makespan;
+    cache_.emplace(key_, t);
+    return t;
+}
+
+}  // namespace sim::serve

@@ -1,0 +1,225 @@
+// Serving: the request generator, the KV block pool, the schedulers'
+// bookkeeping, the exactness of the iteration cache, determinism.
+#include "serve_fixture.h"
+#include "sim/exec/executor.h"
+#include "sim/hw/cost_model.h"
+#include "sim/net/topology.h"
+#include "sim/serve/engine_state.h"
+#include "sim/serve/iteration_cost.h"
+#include "sim/serve/requests.h"
+#include "sim/serve/scheduler/i_scheduler.h"
+#include "sim/serve/serve_report.h"
+#include "sim/serve/simulator.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <memory>
+#include <numeric>
+
+TEST_SUITE_BEGIN("unit");
+
+using namespace sim;
+
+TEST_CASE("the KV block pool counts blocks of block_size tokens and refuses what it does not have") {
+    serve::BlockManager kv(10, 16);
+    CHECK(kv.blocks_for(0) == 0);
+    CHECK(kv.blocks_for(1) == 1);
+    CHECK(kv.blocks_for(16) == 1);
+    CHECK(kv.blocks_for(17) == 2);
+    CHECK(kv.take(7));
+    CHECK_FALSE(kv.take(4));  // 3 left: nothing taken
+    CHECK(kv.used() == 7);
+    kv.give_back(7);
+    CHECK(kv.free() == 10);
+    CHECK_THROWS_AS(kv.give_back(1), InternalError);
+}
+
+TEST_CASE("a sequence grows block by block, and preemption by recompute returns its blocks") {
+    serve::EngineState st;
+    st.kv = serve::BlockManager(4, 16);
+    st.seqs.resize(2);
+    st.seqs[0].prompt = 20;  // 2 blocks
+    st.seqs[1].prompt = 30;  // 2 blocks
+    st.waiting = {0, 1};
+    REQUIRE(st.grow(0, 20));
+    st.admit_front();
+    REQUIRE(st.grow(1, 30));
+    st.admit_front();
+    CHECK(st.kv.used() == 4);
+    // Prefills done, one token sampled each.
+    st.seqs[0].computed = 20;
+    st.seqs[0].generated = 1;
+    st.seqs[1].computed = 30;
+    st.seqs[1].generated = 1;
+    // Sequence 0 needs token 21 in a 2-block sequence: fits; sequence 1 needs
+    // token 31: fits (32 slots). Then token 33 of sequence 1 needs a third
+    // block: the pool is full, so the latest admitted (1 itself) is preempted.
+    std::vector<serve::Work> work;
+    st.schedule_decodes(work);
+    CHECK(work.size() == 2);
+    st.seqs[0].computed = 21;
+    st.seqs[0].generated = 2;
+    st.seqs[1].computed = 31;
+    st.seqs[1].generated = 2;
+    work.clear();
+    st.schedule_decodes(work);  // 1 needs slot 32: still its second block
+    CHECK(work.size() == 2);
+    st.seqs[1].computed = 32;
+    st.seqs[1].generated = 3;
+    work.clear();
+    st.schedule_decodes(work);  // 1 needs slot 33: a third block, none free
+    REQUIRE(work.size() == 1);
+    CHECK(work[0].seq == 0);
+    CHECK(st.preemptions == 1);
+    CHECK(st.kv.used() == 2);
+    CHECK(st.seqs[1].computed == 0);
+    CHECK(st.seqs[1].unfed() == 33);  // prompt and generated tokens are prefilled again
+    CHECK(st.waiting.front() == 1);
+}
+
+TEST_CASE("the KV pool is the memory left after weights and workspace, in blocks") {
+    const auto sc = serve_test::scenario(
+        "    arrivals: {process: fixed, rate: 1}\n    prompt_tokens: {distribution: fixed, value: 100}\n"
+        "    output_tokens: {distribution: fixed, value: 2}\n    requests: 2\n");
+    const auto r = serve::simulate_serving(sc, sc.strategies.front(), {});
+    // Llama 3 8B: 32 layers x K and V x 8 KV heads x 128 x 2 bytes.
+    CHECK(r.pool.bytes_per_token == doctest::Approx(32.0 * 2 * 8 * 128 * 2));
+    const double left = 0.9 * sc.gpu.memory_capacity.as_double() - r.pool.memory.weights - r.pool.memory.workspace;
+    CHECK(r.pool.blocks == static_cast<std::int64_t>(std::floor(left / (16 * 131072.0))));
+    CHECK(r.pool.memory.weights > 15e9);  // 8.03 B parameters in bf16
+}
+
+TEST_CASE("generated arrivals and lengths follow their distributions") {
+    config::ServingSpec s;
+    s.requests = 20000;
+    s.rate = 4;
+    s.prompt.kind = config::LengthDistribution::uniform;
+    s.prompt.min = 10;
+    s.prompt.max = 20;
+    s.output.kind = config::LengthDistribution::lognormal;
+    s.output.mean = 300;
+    s.output.sigma = 0.5;
+    s.output.max = 100000;
+    const auto gaps_of = [](const std::vector<serve::Request>& r) {
+        std::vector<double> g;
+        for (std::size_t i = 1; i < r.size(); ++i) g.push_back(r[i].arrival_s - r[i - 1].arrival_s);
+        return g;
+    };
+    const auto mean_sd = [](const std::vector<double>& v) {
+        const double m = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+        double ss = 0;
+        for (const double x : v) ss += (x - m) * (x - m);
+        return std::pair<double, double>{m, std::sqrt(ss / static_cast<double>(v.size()))};
+    };
+    SUBCASE("poisson: exponential gaps of mean 1/rate, cv 1") {
+        s.arrivals = config::ArrivalProcess::poisson;
+        const auto r = serve::make_requests(s, 1 << 20);
+        const auto [m, sd] = mean_sd(gaps_of(r));
+        CHECK(m == doctest::Approx(0.25).epsilon(0.03));
+        CHECK(sd / m == doctest::Approx(1.0).epsilon(0.03));
+        CHECK(r.front().arrival_s == 0);
+        std::vector<double> out;
+        for (const auto& q : r) {
+            CHECK(q.prompt >= 10);
+            CHECK(q.prompt <= 20);
+            out.push_back(static_cast<double>(q.output));
+        }
+        CHECK(mean_sd(out).first == doctest::Approx(300).epsilon(0.03));
+    }
+    SUBCASE("gamma: gaps of mean 1/rate and the coefficient of variation asked") {
+        s.arrivals = config::ArrivalProcess::gamma;
+        s.cv = 2.0;
+        const auto [m, sd] = mean_sd(gaps_of(serve::make_requests(s, 1 << 20)));
+        CHECK(m == doctest::Approx(0.25).epsilon(0.05));
+        CHECK(sd / m == doctest::Approx(2.0).epsilon(0.05));
+    }
+    SUBCASE("fixed: every gap is 1/rate") {
+        s.arrivals = config::ArrivalProcess::fixed;
+        const auto r = serve::make_requests(s, 1 << 20);
+        CHECK(r[100].arrival_s == doctest::Approx(25.0));
+    }
+    SUBCASE("the same seed gives the same requests; another seed others") {
+        const auto a = serve::make_requests(s, 1 << 20), b = serve::make_requests(s, 1 << 20);
+        s.seed = 2;
+        const auto c = serve::make_requests(s, 1 << 20);
+        CHECK(a[500].arrival_s == b[500].arrival_s);
+        CHECK(a[500].output == b[500].output);
+        CHECK(a[500].arrival_s != c[500].arrival_s);
+    }
+    SUBCASE("lengths are cut to the model's max_seq") {
+        s.prompt.min = s.prompt.max = 5000;
+        const auto r = serve::make_requests(s, 4096);
+        CHECK(r[0].prompt == 4095);
+        CHECK(r[0].output == 1);
+        CHECK(r[0].clamped);
+    }
+}
+
+TEST_CASE("nearest-rank percentiles") {
+    std::vector<double> v;
+    for (int i = 100; i >= 1; --i) v.push_back(i);
+    const auto p = serve::percentiles(v);
+    CHECK(p.p50 == 50);
+    CHECK(p.p90 == 90);
+    CHECK(p.p99 == 99);
+    CHECK(p.mean == doctest::Approx(50.5));
+}
+
+TEST_CASE("the schedulers are registered by name") {
+    CHECK(serve::serving_scheduler_names() == std::vector<std::string>{"static", "continuous", "chunked-prefill"});
+    CHECK(serve::serving_scheduler("chunked-prefill").chunks_prefill());
+    CHECK_THROWS_AS(serve::serving_scheduler("fifo"), ModelError);
+}
+
+namespace {
+
+// One request's scenario, its resolved strategy, and the iteration cost of both.
+struct IterationFixture {
+    config::ScenarioSpec sc = serve_test::scenario(
+        "    arrivals: {process: fixed, rate: 1}\n    prompt_tokens: {distribution: fixed, value: 100}\n"
+        "    output_tokens: {distribution: fixed, value: 2}\n    requests: 1\n");
+    std::unique_ptr<hw::CostModel> cm = hw::make_cost_model("roofline");
+    parallel::PlanBuild base = parallel::build_plan(sc, sc.strategies.front(), *cm, {});
+    serve::IterationCost cost{sc, base, *cm};
+};
+
+}  // namespace
+
+TEST_CASE("a cached iteration costs exactly what executing its plan with the plain cost model costs") {
+    IterationFixture f;
+    const auto& sc = f.sc;
+    const auto& base = f.base;
+    const auto& cm = f.cm;
+    auto& cost = f.cost;
+    const net::Topology topo(sc.cluster, sc.gpus);
+    exec::ExecOptions eo;
+    eo.host_kernel_issue = sc.profile.kernel_issue;
+    eo.launch_queue_depth = sc.profile.launch_queue_depth;
+    eo.kernel_efficiency = sc.profile.kernel_efficiency;
+    const std::vector<parallel::IterationBatch> batches = {
+        {{{1, 512, 512}}, 1},
+        {{{32, 1, 700}}, 32},
+        {{{1, 256, 768}, {16, 1, 900}}, 16},
+        {{{32, 1, 700}}, 32},  // again: from the cache
+    };
+    for (const auto& b : batches) {
+        const Time direct = exec::execute(parallel::build_iteration_plan(sc, base, b), sc.gpu, topo, *cm, eo).makespan;
+        CHECK(cost.time(b) == direct);
+    }
+    CHECK(cost.hits() == 1);
+    CHECK(cost.kernel_costs().hits() > 0);
+}
+
+TEST_CASE("a decode iteration is slower with more sequences and with longer contexts") {
+    IterationFixture f;
+    auto& cost = f.cost;
+    const Time small = cost.time({{{8, 1, 512}}, 8});
+    CHECK(cost.time({{{64, 1, 512}}, 64}) > small);
+    CHECK(cost.time({{{8, 1, 4096}}, 8}) > small);
+    // The weights are read once per iteration whatever the batch: 8
+    // sequences cost far less than 8 single-sequence iterations.
+    CHECK(small.seconds() < 2 * cost.time({{{1, 1, 512}}, 1}).seconds());
+}
+
+TEST_SUITE_END();
