@@ -112,6 +112,10 @@ int bench_scale_impl(const std::string& format) {
          gpt3(1024), false},
         {"uncollapsed GPT-3 175B, 4096 A100, DP64: 1 iteration", "/scenarios/bench/gpt3-175b-1024xa100.yaml",
          gpt3(4096), false},
+        {"uncollapsed GPT-3 175B, 16384 A100, DP256: 1 iteration", "/scenarios/bench/gpt3-175b-1024xa100.yaml",
+         gpt3(16384), false},
+        {"uncollapsed Llama 3 405B, 16384 H100, DP128: 1 iteration", "/scenarios/bench/llama3-405b-16384xh100.yaml",
+         {}, false},
     };
     std::string out = format == "json" ? "[" : fmt::format("{:<58} {:>8} {:>8} {:>12} {:>12} {:>12}\n", "case", "wall s",
                                                             "CPU s", "events", "events/s", "peak RSS");
