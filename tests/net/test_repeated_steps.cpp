@@ -117,6 +117,32 @@ TEST_CASE("repeated steps: one flow repeated, by hand") {
     }
 }
 
+TEST_CASE("repeated steps: a flow arriving with a step's own flow, by hand") {
+    auto c = nvswitch_node(2, gbps(100), Time::us(1));
+    c.intra_node = IntraNode::nvlink_mesh;
+    const Topology t(c, 2);
+    for (const bool skip : {false, true}) {
+        CAPTURE(skip);
+        Simulation sim;
+        FlowNetwork net(sim, t);
+        net.set_skip_repeated_steps(skip);
+        const std::vector<FlowNetwork::StepFlow> step{{&t.route(0, 1), Time::us(1), Bytes{1'000'000}, 1.0}};
+        Time done, other;
+        net.run_steps(step, 5, Time::us(2), [&done, &sim] { done = sim.now(); });
+        // Steps launch at 0, 13, 26, 39, 52 us alone (1 us latency + 10 us + 2 us gap). A flow
+        // started at 26 us reaches the link at 27 us, with step 3's flow: both drain at half
+        // rate, 20 us, so step 3 ends at 47 us and the last step at 47 + 2 x 13 = 73 us.
+        sim.schedule_at(Time::us(26), [&net, &other, &sim] {
+            net.start(0, 1, Bytes{1'000'000}, [&other, &sim] { other = sim.now(); });
+        });
+        sim.run();
+        CHECK(other == Time::us(47));
+        CHECK(done == Time::us(73));
+        CHECK(net.link_busy_time(t.route(0, 1)[0]) == Time::us(4 * 10 + 20));
+        CHECK(net.windows_split() == (skip ? 1u : 0u));
+    }
+}
+
 TEST_CASE("repeated steps: a ring alone is skipped and gives the same results") {
     const Topology t(fat_tree(4, 4, 2, 4), 32);
     std::vector<int> gpus;
