@@ -1,6 +1,7 @@
 // parasim bench: speed benchmarks (targets live here, not in timed tests).
 #include "apps/cli.h"
 #include "sim/config/scenario.h"
+#include "sim/core/limits.h"
 #include "apps/hold_bench.h"
 #include "sim/report/runner.h"
 #include "sim/validate/validate.h"
@@ -64,14 +65,37 @@ double peak_rss_bytes() {
     return static_cast<double>(u.ru_maxrss) * 1024.0;  // Linux reports KiB
 }
 
+// User + system CPU seconds of this process so far.
+double cpu_seconds() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    const auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+    return s(u.ru_utime) + s(u.ru_stime);
+}
+
 // Whole simulations, each timed in the same run: plan building and execution
-// (what a user waits for), not loading the YAML.
+// (what a user waits for), not loading the YAML. Wall and CPU time (user +
+// system, getrusage) per case; peak RSS is the process's so far, so cases
+// run from the smallest to the largest footprint.
 int bench_scale_impl(const std::string& format) {
     struct Case {
         const char* label;
         const char* scenario;
         std::vector<std::string> sets;
+        bool collapse = true;
     };
+    // GPT-3 175B at TP8 PP8 on `gpus` A100s (the global batch is fixed, so
+    // DP grows and each replica's micro-batches shrink).
+    const auto gpt3 = [](int gpus) {
+        return std::vector<std::string>{fmt::format("gpus={}", gpus),
+                                        fmt::format("strategies=[{{name: tp8-pp8-dp{0}, tp: 8, pp: 8, dp: {0}, "
+                                                    "schedule: 1f1b}}]",
+                                                    gpus / 64)};
+    };
+    // Every GPU of a fixed global batch simulated is about 50 M tasks: above the
+    // default plan-tasks limit, which guards against hostile scenarios, not
+    // this program's own cases.
+    sim::limits().plan_tasks = std::max<std::uint64_t>(sim::limits().plan_tasks, 400'000'000);
     const std::string root = PARASIM_DATA_DIR;
     const std::vector<Case> cases = {
         {"partitioning 16xH100 tp8-pp2: prefill", "/scenarios/partitioning-16xh100-feasible.yaml",
@@ -83,46 +107,68 @@ int bench_scale_impl(const std::string& format) {
           "strategies=[{name: layerwise, partition: {method: cache-aware, capacity: l2}}]"}},
         {"GPT-3 175B, 1024 A100, TP8 PP8 DP16 1F1B: 1 iteration", "/scenarios/bench/gpt3-175b-1024xa100.yaml", {}},
         {"Llama 3 405B, 16384 H100, TP8 PP16 DP128: 1 iteration", "/scenarios/bench/llama3-405b-16384xh100.yaml", {}},
+        {"GPT-3 175B, 16384 A100, TP8 PP8 DP256: 1 iteration", "/scenarios/bench/gpt3-175b-1024xa100.yaml", gpt3(16384)},
+        {"uncollapsed GPT-3 175B, 1024 A100, DP16: 1 iteration", "/scenarios/bench/gpt3-175b-1024xa100.yaml",
+         gpt3(1024), false},
+        {"uncollapsed GPT-3 175B, 4096 A100, DP64: 1 iteration", "/scenarios/bench/gpt3-175b-1024xa100.yaml",
+         gpt3(4096), false},
+        {"uncollapsed GPT-3 175B, 16384 A100, DP256: 1 iteration", "/scenarios/bench/gpt3-175b-1024xa100.yaml",
+         gpt3(16384), false},
+        {"uncollapsed Llama 3 405B, 16384 H100, DP128: 1 iteration", "/scenarios/bench/llama3-405b-16384xh100.yaml",
+         {}, false},
     };
-    std::string out = format == "json" ? "[" : fmt::format("{:<58} {:>10} {:>12} {:>14} {:>12}\n", "case", "wall s",
-                                                            "events", "events/s", "peak RSS");
-    for (std::size_t i = 0; i < cases.size(); ++i) {
-        const auto& c = cases[i];
-        std::vector<sim::config::Override> ov;
-        for (const auto& s : c.sets) ov.push_back(sim::config::parse_override(s));
-        const auto sc = sim::config::load_scenario(root + c.scenario, ov);
-        const auto t0 = std::chrono::steady_clock::now();
-        const auto run = sim::report::run_strategy(sc, sc.strategies.front(), {});
-        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (!run.metrics.feasible) throw std::runtime_error(fmt::format("bench case '{}' is not feasible: {}", c.label, run.metrics.note));
-        const double events = static_cast<double>(run.metrics.events);
-        const double rss = peak_rss_bytes();
-        if (format == "json")
-            out += fmt::format("{}\n{{\"case\":\"{}\",\"gpus\":{},\"wall_s\":{},\"events\":{},\"events_per_s\":{},"
-                               "\"peak_rss_bytes\":{}}}",
-                               i ? "," : "", c.label, sc.gpus, wall, run.metrics.events, events / wall, rss);
-        else
-            out += fmt::format("{:<58} {:>10.3f} {:>12} {:>14.0f} {:>12}\n", c.label, wall, run.metrics.events,
-                               events / wall, sim::format_bytes(rss));
-    }
+    std::string out = format == "json" ? "[" : fmt::format("{:<58} {:>8} {:>8} {:>12} {:>12} {:>12}\n", "case", "wall s",
+                                                            "CPU s", "events", "events/s", "peak RSS");
     // One large collective alone, through validate's collective path: its
-    // cost is what limits DP all-reduces at thousands of GPUs (#18).
-    {
+    // cost is what limits DP all-reduces at thousands of GPUs (#18). It runs
+    // before the uncollapsed cases, whose footprint would mask its peak RSS.
+    bool ring_done = false;
+    const auto ring_case = [&] {
+        ring_done = true;
         const auto dataset = sim::validate::load_dataset(root + "/tests/data/validation/bench-allreduce-ring-1024.yaml");
         const char* label = "1 GiB ring all-reduce, 1024 H100 (validate path)";
+        const double cpu0 = cpu_seconds();
         const auto t0 = std::chrono::steady_clock::now();
         const auto report = sim::validate::validate(dataset, {});
         const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double cpu = cpu_seconds() - cpu0;
         if (report.outcomes.empty() || report.outcomes.front().skipped)
             throw std::runtime_error(fmt::format("bench case '{}' was not simulated", label));
         const double rss = peak_rss_bytes();
         if (format == "json")
-            out += fmt::format(",\n{{\"case\":\"{}\",\"gpus\":1024,\"wall_s\":{},\"events\":null,\"events_per_s\":null,"
-                               "\"peak_rss_bytes\":{}}}",
-                               label, wall, rss);
+            out += fmt::format(",\n{{\"case\":\"{}\",\"gpus\":1024,\"collapse\":true,\"wall_s\":{},\"cpu_s\":{},"
+                               "\"events\":null,\"events_per_s\":null,\"peak_rss_bytes\":{}}}",
+                               label, wall, cpu, rss);
         else
-            out += fmt::format("{:<58} {:>10.3f} {:>12} {:>14} {:>12}\n", label, wall, "-", "-", sim::format_bytes(rss));
+            out += fmt::format("{:<58} {:>8.3f} {:>8.3f} {:>12} {:>12} {:>12}\n", label, wall, cpu, "-", "-",
+                               sim::format_bytes(rss));
+    };
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+        const auto& c = cases[i];
+        if (!c.collapse && !ring_done) ring_case();
+        std::vector<sim::config::Override> ov;
+        for (const auto& s : c.sets) ov.push_back(sim::config::parse_override(s));
+        const auto sc = sim::config::load_scenario(root + c.scenario, ov);
+        sim::report::RunOptions options;
+        options.collapse = c.collapse;
+        const double cpu0 = cpu_seconds();
+        const auto t0 = std::chrono::steady_clock::now();
+        const auto run = sim::report::run_strategy(sc, sc.strategies.front(), options);
+        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double cpu = cpu_seconds() - cpu0;
+        if (!run.metrics.feasible) throw std::runtime_error(fmt::format("bench case '{}' is not feasible: {}", c.label, run.metrics.note));
+        const double events = static_cast<double>(run.metrics.events);
+        const double rss = peak_rss_bytes();
+        if (format == "json")
+            out += fmt::format("{}\n{{\"case\":\"{}\",\"gpus\":{},\"collapse\":{},\"wall_s\":{},\"cpu_s\":{},"
+                               "\"events\":{},\"events_per_s\":{},\"peak_rss_bytes\":{}}}",
+                               i ? "," : "", c.label, sc.gpus, c.collapse, wall, cpu, run.metrics.events, events / wall,
+                               rss);
+        else
+            out += fmt::format("{:<58} {:>8.3f} {:>8.3f} {:>12} {:>12.0f} {:>12}\n", c.label, wall, cpu,
+                               run.metrics.events, events / wall, sim::format_bytes(rss));
     }
+    if (!ring_done) ring_case();
     if (format == "json") out += "\n]\n";
     fmt::print("{}", out);
     return 0;

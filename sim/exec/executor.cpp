@@ -169,7 +169,7 @@ private:
         const hw::KernelDesc& k = plan_.kernels[t.kernel];
         hw::L2Cache& l2 = l2_[t.gpu];
         const Bytes hit = l2.access(k.tensors);
-        hw::KernelCost c = cm_.cost(gpu_, k, hw::L2Residency{hit});
+        const hw::KernelCost c = kernel_cost(t.kernel, k, hit);
         Time duration = c.duration;
         if (active_comm_[t.gpu] > 0) {
             // A collective running beside the kernel holds comm_sms SMs and
@@ -201,6 +201,21 @@ private:
                                                static_cast<float>(k.flops.value)};
         kernel_kind_[id] = c.compute_bound() ? IntervalKind::compute_kernel : IntervalKind::memory_kernel;
         sim_.schedule_after(duration, [this, id] { finish(id); });
+    }
+
+    // The cost model is a pure function of (GPU, descriptor, L2 hits), and
+    // the members of a stage run one shared descriptor at about the same
+    // time with the same hits: a small direct-mapped memo spares the repeated
+    // tile searches. Same results as calling the model each time.
+    hw::KernelCost kernel_cost(std::uint32_t kernel, const hw::KernelDesc& k, Bytes hit) {
+        const std::uint64_t h = (static_cast<std::uint64_t>(kernel) * 0x9E3779B97F4A7C15ULL) ^ (hit.value * 0xC2B2AE3D27D4EB4FULL);
+        CostMemo& m = cost_memo_[static_cast<std::size_t>(h >> 52) & (kCostMemoSize - 1)];
+        if (m.kernel != kernel || m.hit != hit) {
+            m.cost = cm_.cost(gpu_, k, hw::L2Residency{hit});
+            m.kernel = kernel;
+            m.hit = hit;
+        }
+        return m.cost;
     }
 
     void finish(std::uint32_t id) {
@@ -261,6 +276,13 @@ private:
     std::vector<std::uint32_t> issue_wait_;
     std::vector<hw::L2Cache> l2_;
     std::vector<IntervalKind> kernel_kind_;  // per task, set when a kernel starts
+    struct CostMemo {
+        std::uint32_t kernel = parallel::kNone;
+        Bytes hit;
+        hw::KernelCost cost;
+    };
+    static constexpr std::size_t kCostMemoSize = 4096;
+    std::vector<CostMemo> cost_memo_ = std::vector<CostMemo>(kCostMemoSize);
     ExecResult result_;
 };
 

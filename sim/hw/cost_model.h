@@ -38,7 +38,8 @@ class CostModel {
 public:
     virtual ~CostModel() = default;
     virtual std::string name() const = 0;
-    // ModelError if the GPU lacks the kernel's dtype.
+    // ModelError if the GPU lacks the kernel's dtype. A pure function of its
+    // arguments: the executor memoises it per (descriptor, L2 hits).
     virtual KernelCost cost(const GpuSpec& gpu, const KernelDesc& k, const L2Residency& l2) const = 0;
 };
 

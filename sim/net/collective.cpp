@@ -1,8 +1,9 @@
 // Running collectives: CollectiveEngine resolves a request to a registered
 // algorithm (sim/net/collective/, one file each), has it plan the request as
 // phases of flows, and runs the plan. Running a plan is a small state
-// machine per collective: wait the phase's step latency, start the step's
-// flows, count completions, move on. Instances and their vectors are reused.
+// machine per collective: wait the phase's step latency, hand the phase's
+// steps to the flow network (FlowNetwork::run_steps, which may skip repeated
+// steps that run alone), move on. Instances and their vectors are reused.
 #include "sim/net/collective.h"
 
 #include "sim/net/collective/i_collective.h"
@@ -21,8 +22,7 @@ namespace {
 struct Instance {
     CollectivePlan plan;
     std::size_t phase = 0;
-    std::uint32_t step = 0;
-    std::uint32_t outstanding = 0;
+    std::vector<FlowNetwork::StepFlow> step;  // the phase's flows, as the network runs them
     Callback on_done;
     bool busy = false;
 };
@@ -59,8 +59,7 @@ struct CollectiveEngine::Impl {
     using ChoiceKey = std::tuple<int, std::uint64_t, std::string, std::vector<int>>;
     mutable std::map<ChoiceKey, CollectiveChoice> choices;
     void launch(std::uint32_t slot);
-    void flow_done(std::uint32_t slot);
-    void finish_step(std::uint32_t slot);
+    void phase_done(std::uint32_t slot);
 };
 
 void CollectiveEngine::Impl::validate(const CollectiveRequest& req) const {
@@ -113,31 +112,28 @@ std::vector<const ICollectiveAlgorithm*> CollectiveEngine::Impl::auto_candidates
 void CollectiveEngine::Impl::launch(std::uint32_t slot) {
     Instance& inst = instances[slot];
     const PlanPhase& ph = inst.plan.phases[inst.phase];
-    inst.outstanding = ph.end - ph.begin;
-    const Callback done = [this, slot] { flow_done(slot); };
+    inst.step.clear();
     for (std::uint32_t i = ph.begin; i < ph.end; ++i) {
-        // Copy: starting a flow never runs callbacks, but keep no reference across calls.
-        const PlannedFlow f = instances[slot].plan.flows[i];
+        const PlannedFlow& f = inst.plan.flows[i];
+        FlowNetwork::StepFlow s{nullptr, Time{}, f.size, f.efficiency};
         switch (f.path) {
-            case FlowPath::gpu_to_gpu: flows.start(f.src, f.dst, f.size, done, f.efficiency); break;
-            case FlowPath::gpu_to_switch: flows.start_on(topo.to_switch(f.src), f.size, done, f.efficiency); break;
-            case FlowPath::switch_to_gpu: flows.start_on(topo.from_switch(f.dst), f.size, done, f.efficiency); break;
+            case FlowPath::gpu_to_gpu:
+                s.route = &topo.route(f.src, f.dst);
+                s.latency = topo.route_latency(f.src, f.dst);
+                break;
+            case FlowPath::gpu_to_switch: s.route = &topo.to_switch(f.src); break;
+            case FlowPath::switch_to_gpu: s.route = &topo.from_switch(f.dst); break;
         }
+        if (f.path != FlowPath::gpu_to_gpu)
+            for (LinkId id : *s.route) s.latency += topo.link(id).latency;
+        inst.step.push_back(s);
     }
+    flows.run_steps(inst.step, ph.repeat, ph.latency, [this, slot] { phase_done(slot); });
 }
 
-void CollectiveEngine::Impl::flow_done(std::uint32_t slot) {
+void CollectiveEngine::Impl::phase_done(std::uint32_t slot) {
     Instance& inst = instances[slot];
-    check(inst.outstanding > 0, "collective: more flow completions than flows");
-    if (--inst.outstanding == 0) finish_step(slot);
-}
-
-void CollectiveEngine::Impl::finish_step(std::uint32_t slot) {
-    Instance& inst = instances[slot];
-    if (++inst.step >= inst.plan.phases[inst.phase].repeat) {
-        inst.step = 0;
-        ++inst.phase;
-    }
+    ++inst.phase;
     if (inst.phase < inst.plan.phases.size()) {
         sim.schedule_after(inst.plan.phases[inst.phase].latency, [this, slot] { launch(slot); });
         return;
@@ -179,8 +175,6 @@ void CollectiveEngine::start(const CollectiveRequest& req, Callback on_done) {
         if (algo.pays_base_latency()) inst.plan.initial = p->base_latency;
     }
     inst.phase = 0;
-    inst.step = 0;
-    inst.outstanding = 0;
     inst.on_done = on_done;
     inst.busy = true;
     ++impl_->live;

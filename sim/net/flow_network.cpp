@@ -4,7 +4,7 @@
 // rate; bytes move lazily, and are booked on the links whenever the rate
 // changes or the flow ends. Slots, per-link flow lists and the filling
 // scratch are reused, so a steady-state run allocates nothing per flow.
-#include "sim/net/flow_network.h"
+#include "sim/net/flow_network_impl.h"
 
 #include <fmt/format.h>
 
@@ -16,93 +16,38 @@
 
 namespace sim::net {
 
-namespace {
+using namespace flow_detail;
 
-enum class FlowState : std::uint8_t { free, latency, active };
-
-struct FlowSlot {
-    const std::vector<LinkId>* route = nullptr;
-    std::vector<std::uint32_t> pos;  // index of this flow in each route link's list
-    double remaining = 0.0;          // payload bytes left at `updated`
-    double rate = 0.0;               // payload bytes per second
-    double efficiency = 1.0;
-    double new_wire = 0.0;           // filling scratch: < 0 while unfrozen
-    Time updated;
-    EventId done_event;
-    bool has_event = false;
-    Callback on_done;
-    std::uint32_t generation = 0;
-    std::uint32_t mark = 0;
-    FlowState state = FlowState::free;
-};
-
-struct LinkState {
-    std::vector<std::uint32_t> flows;  // active flows (past their latency)
-    double capacity = 0.0;
-    double bytes = 0.0;
-    Time busy;
-    Time busy_since;
-    double max_load = 0.0;
-    // filling scratch
-    double rem = 0.0;
-    std::uint32_t unfrozen = 0;
-    std::uint32_t mark = 0;
-};
-
-// Relative change below which a recomputed rate counts as unchanged (keeps
-// completion events, and hand-computable times, stable under float noise).
-constexpr double kRateTolerance = 1e-12;
-
-}  // namespace
-
-struct FlowNetwork::Impl {
-    Simulation& sim;
-    const Topology& topo;
-    std::vector<FlowSlot> flows;
-    std::vector<std::uint32_t> free_slots;
-    std::vector<LinkState> links;
-    std::vector<LinkId> dirty;
-    std::vector<LinkId> comp_links;
-    std::vector<std::uint32_t> comp_flows;
-    std::vector<std::pair<double, LinkId>> heap;
-    std::uint32_t epoch = 0;
-    bool recompute_pending = false;
-    std::size_t live = 0;
-    double max_load = 0.0;
-    std::uint64_t recomputes = 0;
-    std::uint64_t rerated = 0;
-    bool sampling = false;
-    std::vector<ClassSample> samples;
-
-    Impl(Simulation& s, const Topology& t) : sim(s), topo(t), links(t.link_count()) {
-        for (LinkId id = 0; id < links.size(); ++id) links[id].capacity = t.link(id).bandwidth.bytes_per_s;
+std::uint32_t FlowNetwork::Impl::alloc_slot() {
+    if (!free_slots.empty()) {
+        const std::uint32_t slot = free_slots.back();
+        free_slots.pop_back();
+        return slot;
     }
+    flows.emplace_back();
+    return static_cast<std::uint32_t>(flows.size() - 1);
+}
 
-    FlowId start(const std::vector<LinkId>& route, Time latency, Bytes size, Callback on_done, double efficiency);
-    void activate(std::uint32_t slot);
-    void complete(std::uint32_t slot);
-    void book_progress(FlowSlot& f);
-    void request_recompute();
-    void recompute();
-    void recompute_rates();
-    void take_sample();
-    void fill();
-    void freeze(LinkState& l, double share);
-    void release(std::uint32_t slot);
-};
+void FlowNetwork::Impl::schedule_activation(std::uint32_t slot, Time at) {
+    const std::uint32_t gen = flows[slot].generation;
+    sim.schedule_at(at, [this, slot, gen] {
+        if (flows[slot].generation == gen) activate(slot);
+    });
+}
+
+void FlowNetwork::Impl::schedule_completion(std::uint32_t slot, Time at) {
+    const std::uint32_t gen = flows[slot].generation;
+    flows[slot].done_event = sim.schedule_at(at, [this, slot, gen] {
+        if (flows[slot].generation == gen) complete(slot);
+    });
+    flows[slot].has_event = true;
+}
 
 FlowId FlowNetwork::Impl::start(const std::vector<LinkId>& route, Time latency, Bytes size, Callback on_done,
-                                double efficiency) {
+                                double efficiency, std::uint32_t group, std::uint32_t index) {
     if (!(efficiency > 0.0 && efficiency <= 1.0))
         throw InternalError(fmt::format("flow efficiency {} is outside (0, 1]", efficiency));
-    std::uint32_t slot;
-    if (!free_slots.empty()) {
-        slot = free_slots.back();
-        free_slots.pop_back();
-    } else {
-        slot = static_cast<std::uint32_t>(flows.size());
-        flows.emplace_back();
-    }
+    const std::uint32_t slot = alloc_slot();
     FlowSlot& f = flows[slot];
     f.route = &route;
     f.pos.resize(route.size());
@@ -112,15 +57,18 @@ FlowId FlowNetwork::Impl::start(const std::vector<LinkId>& route, Time latency, 
     f.on_done = on_done;
     f.has_event = false;
     f.state = FlowState::latency;
+    f.group = group;
+    f.index = index;
     ++live;
-    const std::uint32_t gen = f.generation;
-    sim.schedule_after(latency, [this, slot, gen] {
-        if (flows[slot].generation == gen) activate(slot);
-    });
+    schedule_activation(slot, sim.now() + latency);
     return slot;
 }
 
 void FlowNetwork::Impl::activate(std::uint32_t slot) {
+    // A window holding one of the links ends first: its step in progress
+    // becomes ordinary flows, which this flow then shares the links with.
+    for (LinkId id : *flows[slot].route)
+        if (links[id].held != kNoGroup) split(links[id].held);
     FlowSlot& f = flows[slot];
     if (f.remaining <= 0.0 || f.route->empty()) {
         release(slot);
@@ -133,7 +81,11 @@ void FlowNetwork::Impl::activate(std::uint32_t slot) {
         LinkState& l = links[route[i]];
         f.pos[i] = static_cast<std::uint32_t>(l.flows.size());
         l.flows.push_back(slot);
-        if (l.flows.size() == 1) l.busy_since = sim.now();
+        if (l.flows.size() == 1) {
+            l.busy_since = sim.now();
+            if (f.group != kNoGroup && groups[f.group].left > 0)
+                groups[f.group].events.push_back(LinkEvent{route[i], sim.now() - groups[f.group].launched, true});
+        }
         dirty.push_back(route[i]);
     }
     request_recompute();
@@ -168,7 +120,11 @@ void FlowNetwork::Impl::complete(std::uint32_t slot) {
             for (std::size_t j = 0; j < mr.size(); ++j)
                 if (mr[j] == route[i]) m.pos[j] = at;
         }
-        if (l.flows.empty()) l.busy += sim.now() - l.busy_since;
+        if (l.flows.empty()) {
+            l.busy += sim.now() - l.busy_since;
+            if (f.group != kNoGroup && groups[f.group].left > 0)
+                groups[f.group].events.push_back(LinkEvent{route[i], sim.now() - groups[f.group].launched, false});
+        }
         dirty.push_back(route[i]);
     }
     request_recompute();
@@ -181,6 +137,7 @@ void FlowNetwork::Impl::release(std::uint32_t slot) {
     f.state = FlowState::free;
     f.route = nullptr;
     f.on_done = Callback{};
+    f.group = kNoGroup;
     ++f.generation;
     free_slots.push_back(slot);
     --live;
@@ -245,6 +202,15 @@ void FlowNetwork::Impl::recompute_rates() {
         }
     }
     if (comp_flows.empty()) return;
+    // A group's step is a template only if its flows never shared a rate
+    // computation with another flow: when the batch mixes flows, each
+    // connected component is checked.
+    const std::uint32_t first_group = flows[comp_flows.front()].group;
+    for (std::uint32_t fs : comp_flows)
+        if (flows[fs].group != first_group) {
+            mark_contended();
+            break;
+        }
 
     for (LinkId id : comp_links) {
         LinkState& l = links[id];
@@ -270,11 +236,12 @@ void FlowNetwork::Impl::recompute_rates() {
         if (f.has_event) sim.cancel(f.done_event);
         check(rate > 0.0, "flow network: a flow got no bandwidth");
         const Time left = Time::from_seconds_ceil(std::max(0.0, f.remaining) / rate);
-        const std::uint32_t gen = f.generation;
-        f.done_event = sim.schedule_after(left, [this, fs, gen] {
-            if (flows[fs].generation == gen) complete(fs);
-        });
-        f.has_event = true;
+        schedule_completion(fs, sim.now() + left);
+        if (f.group != kNoGroup && groups[f.group].left > 0) {
+            Group& g = groups[f.group];
+            const Time off = sim.now() - g.launched;
+            g.segs.push_back(Segment{f.index, off, f.remaining, rate, off + left});
+        }
         ++rerated;
     }
 }
@@ -350,10 +317,24 @@ FlowId FlowNetwork::start_on(const std::vector<LinkId>& links, Bytes size, Callb
     return impl_->start(links, latency, size, on_done, efficiency);
 }
 
-std::size_t FlowNetwork::active_flows() const { return impl_->live; }
+void FlowNetwork::run_steps(const std::vector<StepFlow>& flows, std::uint32_t repeat, Time gap, Callback on_done) {
+    impl_->run_steps(flows, repeat, gap, on_done);
+}
+void FlowNetwork::set_skip_repeated_steps(bool on) {
+    impl_->settle();
+    impl_->skip_steps = on;
+}
+std::uint64_t FlowNetwork::steps_skipped() const { return impl_->skipped; }
+std::uint64_t FlowNetwork::windows_split() const { return impl_->splits; }
+
+std::size_t FlowNetwork::active_flows() const {
+    impl_->settle();
+    return impl_->live;
+}
 
 double FlowNetwork::link_bytes(LinkId id) const {
     check(id < impl_->links.size(), "flow network: link id out of range");
+    impl_->settle();
     const LinkState& l = impl_->links[id];
     double bytes = l.bytes;
     const Time now = impl_->sim.now();
@@ -366,6 +347,7 @@ double FlowNetwork::link_bytes(LinkId id) const {
 
 Time FlowNetwork::link_busy_time(LinkId id) const {
     check(id < impl_->links.size(), "flow network: link id out of range");
+    impl_->settle();
     const LinkState& l = impl_->links[id];
     return l.flows.empty() ? l.busy : l.busy + (impl_->sim.now() - l.busy_since);
 }
@@ -398,10 +380,14 @@ double FlowNetwork::link_max_load(LinkId id) const {
     return impl_->links[id].max_load;
 }
 
-void FlowNetwork::record_class_utilization(bool on) { impl_->sampling = on; }
+void FlowNetwork::record_class_utilization(bool on) {
+    impl_->settle();
+    impl_->sampling = on;
+}
 const std::vector<ClassSample>& FlowNetwork::class_utilization_samples() const { return impl_->samples; }
 
 std::uint64_t FlowNetwork::recomputations() const { return impl_->recomputes; }
 std::uint64_t FlowNetwork::flows_rerated() const { return impl_->rerated; }
 
 }  // namespace sim::net
+

@@ -14,6 +14,18 @@
 // only for the connected component (flows linked through shared links) that
 // the change touches; flows whose rate is unchanged keep their completion
 // event. The FlowNetwork must outlive the events it scheduled.
+//
+// Repeated steps (run_steps): a collective's phase is `repeat` barrier-
+// separated steps of the same flows. A step whose flows never shared a rate
+// computation with any other flow ran alone, so every later step alone runs
+// the same, shifted in time: the network then skips the remaining steps as
+// one window of `repeat x (gap + step)` and books their bytes and busy time
+// at its end, holding the steps' links. A flow that reaches a held link, a
+// query of link counters, or utilisation sampling ends the window first: the
+// step in progress is rebuilt exactly from the recorded step (each flow's
+// bytes left, rate and completion time) and runs on as ordinary flows.
+// docs/network-model.md, "Repeated steps", gives the cost and the exactness
+// argument.
 #pragma once
 
 #include "sim/core/callback.h"
@@ -48,6 +60,24 @@ public:
     // Same on an explicit list of links (e.g. a GPU's link up to its NVSwitch);
     // the flow waits the sum of their latencies. `links` must outlive the flow.
     FlowId start_on(const std::vector<LinkId>& links, Bytes size, Callback on_done, double efficiency = 1.0);
+
+    // One flow of a repeated step: its links (which must outlive the steps),
+    // the latency it waits first, its payload and efficiency.
+    struct StepFlow {
+        const std::vector<LinkId>* route = nullptr;
+        Time latency;
+        Bytes size;
+        double efficiency = 1.0;
+    };
+    // Runs `repeat` >= 1 steps of `flows`: the first now, each later one
+    // `gap` after the previous step's last flow ended; `on_done` runs when
+    // the last step ends. Same times as starting each step's flows by hand.
+    void run_steps(const std::vector<StepFlow>& flows, std::uint32_t repeat, Time gap, Callback on_done);
+    // Off: every step runs flow by flow (tests compare both ways).
+    void set_skip_repeated_steps(bool on);
+    // How many steps were skipped inside windows, and windows ended early.
+    std::uint64_t steps_skipped() const;
+    std::uint64_t windows_split() const;
 
     std::size_t active_flows() const;
     // Bytes carried so far by each link, and time each link had at least one flow.

@@ -294,12 +294,14 @@ void emit_training(Emitter& em, PlanBuild& out) {
                            stage_experts / (rs.zero >= 1 ? rs.dp * rs.cp / rs.ep : 1);
         }
         std::vector<std::uint32_t> opt_task(mem.size());
+        const std::uint32_t opt_kernel =
+            mem.empty() ? kNone : em.plan.add_kernel(workload::optimizer_step(local_params, em.opt).kernel);
         for (std::size_t i = 0; i < mem.size(); ++i) {
             Task t = em.base(Phase::optimizer, -1, -1, -1);
             t.kind = TaskKind::kernel;
             t.stream = StreamKind::compute;
             t.gpu = mem[i].local;
-            t.kernel = em.plan.add_kernel(workload::optimizer_step(local_params, em.opt).kernel);
+            t.kernel = opt_kernel;
             opt_task[i] = em.plan.add(t, {last_dp[static_cast<std::size_t>(s)][i]});
         }
         if (rs.zero >= 1 && !gather_in_forward) {

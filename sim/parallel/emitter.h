@@ -172,12 +172,14 @@ struct Emitter {
             if (rs.ep > 1 && op.ep_a2a_bytes.value > 0) ep_all_to_all(s, op.ep_a2a_bytes, ph, mb, step, pending, last);
             if (op.cp_step == 0) ring_in = last;  // K and V (and dO) are ready once the preceding task is
             if (op.cp_step > 0) ring_step(s, op.cp_ring_bytes, ph, mb, step, ring_in, pending);
+            // One descriptor for every member: they run the same kernel on the same tensor ids (each GPU has its own L2).
+            const std::uint32_t kernel_id = mem.empty() ? kNone : plan.add_kernel(op.kernel);
             for (std::size_t i = 0; i < mem.size(); ++i) {
                 Task t = base(ph, mb, -1, step);
                 t.kind = TaskKind::kernel;
                 t.stream = StreamKind::compute;
                 t.gpu = mem[i].local;
-                t.kernel = plan.add_kernel(op.kernel);
+                t.kernel = kernel_id;
                 last[i] = plan.add(t, pending[i]);
                 pending[i].clear();
             }

@@ -195,6 +195,27 @@ TEST_CASE("symmetry collapsing agrees with simulating every replica on a 64-GPU 
     CHECK(*a.metrics.iteration_ms == doctest::Approx(*b.metrics.iteration_ms).epsilon(0.01));
 }
 
+TEST_CASE("an uncollapsed plan shares one kernel descriptor among the members running it") {
+    auto sc = scenario(kData + "pipeline-4stage-training.yaml",
+                       {"cluster=dgx-h100-pod", "gpus=64", "strategies[1].tp=2", "strategies[1].dp=8",
+                        "workload.global_batch=64", "strategies[1].microbatches=auto"});
+    const auto& s = strategy(sc, "1f1b");
+    const auto cm = hw::make_cost_model("roofline");
+    parallel::BuildOptions full;
+    full.collapse = false;
+    const auto plan = parallel::build_plan(sc, s, *cm, full).plan;
+    std::size_t kernel_tasks = 0;
+    std::vector<int> users(plan.kernels.size(), 0);
+    for (const auto& t : plan.tasks)
+        if (t.kind == parallel::TaskKind::kernel) {
+            ++kernel_tasks;
+            ++users[t.kernel];
+        }
+    // Each stage has tp x dp = 16 members: every descriptor serves all of them.
+    CHECK(plan.kernels.size() * 16 == kernel_tasks);
+    for (const int u : users) CHECK(u == 16);
+}
+
 TEST_CASE("rank placement: TP groups inside a node (tp-first) beat TP groups across nodes (pp-first)") {
     auto sc = scenario(kScenarios + "partitioning-16xh100-feasible.yaml");
     auto tp_first = strategy(sc, "tp8-pp2");

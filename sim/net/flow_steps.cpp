@@ -1,0 +1,281 @@
+// Repeated steps of the flow network (flow_network.h, run_steps): a group
+// runs a phase's steps. While a step runs, each rate given to one of its flows is recorded as a segment
+// (offset from the step's launch, bytes left, rate, completion offset), and
+// each link it makes busy or idle as a link event. A step none of whose
+// flows ever shared a rate computation with another flow is a template:
+// later steps alone repeat it exactly, shifted. Splitting a window rebuilds
+// the step in progress from those records: what happened strictly before
+// the split instant has happened, what is due at it is still scheduled.
+#include "sim/net/flow_network_impl.h"
+
+#include "sim/core/checked.h"
+
+#include <algorithm>
+#include <optional>
+
+namespace sim::net {
+
+using namespace flow_detail;
+
+// Labels the connected components of comp_flows (through shared links) and
+// marks the groups of every component that holds flows of more than one
+// group (or ungrouped flows) as contended.
+void FlowNetwork::Impl::mark_contended() {
+    if (++label_epoch == 0) {
+        for (auto& l : links) l.label = 0;
+        for (auto& f : flows) f.label = 0;
+        label_epoch = 1;
+    }
+    for (std::uint32_t seed : comp_flows) {
+        if (flows[seed].label == label_epoch) continue;
+        flows[seed].label = label_epoch;
+        bfs.assign(1, seed);
+        const std::uint32_t g0 = flows[seed].group;
+        bool mixed = false;
+        for (std::size_t i = 0; i < bfs.size(); ++i) {
+            const FlowSlot& f = flows[bfs[i]];
+            mixed = mixed || f.group != g0;
+            for (LinkId id : *f.route) {
+                if (links[id].label == label_epoch) continue;
+                links[id].label = label_epoch;
+                for (std::uint32_t o : links[id].flows)
+                    if (flows[o].label != label_epoch) {
+                        flows[o].label = label_epoch;
+                        bfs.push_back(o);
+                    }
+            }
+        }
+        if (mixed)
+            for (std::uint32_t fs : bfs)
+                if (flows[fs].group != kNoGroup) groups[flows[fs].group].contended = true;
+    }
+}
+
+
+void FlowNetwork::Impl::run_steps(const std::vector<StepFlow>& step, std::uint32_t repeat, Time gap,
+                                  Callback on_done) {
+    check(repeat >= 1 && !step.empty(), "flow network: repeated steps need flows and at least one step");
+    std::uint32_t g;
+    if (!free_groups.empty()) {
+        g = free_groups.back();
+        free_groups.pop_back();
+    } else {
+        g = static_cast<std::uint32_t>(groups.size());
+        groups.emplace_back();
+    }
+    Group& G = groups[g];
+    G.flows.assign(step.begin(), step.end());
+    G.links.clear();
+    if (repeat > 1) {
+        for (const StepFlow& f : step) G.links.insert(G.links.end(), f.route->begin(), f.route->end());
+        std::sort(G.links.begin(), G.links.end());
+        G.links.erase(std::unique(G.links.begin(), G.links.end()), G.links.end());
+    }
+    G.left = repeat - 1;
+    G.gap = gap;
+    G.on_done = on_done;
+    G.live = true;
+    G.window = false;
+    launch_step(g);
+}
+
+void FlowNetwork::Impl::launch_step(std::uint32_t g) {
+    Group& G = groups[g];
+    G.launched = sim.now();
+    G.contended = false;
+    G.segs.clear();
+    G.events.clear();
+    G.outstanding = static_cast<std::uint32_t>(G.flows.size());
+    for (std::uint32_t i = 0; i < G.flows.size(); ++i) {
+        const StepFlow& f = groups[g].flows[i];
+        start(*f.route, f.latency, f.size, [this, g] { group_flow_done(g); }, f.efficiency, g, i);
+    }
+}
+
+void FlowNetwork::Impl::group_flow_done(std::uint32_t g) {
+    Group& G = groups[g];
+    check(G.outstanding > 0, "flow network: more flow completions than flows in a step");
+    if (--G.outstanding > 0) return;
+    if (G.left == 0) {
+        finish_group(g);
+        return;
+    }
+    if (skip_steps && !sampling && !G.contended && can_hold(G)) {
+        const Time length = sim.now() - G.launched;
+        const std::uint64_t gap_ps = G.gap.count_ps(), length_ps = length.count_ps();
+        const auto period = gap_ps <= Time::max().count_ps() - length_ps ? std::optional(gap_ps + length_ps)
+                                                                          : std::nullopt;
+        const auto total = period && *period > 0 ? checked_mul(*period, G.left) : std::nullopt;
+        if (total && *total <= Time::max().count_ps() - sim.now().count_ps()) {
+            std::swap(G.template_segs, G.segs);
+            std::swap(G.template_events, G.events);
+            G.template_length = length;
+            G.period = Time::ps(*period);
+            open_window(g, *total);
+            return;
+        }
+    }
+    --G.left;
+    sim.schedule_after(G.gap, [this, g] { launch_step(g); });
+}
+
+void FlowNetwork::Impl::finish_group(std::uint32_t g) {
+    Group& G = groups[g];
+    Callback cb = G.on_done;
+    G.on_done = Callback{};
+    G.live = false;
+    free_groups.push_back(g);
+    if (cb) cb();
+}
+
+bool FlowNetwork::Impl::can_hold(const Group& G) const {
+    for (LinkId id : G.links)
+        if (!links[id].flows.empty() || links[id].held != kNoGroup) return false;
+    return true;
+}
+
+void FlowNetwork::Impl::hold(Group& G, std::uint32_t who) {
+    for (LinkId id : G.links) links[id].held = who;
+}
+
+// The remaining G.left steps, alone, end `total` ps from now.
+void FlowNetwork::Impl::open_window(std::uint32_t g, std::uint64_t total_ps) {
+    Group& G = groups[g];
+    G.window = true;
+    G.start = sim.now();
+    G.steps = G.left;
+    G.left = 0;
+    hold(G, g);
+    ++windows_open;
+    G.end_event = sim.schedule_at(sim.now() + Time::ps(total_ps), [this, g] { close_window(g); });
+}
+
+void FlowNetwork::Impl::close_window(std::uint32_t g) {
+    Group& G = groups[g];
+    commit(G, G.steps);
+    skipped += G.steps;
+    hold(G, kNoGroup);
+    G.window = false;
+    --windows_open;
+    finish_group(g);
+}
+
+// Books `steps` whole template steps on the links: each flow's payload, and
+// each busy interval.
+void FlowNetwork::Impl::commit(Group& G, std::uint64_t steps) {
+    if (steps == 0) return;
+    const double k = static_cast<double>(steps);
+    for (const StepFlow& f : G.flows)
+        for (LinkId id : *f.route) links[id].bytes += k * f.size.as_double();
+    for (const LinkEvent& e : G.template_events) {
+        LinkState& l = links[e.link];
+        if (e.up) l.ff_since = e.off;
+        else l.busy += Time::ps(checked_mul((e.off - l.ff_since).count_ps(), steps).value());
+    }
+}
+
+// Ends G's window now: books the whole steps done, then either schedules
+// the next launch (between steps) or rebuilds the step in progress.
+void FlowNetwork::Impl::split(std::uint32_t g) {
+    Group& G = groups[g];
+    ++splits;
+    sim.cancel(G.end_event);
+    hold(G, kNoGroup);
+    G.window = false;
+    --windows_open;
+    const std::uint64_t elapsed = (sim.now() - G.start).count_ps();
+    const std::uint64_t period = G.period.count_ps();
+    const std::uint64_t done = elapsed / period;
+    const std::uint64_t into = elapsed % period;
+    commit(G, done);
+    skipped += done;
+    const auto rest = static_cast<std::uint32_t>(G.steps - done);
+    const Time step_start = G.start + Time::ps(done * period);  // the last whole step's end
+    if (into == 0 || into < G.gap.count_ps()) {
+        if (rest == 0) {  // the window's end is due now
+            sim.schedule_after(Time{}, [this, g] { finish_group(g); });
+            return;
+        }
+        G.left = rest - 1;
+        sim.schedule_at(step_start + G.gap, [this, g] { launch_step(g); });
+        return;
+    }
+    G.left = rest - 1;
+    rebuild_step(g, step_start + G.gap, Time::ps(into) - G.gap);
+}
+
+// The template step as it stands `offset` after its launch at `launched`:
+// events strictly before the offset have happened, those at it are pending.
+void FlowNetwork::Impl::rebuild_step(std::uint32_t g, Time launched, Time offset) {
+    Group& G = groups[g];
+    G.launched = launched;
+    G.contended = true;
+    G.segs.clear();
+    G.events.clear();
+    G.outstanding = 0;
+    last_seg.assign(G.flows.size(), -1);
+    for (std::size_t k = 0; k < G.template_segs.size(); ++k)
+        if (G.template_segs[k].off < offset) last_seg[G.template_segs[k].flow] = static_cast<std::int64_t>(k);
+    for (std::uint32_t i = 0; i < G.flows.size(); ++i) {
+        const StepFlow sf = groups[g].flows[i];
+        const auto& route = *sf.route;
+        const std::int64_t k = last_seg[i];
+        const Segment* seg = k >= 0 ? &groups[g].template_segs[static_cast<std::size_t>(k)] : nullptr;
+        if (sf.latency < offset && (!seg || seg->done_off < offset)) {  // done (or released on activation)
+            if (seg)
+                for (LinkId id : route) links[id].bytes += sf.size.as_double();
+            continue;
+        }
+        const std::uint32_t slot = alloc_slot();
+        FlowSlot& f = flows[slot];
+        f.route = &route;
+        f.pos.resize(route.size());
+        f.efficiency = sf.efficiency;
+        f.on_done = [this, g] { group_flow_done(g); };
+        f.has_event = false;
+        f.group = g;
+        f.index = i;
+        ++live;
+        ++groups[g].outstanding;
+        if (sf.latency >= offset) {
+            f.remaining = sf.size.as_double();
+            f.rate = 0.0;
+            f.state = FlowState::latency;
+            schedule_activation(slot, launched + sf.latency);
+            continue;
+        }
+        f.remaining = seg->remaining;
+        f.rate = seg->rate;
+        f.updated = launched + seg->off;
+        f.state = FlowState::active;
+        for (std::size_t r = 0; r < route.size(); ++r) {
+            LinkState& l = links[route[r]];
+            f.pos[r] = static_cast<std::uint32_t>(l.flows.size());
+            l.flows.push_back(slot);
+            l.bytes += sf.size.as_double() - seg->remaining;
+        }
+        schedule_completion(slot, launched + seg->done_off);
+    }
+    // Busy intervals of the partial step; links still busy keep their start.
+    for (const LinkEvent& e : groups[g].template_events) {
+        if (!(e.off < offset)) break;
+        LinkState& l = links[e.link];
+        if (e.up) {
+            l.ff_since = e.off;
+            l.ff_open = true;
+        } else {
+            l.busy += e.off - l.ff_since;
+            l.ff_open = false;
+        }
+    }
+    for (LinkId id : groups[g].links) {
+        LinkState& l = links[id];
+        if (!l.ff_open) continue;
+        l.ff_open = false;
+        l.busy_since = launched + l.ff_since;
+        check(!l.flows.empty(), "flow network: a rebuilt step left a busy link without flows");
+    }
+    check(groups[g].outstanding > 0, "flow network: a rebuilt step has no flow left");
+}
+
+}  // namespace sim::net
