@@ -37,8 +37,9 @@ Usage: parasim [--help] [--version] COMMAND [ARGS...]
 Commands:
   run SCENARIO        simulate every strategy of a scenario and report metrics
   sweep SCENARIO      run a scenario's sweep (cross product of overrides) in parallel
+  plan SCENARIO       find the best parallel plans of a scenario's search: block
   validate DATASET    simulate published measurements and report the error
-  bench engine|scale  benchmark the event engine or whole-simulation speed
+  bench engine|scale|plan  benchmark the engine, whole simulations or the plan search
   list WHAT           what is available: gpus, clusters, models, schedules,
                       partitioners, collectives, cost-models, software ('parasim list --help')
 
@@ -69,10 +70,11 @@ int dispatch(int argc, char** argv) {
     const Args rest(argv + command_at + 1, argv + argc);
     if (command == "run") return cmd_run(rest);
     if (command == "sweep") return cmd_sweep(rest);
+    if (command == "plan") return cmd_plan(rest);
     if (command == "validate") return cmd_validate(rest);
     if (command == "bench") return cmd_bench(rest);
     if (command == "list") return cmd_list(rest);
-    throw UsageError(fmt::format("unknown command '{}' (expected run, sweep, validate, bench or list)", command));
+    throw UsageError(fmt::format("unknown command '{}' (expected run, sweep, plan, validate, bench or list)", command));
 }
 
 }  // namespace
