@@ -108,35 +108,7 @@ std::string why_winner(const SearchResult& res) {
     return t;
 }
 
-std::string counts_line(const SearchResult& r) {
-    return fmt::format("candidates: {} generated, {} equivalent, {} invalid, {} over memory, {} pruned by bound, "
-                       "{} simulated, {} meet every constraint",
-                       r.generated, r.equivalent, r.invalid, r.over_memory, r.pruned, r.simulated, r.ranked.size());
-}
-
-// "no plan satisfies ...": the closest candidates and what each misses.
-[[noreturn]] void no_plan(const sim::config::ScenarioSpec& sc, const SearchResult& res) {
-    std::vector<const Outcome*> near;
-    for (const auto& o : res.outcomes)
-        if (o.verdict == sim::search::Verdict::simulated) near.push_back(&o);
-    if (near.empty()) {
-        for (const auto& o : res.outcomes)
-            if (o.verdict == sim::search::Verdict::over_memory) near.push_back(&o);
-        std::stable_sort(near.begin(), near.end(),
-                         [](const Outcome* a, const Outcome* b) { return a->memory_bytes < b->memory_bytes; });
-    }
-    std::string msg = fmt::format("no plan satisfies the search's constraints ({})", counts_line(res));
-    if (near.empty()) {
-        for (const auto& o : res.outcomes)
-            if (o.verdict == sim::search::Verdict::invalid) near.push_back(&o);
-    }
-    if (near.empty()) msg += "; the space has no candidate";
-    else msg += "; closest candidates:";
-    for (std::size_t i = 0; i < near.size() && i < 5; ++i)
-        msg += fmt::format("\n  #{} {} ({} GPUs): {}", near[i]->candidate.id, near[i]->candidate.strategy.name,
-                           near[i]->candidate.gpus, near[i]->violated.empty() ? near[i]->note : near[i]->violated);
-    throw sim::ConfigError(sc.search->location(), msg);
-}
+using sim::search::counts_line;
 
 std::string format_report(const sim::config::ScenarioSpec& sc, const SearchResult& res, int top, double wall_s) {
     const bool training = training_of(sc);
@@ -349,7 +321,7 @@ int cmd_plan(const Args& args) {
     const auto res = sim::search::run_search(sc, so);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (so.progress) fmt::print(stderr, "\n");
-    if (res.ranked.empty()) no_plan(sc, res);
+    if (res.ranked.empty()) throw sim::ConfigError(sc.search->location(), sim::search::no_plan_message(res));
 
     OutputSet outputs;
     std::string plot_failure;

@@ -43,22 +43,16 @@ std::vector<T> values_or(const Dimension<T>& d, std::vector<T> automatic) {
 }
 
 std::string degree(int v) {
-    return v == config::StrategySpec::kAuto ? "auto" : v == config::StrategySpec::kUnset ? "-" : std::to_string(v);
+    return v == config::StrategySpec::kAuto ? "auto" : v == config::StrategySpec::kUnset ? "unset" : std::to_string(v);
 }
 
-// The name says the degrees a run will have: an `auto` degree shows the
-// value it takes when the others divide the GPU count.
-std::string candidate_name(const Candidate& c, bool training) {
+// The name says the degrees the run has (`rs`, when the strategy can be
+// formed) or asks for.
+std::string candidate_name(const Candidate& c, const parallel::ResolvedStrategy* rs, bool training) {
     const auto& s = c.strategy;
     std::string n = fmt::format("tp{}", s.tp);
     if (s.cp > 1) n += fmt::format("-cp{}", s.cp);
-    std::string pp = degree(s.pp), dp = degree(s.dp);
-    const std::int64_t fixed = std::int64_t{s.tp} * s.cp * (s.pp > 0 ? s.pp : 1) * (s.dp > 0 ? s.dp : 1);
-    if (fixed > 0 && c.gpus % fixed == 0) {
-        if (s.dp == config::StrategySpec::kAuto && s.pp > 0) dp = std::to_string(c.gpus / fixed);
-        if (s.pp == config::StrategySpec::kAuto && s.dp > 0) pp = std::to_string(c.gpus / fixed);
-    }
-    n += fmt::format("-pp{}-dp{}", pp, dp);
+    n += rs ? fmt::format("-pp{}-dp{}", rs->pp, rs->dp) : fmt::format("-pp{}-dp{}", degree(s.pp), degree(s.dp));
     if (s.sp) n += "-sp";
     if (s.zero > 0) n += fmt::format("-z{}", s.zero);
     n += "-" + std::string(s.schedule->name());
@@ -114,6 +108,7 @@ std::vector<Candidate> enumerate(const config::ScenarioSpec& sc, const SearchSpe
     const auto cap = limits().plan_candidates;
 
     std::vector<Candidate> out;
+    config::ScenarioSpec work = sc;
     config::StrategySpec base = sc.strategies.front();
     base.partition = &parallel::default_partitioner();
     for (const int g : spec.gpus) {
@@ -159,7 +154,10 @@ std::vector<Candidate> enumerate(const config::ScenarioSpec& sc, const SearchSpe
                                                     c.micro_batch = mb;
                                                     c.recompute = rc;
                                                     c.batch = b;
-                                                    c.strategy.name = candidate_name(c, training);
+                                                    apply(work, c);
+                                                    const auto r = parallel::try_resolve_degrees(work, c.strategy);
+                                                    c.strategy.name = candidate_name(
+                                                        c, r.strategy ? &*r.strategy : nullptr, training);
                                                     out.push_back(std::move(c));
                                                 }
                                 }
@@ -312,6 +310,32 @@ SearchResult run_search(const config::ScenarioSpec& sc, const SearchOptions& opt
     std::stable_sort(res.ranked.begin(), res.ranked.end(),
                      [&](std::size_t a, std::size_t b) { return *res.outcomes[a].value > *res.outcomes[b].value; });
     return res;
+}
+
+std::string counts_line(const SearchResult& r) {
+    return fmt::format("candidates: {} generated, {} equivalent, {} invalid, {} over memory, {} pruned by bound, "
+                       "{} simulated, {} meet every constraint",
+                       r.generated, r.equivalent, r.invalid, r.over_memory, r.pruned, r.simulated, r.ranked.size());
+}
+
+// The closest candidates: the simulated ones (each misses a constraint),
+// else those over memory (least memory first), else the refused ones.
+std::string no_plan_message(const SearchResult& res) {
+    std::vector<const Outcome*> near;
+    for (const Verdict v : {Verdict::simulated, Verdict::over_memory, Verdict::invalid}) {
+        for (const auto& o : res.outcomes)
+            if (o.verdict == v) near.push_back(&o);
+        if (v == Verdict::over_memory)
+            std::stable_sort(near.begin(), near.end(),
+                             [](const Outcome* a, const Outcome* b) { return a->memory_bytes < b->memory_bytes; });
+        if (!near.empty()) break;
+    }
+    std::string msg = fmt::format("no plan satisfies the search's constraints ({})", counts_line(res));
+    msg += near.empty() ? "; the space has no candidate" : "; closest candidates:";
+    for (std::size_t i = 0; i < near.size() && i < 5; ++i)
+        msg += fmt::format("{}#{} {} ({} GPUs): {}", i ? "; " : " ", near[i]->candidate.id, near[i]->candidate.strategy.name,
+                           near[i]->candidate.gpus, near[i]->violated.empty() ? near[i]->note : near[i]->violated);
+    return msg;
 }
 
 }  // namespace sim::search

@@ -73,5 +73,9 @@ std::vector<Candidate> enumerate(const config::ScenarioSpec& sc, const SearchSpe
 std::optional<double> objective_value(const SearchSpec& spec, const config::ScenarioSpec& sc, const Candidate& c,
                                       const report::RunMetrics& m);
 SearchResult run_search(const config::ScenarioSpec& sc, const SearchOptions& options);
+// "candidates: N generated, ..." for reports.
+std::string counts_line(const SearchResult& r);
+// "no plan satisfies ...", with the closest candidates and what each misses.
+std::string no_plan_message(const SearchResult& r);
 
 }  // namespace sim::search
