@@ -32,7 +32,9 @@ bool training_of(const sim::config::ScenarioSpec& sc) { return sc.workload.mode 
 
 // The Pareto front among plans meeting every constraint: training trades
 // tokens/s (more is better) against memory per GPU (less is better);
-// inference TTFT against TPOT (both less is better). Ids by the first axis.
+// inference the objective (throughput, more is better) against TPOT (less
+// is better): TTFT against TPOT alone has one point, batch 1 wins both.
+// Ids by the first axis.
 std::vector<std::size_t> pareto_front(const SearchResult& res, bool training) {
     struct P {
         std::size_t id;
@@ -42,7 +44,7 @@ std::vector<std::size_t> pareto_front(const SearchResult& res, bool training) {
     for (const auto id : res.ranked) {
         const auto& m = *res.outcomes[id].metrics;
         if (training) pts.push_back({id, -m.tokens_per_s.value_or(0), res.outcomes[id].memory_bytes});
-        else if (m.ttft_ms && m.tpot_ms) pts.push_back({id, *m.ttft_ms, *m.tpot_ms});
+        else if (m.tpot_ms) pts.push_back({id, -*res.outcomes[id].value, *m.tpot_ms});
     }
     std::stable_sort(pts.begin(), pts.end(), [](const P& x, const P& y) { return x.a < y.a || (x.a == y.a && x.b < y.b); });
     std::vector<std::size_t> out;
@@ -131,14 +133,15 @@ std::string format_report(const sim::config::ScenarioSpec& sc, const SearchResul
     t += "\nThe top plans as `parasim run` reports them:\n";
     t += sim::report::format_table(sc, runs);
     const auto front = pareto_front(res, training);
-    t += training ? "\nPareto front (tokens/s vs memory per GPU):\n" : "\nPareto front (TTFT vs TPOT):\n";
+    t += training ? "\nPareto front (tokens/s vs memory per GPU):\n" : "\nPareto front (objective vs TPOT):\n";
     for (const auto id : front) {
         const auto& o = res.outcomes[id];
         const auto& m = *o.metrics;
         t += training ? fmt::format("  #{:<7} {:<44} {:>12.1f} tok/s {:>8.1f} GB\n", id, o.candidate.strategy.name,
                                     m.tokens_per_s.value_or(0), o.memory_bytes / 1e9)
-                      : fmt::format("  #{:<7} {:<44} TTFT {:>9.1f} ms  TPOT {:>8.2f} ms\n", id, o.candidate.strategy.name,
-                                    m.ttft_ms.value_or(0), m.tpot_ms.value_or(0));
+                      : fmt::format("  #{:<7} {:<44} {:>22}  TPOT {:>8.2f} ms  TTFT {:>9.1f} ms\n", id,
+                                    o.candidate.strategy.name, objective_cell(res.spec, *o.value), m.tpot_ms.value_or(0),
+                                    m.ttft_ms.value_or(0));
     }
     t += why_winner(res);
     (void)wall_s;
@@ -187,16 +190,16 @@ void add_front_plot(const std::string& dir, const sim::config::ScenarioSpec& sc,
     for (const auto id : pareto_front(res, training)) {
         const auto& o = res.outcomes[id];
         const auto& m = *o.metrics;
-        const double x = training ? o.memory_bytes / 1e9 : m.ttft_ms.value_or(0);
-        const double y = training ? m.tokens_per_s.value_or(0) : m.tpot_ms.value_or(0);
+        const double x = training ? o.memory_bytes / 1e9 : m.tpot_ms.value_or(0);
+        const double y = training ? m.tokens_per_s.value_or(0) : *o.value;
         dat += fmt::format("{} {}\n", x, y);
         labels += fmt::format("set label {} at {},{} offset 1,0 font ',9'\n", gnuplot_string("#" + std::to_string(id)), x, y);
     }
     const std::string gp = fmt::format(
         "set terminal svg size 800,500 noenhanced\nset output 'front.svg'\nset title {}\nset xlabel {}\nset ylabel {}\n"
         "set grid\n{}plot 'front.dat' using 1:2 with linespoints pt 7 title {}\n",
-        gnuplot_string(sc.name + ": Pareto front"), gnuplot_string(training ? "memory per GPU (GB)" : "TTFT (ms)"),
-        gnuplot_string(training ? "tokens/s" : "TPOT (ms)"), labels, gnuplot_string("plans on the front"));
+        gnuplot_string(sc.name + ": Pareto front"), gnuplot_string(training ? "memory per GPU (GB)" : "TPOT (ms)"),
+        gnuplot_string(training ? "tokens/s" : sim::search::to_string(res.spec.objective)), labels, gnuplot_string("plans on the front"));
     std::string work = (std::filesystem::temp_directory_path() / "parasim-plan-XXXXXX").string();
     if (!mkdtemp(work.data())) throw UsageError(fmt::format("--plot: cannot create {}", work));
     const CleanupOnSignal watch_folder(work, true);

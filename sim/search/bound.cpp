@@ -15,7 +15,9 @@ namespace sim::search {
 using config::Mode;
 
 double kernel_lower_bound(const config::ScenarioSpec& sc, const hw::KernelDesc& k, const hw::CostModel& cm) {
-    const hw::KernelCost c = cm.cost(sc.gpu, k, hw::L2Residency{Bytes{std::numeric_limits<std::uint64_t>::max()}});
+    // The L2 never holds more than its capacity, so no kernel has more
+    // resident bytes than that (hw::L2Cache keeps no tensor larger).
+    const hw::KernelCost c = cm.cost(sc.gpu, k, hw::L2Residency{sc.gpu.l2_size});
     const double launch = c.launch_overhead.seconds();
     double t = c.duration.seconds() - launch;
     if (sc.profile.kernel_efficiency != 1.0) t /= sc.profile.kernel_efficiency;
@@ -32,8 +34,19 @@ double ops_lower_bound(const config::ScenarioSpec& sc, const parallel::ResolvedS
     const bool chunked = rs.overlap.tp_comm && rs.tp > 1;
     const double peak = sc.gpu.peak_of(sc.workload.precision.compute).per_s;
     const double eff = std::max(1.0, sc.profile.kernel_efficiency);
+    // A TP collective the next kernel waits for (no overlap) moves at least
+    // what one GPU must receive through its own links: an all-reduce's
+    // result, S bytes; with sp, a reduce-scatter's shard, S / tp.
+    const auto& links = sc.cluster.links;
+    double ingress = 0;
+    for (const auto cls : {net::LinkClass::nvlink, net::LinkClass::pcie})
+        if (const auto& l = links[static_cast<std::size_t>(cls)]) ingress += l->bandwidth.bytes_per_s;
     double t = 0;
-    for (const auto& op : ops) t += chunked ? op.kernel.flops.value / peak / eff : kernel_lower_bound(sc, op.kernel, cm);
+    for (const auto& op : ops) {
+        t += chunked ? op.kernel.flops.value / peak / eff : kernel_lower_bound(sc, op.kernel, cm);
+        if (!chunked && rs.tp > 1 && ingress > 0 && op.tp_sync != workload::TpSync::none)
+            t += op.tp_sync_bytes.as_double() / (rs.sp ? rs.tp : 1) / ingress;
+    }
     return t;
 }
 
