@@ -86,9 +86,10 @@ TEST_SUITE_BEGIN("e2e");
 
 TEST_CASE("the pruned search returns the exhaustive search's best plan, and the bound is a bound") {
     const std::pair<const char*, const char*> cases[] = {{kGpt13, "gpt13"}, {kGpuCount, "gpus"}, {kLlama8, "llama8"}};
-    for (const auto& [text, name] : cases) {
+    for (const auto& c : cases) {
+        const std::string name = c.second;
         CAPTURE(name);
-        const ScenarioFile f(text, name);
+        const ScenarioFile f(c.first, name);
         const auto sc = f.load();
         const auto full = search(sc, false, 2);
         const auto pruned = search(sc, true, 2);
