@@ -76,9 +76,15 @@ double iteration_lower_bound(const config::ScenarioSpec& sc, const parallel::Res
     const double busiest = m * *std::max_element(stage_work.begin(), stage_work.end());
     // (2) The last stage starts only once a micro-batch has passed the
     // virtual stages before it (all on other GPUs), then does all its work.
-    double fill = 0;
-    for (std::size_t v = 0; v + 1 < static_cast<std::size_t>(rs.pp) && v < nv; ++v) fill += fwd[v];
-    const double last_stage = fill + m * stage_work.back();
+    // Its last task is a backward (each forward's backward runs on the same
+    // stage, later), of a virtual stage >= pp - 1, whose micro-batch must
+    // then pass back through virtual stages pp - 2 ... 0.
+    double fill = 0, drain_back = 0;
+    for (std::size_t v = 0; v + 1 < static_cast<std::size_t>(rs.pp) && v < nv; ++v) {
+        fill += fwd[v];
+        drain_back += bwd[v];
+    }
+    const double last_stage = fill + m * stage_work.back() + drain_back;
     // (3) The first backward of virtual stage 0 waits for a micro-batch's
     // whole forward and the backward of every later virtual stage; then
     // stage 0 runs that backward for each micro-batch, one after another.
