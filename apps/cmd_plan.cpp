@@ -260,6 +260,11 @@ std::string explain(const std::string& path, const sim::config::ScenarioSpec& sc
     st["schedule"] = std::string(s.schedule->name());
     if (s.schedule->uses_virtual_stages()) st["virtual_stages"] = s.virtual_stages;
     else st.remove("virtual_stages");
+    for (const auto& [key, v] : {std::pair<const char*, int>{"first_stage_layers", s.first_stage_layers},
+                                 std::pair<const char*, int>{"last_stage_layers", s.last_stage_layers}}) {
+        if (v > 0) st[key] = v;
+        else st.remove(key);
+    }
     YAML::Node list(YAML::NodeType::Sequence);
     list.push_back(st);
     root["strategies"] = list;

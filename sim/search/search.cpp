@@ -57,6 +57,8 @@ std::string candidate_name(const Candidate& c, const parallel::ResolvedStrategy*
     if (s.zero > 0) n += fmt::format("-z{}", s.zero);
     n += "-" + std::string(s.schedule->name());
     if (s.schedule->uses_virtual_stages()) n += fmt::format("-v{}", s.virtual_stages);
+    if (s.first_stage_layers > 0 || s.last_stage_layers > 0)
+        n += fmt::format("-f{}-l{}", s.first_stage_layers, s.last_stage_layers);
     if (training) n += fmt::format("-mb{}-{}", c.micro_batch, to_string(c.recompute));
     else n += fmt::format("-b{}", c.batch);
     return n;
@@ -118,7 +120,15 @@ std::vector<Candidate> enumerate(const config::ScenarioSpec& sc, const SearchSpe
         const auto dps = values_or(spec.dp, {config::StrategySpec::kAuto});
         for (const int tp : tps)
             for (const int cp : cps)
-                for (const int pp : pps)
+                for (const int pp : pps) {
+                    // One layer short of the even share on an end stage (as
+                    // Llama 3 405B's first and last stages), or even.
+                    const int share = pp > 1 ? layers / pp : 0;
+                    const std::vector<int> uneven = share > 1 ? std::vector<int>{0, share - 1} : std::vector<int>{0};
+                    const auto firsts = values_or(spec.first_stage_layers, uneven);
+                    const auto lasts = values_or(spec.last_stage_layers, uneven);
+                    for (const int first : firsts)
+                    for (const int last : lasts)
                     for (const int dp : dps)
                         for (const bool sp : sps)
                             for (const int zero : zeros)
@@ -151,6 +161,8 @@ std::vector<Candidate> enumerate(const config::ScenarioSpec& sc, const SearchSpe
                                                     c.strategy.schedule = sched;
                                                     c.strategy.virtual_stages = v;
                                                     c.strategy.microbatches = 0;
+                                                    c.strategy.first_stage_layers = first;
+                                                    c.strategy.last_stage_layers = last;
                                                     c.micro_batch = mb;
                                                     c.recompute = rc;
                                                     c.batch = b;
@@ -161,6 +173,7 @@ std::vector<Candidate> enumerate(const config::ScenarioSpec& sc, const SearchSpe
                                                     out.push_back(std::move(c));
                                                 }
                                 }
+                }
     }
     return out;
 }

@@ -95,6 +95,8 @@ SearchSpec read_search(const config::ScenarioSpec& sc) {
             m, "schedule", base.schedule,
             [](const Node& n) { return &parallel::pipeline_schedule(n.as_enum(parallel::pipeline_schedule_names())); });
         s.virtual_stages = read_dimension<int>(m, "virtual_stages", base.virtual_stages, as_int(1, 1024));
+        s.first_stage_layers = read_dimension<int>(m, "first_stage_layers", base.first_stage_layers, as_int(0, 1 << 20));
+        s.last_stage_layers = read_dimension<int>(m, "last_stage_layers", base.last_stage_layers, as_int(0, 1 << 20));
         if (training) {
             s.micro_batch = read_dimension<std::int64_t>(m, "micro_batch", w.micro_batch,
                                                          [](const Node& n) { return n.as_int(1, 1 << 20); });
