@@ -39,7 +39,8 @@ Commands:
   sweep SCENARIO      run a scenario's sweep (cross product of overrides) in parallel
   plan SCENARIO       find the best parallel plans of a scenario's search: block
   validate DATASET    simulate published measurements and report the error
-  bench engine|scale|plan  benchmark the engine, whole simulations or the plan search
+  bench WHICH         benchmark: engine (event queue), scale (whole simulations),
+                      plan (the plan search of GPT-3 175B on 1024 A100s)
   list WHAT           what is available: gpus, clusters, models, schedules,
                       partitioners, collectives, cost-models, software ('parasim list --help')
 
