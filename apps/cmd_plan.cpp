@@ -229,7 +229,7 @@ void add_front_plot(const std::string& dir, const sim::config::ScenarioSpec& sc,
 // A runnable scenario for candidate `id`: the scenario file with its search:
 // and sweep: blocks removed, the GPU count and workload knobs of the
 // candidate, and one strategy (the first strategy's other fields kept).
-std::string explain(const std::string& path, const sim::config::ScenarioSpec& sc, std::size_t id) {
+std::string explain(const std::string& path, const sim::config::ScenarioSpec& sc, std::size_t id, bool with_overrides) {
     const auto spec = sim::search::read_search(sc);
     const auto cands = sim::search::enumerate(sc, spec);
     if (id >= cands.size())
@@ -271,8 +271,11 @@ std::string explain(const std::string& path, const sim::config::ScenarioSpec& sc
     YAML::Emitter e;
     e << root;
     return fmt::format("# candidate #{} of `parasim plan {}` (run it with `parasim run`; relative paths resolve\n"
-                       "# beside the file it is saved in)\n{}\n",
-                       id, path, e.c_str());
+                       "# beside the file it is saved in){}\n{}\n",
+                       id, path,
+                       with_overrides ? "\n# the --set options given to plan are not written here: give them to run"
+                                      : "",
+                       e.c_str());
 }
 
 }  // namespace
@@ -313,7 +316,7 @@ int cmd_plan(const Args& args) {
     const auto sc = sim::config::load_scenario(path, cli);
     if (!sc.search) throw UsageError(fmt::format("{} has no search: block (docs/planning.md)", path));
     if (vm.count("explain")) {
-        fmt::print("{}", explain(path, sc, vm["explain"].as<std::size_t>()));
+        fmt::print("{}", explain(path, sc, vm["explain"].as<std::size_t>(), !cli.empty()));
         return 0;
     }
 
