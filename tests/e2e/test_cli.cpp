@@ -79,6 +79,22 @@ TEST_CASE("parasim plan: the same report for any thread count, a runnable --expl
     CHECK(one.code == 0);
     CHECK(one.out == two.out);
     CHECK(one.out.find("candidates: 8 generated") != std::string::npos);
+    const auto json_file = temp_path("plan.json"), csv_file = temp_path("plan.csv");
+    const auto files = parasim("plan " + scenario.string() + " --top 2 --json " + json_file.string() + " --csv " +
+                               csv_file.string() + " --output /dev/null");
+    REQUIRE(files.code == 0);
+    std::stringstream js, cs;
+    js << std::ifstream(json_file).rdbuf();
+    cs << std::ifstream(csv_file).rdbuf();
+    const auto doc = json(js.str());
+    CHECK(doc["counts"]["generated"].as<int>() == 8);
+    CHECK(doc["ranked"].size() == 2);
+    CHECK(doc["ranked"][0]["rank"].as<int>() == 1);
+    CHECK(doc["ranked"][0]["run"]["metrics"]["tokens_per_s"].as<double>() >=
+          doc["ranked"][1]["run"]["metrics"]["tokens_per_s"].as<double>());
+    CHECK(cs.str().find("rank,id,objective,bound_s,memory_bytes") != std::string::npos);
+    std::filesystem::remove(json_file);
+    std::filesystem::remove(csv_file);
     const auto best = temp_path("best.yaml");
     const auto ex = parasim("plan " + scenario.string() + " --explain 0");
     REQUIRE(ex.code == 0);
