@@ -30,39 +30,54 @@ namespace {
 // TP communication overlap the emitter splits GEMMs into chunks whose costs
 // differ from the whole: each op then counts only its FLOPs at the peak.
 double ops_lower_bound(const config::ScenarioSpec& sc, const parallel::ResolvedStrategy& rs,
-                       const std::vector<workload::Operator>& ops, const hw::CostModel& cm) {
+                       parallel::Placement placement, const std::vector<workload::Operator>& ops,
+                       const hw::CostModel& cm) {
     const bool chunked = rs.overlap.tp_comm && rs.tp > 1;
     const double peak = sc.gpu.peak_of(sc.workload.precision.compute).per_s;
     const double eff = std::max(1.0, sc.profile.kernel_efficiency);
     // A TP collective the next kernel waits for (no overlap) moves at least
-    // what one GPU must receive through its own links: an all-reduce's
-    // result, S bytes; with sp, a reduce-scatter's shard, S / tp.
-    const auto& links = sc.cluster.links;
-    double ingress = 0;
-    for (const auto cls : {net::LinkClass::nvlink, net::LinkClass::pcie})
-        if (const auto& l = links[static_cast<std::size_t>(cls)]) ingress += l->bandwidth.bytes_per_s;
+    // what one GPU must receive through its own links (NVLink + PCIe): an
+    // all-reduce's result, S bytes; with sp, a reduce-scatter's shard, S / tp.
+    // A group that fills k >= 2 whole nodes (tp-first placement puts TP ranks
+    // on consecutive GPUs) also brings into each node, through its NICs, the
+    // remote part of each element of that node's result: S bytes for an
+    // all-reduce, S / k under sp.
+    const auto& cl = sc.cluster;
+    const auto bw = [&](net::LinkClass cls) {
+        const auto& l = cl.links[static_cast<std::size_t>(cls)];
+        return l ? l->bandwidth.bytes_per_s : 0.0;
+    };
+    const double gpu_in = bw(net::LinkClass::nvlink) + bw(net::LinkClass::pcie);
+    const bool spans_nodes = placement == parallel::Placement::tp_first && cl.gpus_per_node > 0 &&
+                             rs.tp > cl.gpus_per_node && rs.tp % cl.gpus_per_node == 0;
+    const double node_in = cl.nics_per_node * bw(net::LinkClass::network);
+    const int k = spans_nodes ? rs.tp / cl.gpus_per_node : 1;
     double t = 0;
     for (const auto& op : ops) {
         t += chunked ? op.kernel.flops.value / peak / eff : kernel_lower_bound(sc, op.kernel, cm);
-        if (!chunked && rs.tp > 1 && ingress > 0 && op.tp_sync != workload::TpSync::none)
-            t += op.tp_sync_bytes.as_double() / (rs.sp ? rs.tp : 1) / ingress;
+        if (chunked || rs.tp < 2 || op.tp_sync == workload::TpSync::none) continue;
+        const double bytes = op.tp_sync_bytes.as_double();
+        double comm = gpu_in > 0 ? bytes / (rs.sp ? rs.tp : 1) / gpu_in : 0.0;
+        if (spans_nodes && node_in > 0) comm = std::max(comm, bytes / (rs.sp ? k : 1) / node_in);
+        t += comm;
     }
     return t;
 }
 
 }  // namespace
 
-double iteration_lower_bound(const config::ScenarioSpec& sc, const parallel::ResolvedStrategy& rs,
-                             const std::vector<parallel::LayerRange>& vstages, const hw::CostModel& cm) {
+double iteration_lower_bound(const config::ScenarioSpec& sc, const config::StrategySpec& spec,
+                             const parallel::ResolvedStrategy& rs, const std::vector<parallel::LayerRange>& vstages,
+                             const hw::CostModel& cm) {
     if (sc.workload.mode != Mode::training || vstages.empty()) return 0;
     const auto opt = parallel::operator_options(sc, rs);
     const auto shape = parallel::shapes_for(sc, rs.microbatch_sizes.front()).train;
     // Every transformer layer of a ModelSpec has the same shape, so one
     // layer's forward and backward stand for each (embedding and head are
     // left out: the bound may only leave work out, never add it).
-    const double f_layer = ops_lower_bound(sc, rs, workload::layer_forward(sc.model, 0, 0, shape, opt), cm);
+    const double f_layer = ops_lower_bound(sc, rs, spec.placement, workload::layer_forward(sc.model, 0, 0, shape, opt), cm);
     const double b_layer =
-        ops_lower_bound(sc, rs, workload::layer_backward(sc.model, 0, 0, shape, opt, sc.workload.recompute), cm);
+        ops_lower_bound(sc, rs, spec.placement, workload::layer_backward(sc.model, 0, 0, shape, opt, sc.workload.recompute), cm);
     const std::size_t nv = vstages.size();
     std::vector<double> fwd(nv), bwd(nv), stage_work(static_cast<std::size_t>(rs.pp), 0.0);
     for (std::size_t v = 0; v < nv; ++v) {

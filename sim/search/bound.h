@@ -12,8 +12,9 @@ namespace sim::search {
 
 // Seconds; 0 for inference (no bound: every inference candidate is simulated).
 // `vstages` are the layers of each virtual stage (parallel::split_layers).
-double iteration_lower_bound(const config::ScenarioSpec& sc, const parallel::ResolvedStrategy& rs,
-                             const std::vector<parallel::LayerRange>& vstages, const hw::CostModel& cm);
+double iteration_lower_bound(const config::ScenarioSpec& sc, const config::StrategySpec& spec,
+                             const parallel::ResolvedStrategy& rs, const std::vector<parallel::LayerRange>& vstages,
+                             const hw::CostModel& cm);
 
 // The least time the executor can give one kernel: its cost with every byte
 // it reads already in L2 (no HBM reads), the software profile's kernel

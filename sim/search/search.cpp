@@ -259,7 +259,7 @@ SearchResult run_search(const config::ScenarioSpec& sc, const SearchOptions& opt
                                      sc.gpu.memory_capacity.as_double() / 1e9);
                 continue;
             }
-            o.bound_s = iteration_lower_bound(work, rs, vstages, *cm);
+            o.bound_s = iteration_lower_bound(work, c.strategy, rs, vstages, *cm);
             o.optimistic = optimistic_value(spec, work, c.gpus, o.bound_s);
             o.verdict = Verdict::pruned;  // until simulated
         }

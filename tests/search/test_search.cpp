@@ -72,6 +72,19 @@ search:
   objective: tokens_per_s_per_gpu
 )";
 
+// Case 4: TP groups across nodes (16 A100s, two DGX nodes): the bound's
+// NIC term.
+const char* kAcrossNodes = R"(name: search-nodes
+cluster: dgx-a100-pod
+gpus: 16
+model: gpt-1.3b
+workload: {mode: training, dtype: fp16, seq_len: 1024, global_batch: 16, micro_batch: 1}
+strategies:
+  - {name: base, tp: 1, dp: auto}
+search:
+  space: {tp: [4, 8, 16], pp: [1, 2], sp: auto, micro_batch: [1, 2]}
+)";
+
 sim::search::SearchResult search(const sim::config::ScenarioSpec& sc, bool prune, int threads, int keep = 3) {
     sim::search::SearchOptions o;
     o.prune = prune;
@@ -85,7 +98,7 @@ sim::search::SearchResult search(const sim::config::ScenarioSpec& sc, bool prune
 TEST_SUITE_BEGIN("e2e");
 
 TEST_CASE("the pruned search returns the exhaustive search's best plan, and the bound is a bound") {
-    const std::pair<const char*, const char*> cases[] = {{kGpt13, "gpt13"}, {kGpuCount, "gpus"}, {kLlama8, "llama8"}};
+    const std::pair<const char*, const char*> cases[] = {{kGpt13, "gpt13"}, {kGpuCount, "gpus"}, {kLlama8, "llama8"}, {kAcrossNodes, "nodes"}};
     for (const auto& c : cases) {
         const std::string name = c.second;
         CAPTURE(name);
