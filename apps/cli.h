@@ -6,6 +6,7 @@
 #include <boost/program_options/options_description.hpp>
 #include <boost/program_options/variables_map.hpp>
 
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -20,6 +21,17 @@ public:
 
 using Args = std::vector<std::string>;
 
+// gnuplot could not draw the plots (missing, or it failed on a script).
+class PlotError : public UsageError {
+public:
+    using UsageError::UsageError;
+};
+
+// Runs `gnuplot SCRIPT` in `dir` as an argument vector, with no shell in
+// between, so no folder or scenario name can become a command; its output
+// goes to dir/gnuplot.log, whose first line explains a failure (PlotError).
+void run_gnuplot(const std::filesystem::path& dir, const std::string& script);
+
 // `--limit NAME=VALUE` (repeatable), on every command that reads input: adds
 // the option, and applies what was given to sim::limits() (docs/testing.md).
 void add_limit_option(boost::program_options::options_description& opts);
@@ -27,6 +39,7 @@ void apply_limits(const boost::program_options::variables_map& vm);
 
 int cmd_run(const Args& args);
 int cmd_sweep(const Args& args);
+int cmd_plan(const Args& args);
 int cmd_validate(const Args& args);
 int cmd_serve(const Args& args);
 int cmd_bench(const Args& args);

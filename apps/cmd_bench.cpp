@@ -4,9 +4,11 @@
 #include "sim/core/limits.h"
 #include "apps/hold_bench.h"
 #include "sim/report/runner.h"
+#include "sim/search/search.h"
 #include "sim/validate/validate.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -178,13 +180,42 @@ int bench_scale_impl(const std::string& format) {
 
 int bench_scale(const std::string& format) { return bench_scale_impl(format); }
 
+// The plan search of GPT-3 175B on 1024 A100s (scenarios/plan-gpt3-175b-1024xa100.yaml)
+// with 2 threads: its wall time and counts (docs/planning.md). `set`
+// narrows the space for a quicker run (--set search.space.tp=[8]).
+static int bench_plan(const std::string& format, const std::vector<std::string>& set) {
+    std::vector<sim::config::Override> ov;
+    for (const auto& s : set) ov.push_back(sim::config::parse_override(s));
+    const auto sc = sim::config::load_scenario(std::string(PARASIM_DATA_DIR) + "/scenarios/plan-gpt3-175b-1024xa100.yaml", ov);
+    sim::search::SearchOptions so;
+    so.threads = 2;
+    so.keep = 1;  // the question the target asks: the best plan
+    if (isatty(STDERR_FILENO) != 0)
+        so.progress = [](std::size_t done, std::size_t planned) {
+            fmt::print(stderr, "\rsimulated {}/{} planned", done, planned);
+        };
+    const auto start = std::chrono::steady_clock::now();
+    const auto res = sim::search::run_search(sc, so);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string best = res.ranked.empty() ? std::string("none") : res.outcomes[res.ranked.front()].candidate.strategy.name;
+    if (format == "json")
+        fmt::print("{{\"case\":\"plan gpt3-175b 1024xA100\",\"threads\":2,\"wall_s\":{:.2f},\"generated\":{},"
+                   "\"over_memory\":{},\"pruned\":{},\"simulated\":{},\"best\":{}}}\n",
+                   wall, res.generated, res.over_memory, res.pruned, res.simulated, sim::report::json_string(best));
+    else
+        fmt::print("plan GPT-3 175B on 1024 A100 (2 threads): {:.1f} s wall, target < 60 s\n{}\nbest: {}\n", wall,
+                   sim::search::counts_line(res), best);
+    return 0;
+}
+
 int cmd_bench(const Args& args) {
-    po::options_description opts("parasim bench engine|scale|serving [options]");
+    po::options_description opts("parasim bench engine|scale|serving|plan [options]");
     opts.add_options()("help,h", "show this help")("format", po::value<std::string>()->default_value("table"),
                                                      "table | json")(
         "seed", po::value<std::uint64_t>()->default_value(1), "seed of the hold model's generator")(
         "repeat", po::value<int>()->default_value(3), "engine: runs per population; the best of each side is reported")(
-        "which", po::value<std::string>(), "engine | scale | serving");
+        "set", po::value<std::vector<std::string>>()->composing(), "plan: override a field of the scenario (repeatable)")(
+        "which", po::value<std::string>(), "engine | scale | serving | plan");
     po::positional_options_description pos;
     pos.add("which", 1);
     po::variables_map vm;
@@ -192,19 +223,22 @@ int cmd_bench(const Args& args) {
     if (vm.count("help")) {
         std::cout << opts << "\n  engine  the hold model at 10^3, 10^5 and 10^6 pending events vs std::priority_queue\n"
                   << "  scale   whole simulations from 16 to 16,384 GPUs\n"
-                  << "  serving 10,000 requests of Llama 3 8B on one H100 (parasim serve)\n";
+                  << "  serving 10,000 requests of Llama 3 8B on one H100 (parasim serve)\n"
+                  << "  plan    the plan search of GPT-3 175B on 1024 A100s, 2 threads\n";
         return 0;
     }
     const std::string format = vm["format"].as<std::string>();
     if (format != "table" && format != "json") throw UsageError(fmt::format("--format must be table or json, not '{}'", format));
-    if (!vm.count("which")) throw UsageError("bench needs a benchmark name: engine, scale or serving");
+    if (!vm.count("which")) throw UsageError("bench needs a benchmark name: engine, scale, serving or plan");
     const std::string which = vm["which"].as<std::string>();
     const int repeat = vm["repeat"].as<int>();
     if (repeat < 1) throw UsageError(fmt::format("--repeat must be at least 1, not {}", repeat));
     if (which == "engine") return bench_engine(format, vm["seed"].as<std::uint64_t>(), repeat);
     if (which == "scale") return bench_scale(format);
     if (which == "serving") return bench_serving(format);
-    throw UsageError(fmt::format("unknown benchmark '{}' (expected engine, scale or serving)", which));
+    if (which == "plan")
+        return bench_plan(format, vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{});
+    throw UsageError(fmt::format("unknown benchmark '{}' (expected engine, scale, serving or plan)", which));
 }
 
 }  // namespace parasim_cli

@@ -42,12 +42,6 @@ std::string show(const YAML::Node& n) {
     return e.c_str();
 }
 
-// gnuplot could not draw the plots (missing, or it failed on a script).
-class PlotError : public UsageError {
-public:
-    using UsageError::UsageError;
-};
-
 struct Point {
     std::vector<sim::config::Override> overrides;
     std::vector<std::string> labels;  // one per sweep field
@@ -110,35 +104,6 @@ std::vector<Point> cross_product(const std::vector<std::pair<std::string, std::v
                                fmt::format("sweep {}: {}", sweep[f].first, message));
     }
     throw e;
-}
-
-// Runs `gnuplot SCRIPT` in `dir` as an argument vector, with no shell in
-// between, so no folder or scenario name can become a command; its output
-// goes to dir/gnuplot.log, whose first line explains a failure.
-void run_gnuplot(const std::filesystem::path& dir, const std::string& script) {
-    const std::string log = (dir / "gnuplot.log").string();
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addchdir_np(&actions, dir.c_str());
-    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-    std::string program = "gnuplot", argument = script;
-    char* argv[] = {program.data(), argument.data(), nullptr};
-    pid_t pid = 0;
-    const int spawned = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv, environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (spawned != 0)
-        throw PlotError(fmt::format("--plot: cannot run gnuplot: {} (is gnuplot installed?)", std::strerror(spawned)));
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
-    std::string first;
-    std::ifstream in(log);
-    std::getline(in, first);
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && first.empty()) first = "gnuplot not found";
-    throw PlotError(fmt::format("--plot: gnuplot failed on {}: {}", script, first.empty() ? "no message" : first));
 }
 
 // The file contents of the plots, text that goes into a gnuplot script

@@ -38,8 +38,10 @@ Commands:
   run SCENARIO        simulate every strategy of a scenario and report metrics
   sweep SCENARIO      run a scenario's sweep (cross product of overrides) in parallel
   serve SCENARIO      simulate requests arriving over time (a 'mode: serving' workload)
+  plan SCENARIO       find the best parallel plans of a scenario's search: block
   validate DATASET    simulate published measurements and report the error
-  bench WHICH         benchmark speed: engine, scale (whole simulations) or serving
+  bench WHICH         benchmark: engine (event queue), scale (whole simulations),
+                      serving (the serving loop) or plan (the plan search of GPT-3 175B on 1024 A100s)
   list WHAT           what is available: gpus, clusters, models, schedules,
                       partitioners, schedulers, collectives, cost-models, software ('parasim list --help')
 
@@ -71,10 +73,12 @@ int dispatch(int argc, char** argv) {
     if (command == "run") return cmd_run(rest);
     if (command == "sweep") return cmd_sweep(rest);
     if (command == "serve") return cmd_serve(rest);
+    if (command == "plan") return cmd_plan(rest);
     if (command == "validate") return cmd_validate(rest);
     if (command == "bench") return cmd_bench(rest);
     if (command == "list") return cmd_list(rest);
-    throw UsageError(fmt::format("unknown command '{}' (expected run, sweep, serve, validate, bench or list)", command));
+    throw UsageError(
+        fmt::format("unknown command '{}' (expected run, sweep, serve, plan, validate, bench or list)", command));
 }
 
 }  // namespace

@@ -432,6 +432,7 @@ ScenarioSpec load_scenario(const std::string& path, const std::vector<Override>&
         }
         sr.finish();
     }
+    if (auto n = r.optional("search")) s.search = *n;
     r.finish();
     return s;
 }

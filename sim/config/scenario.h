@@ -134,6 +134,10 @@ struct ScenarioSpec {
     std::vector<StrategySpec> strategies;
     // sweep: field path -> values, in file order
     std::vector<std::pair<std::string, std::vector<YAML::Node>>> sweep;
+    // search: the plan search's space, constraints and objective, read by
+    // sim/search/ (docs/planning.md); kept as a node so its errors name
+    // file:line:column.
+    std::optional<Node> search;
 };
 
 // One --set PATH=VALUE (or one sweep coordinate). The value carries no source

@@ -22,6 +22,9 @@ struct Limits {
     std::uint64_t yaml_nodes = 100'000;
     // Points of one sweep (the cross product of its value lists).
     std::uint64_t sweep_points = 100'000;
+    // Candidates of one plan search (the cross product of its space, before
+    // any is checked): each costs a strategy check, so a million take seconds.
+    std::uint64_t plan_candidates = 1'000'000;
     // Tasks of one simulation plan (kernels, transfers, collectives). A plan
     // takes about 360 bytes per task with its kernels, dependencies and
     // streams (measured: 50 M tasks, 18 GB peak), so the default bounds one

@@ -57,23 +57,28 @@ Shapes shapes_for(const config::ScenarioSpec& sc, std::int64_t mb_size) {
 // Expert parallelism, Megatron-Core's rule with expert tensor parallelism =
 // tp: the MoE layers fold the dp x cp ranks of a stage into ep x edp
 // (expert data parallel), so ep divides dp x cp, and ep divides the experts.
-void resolve_ep(const config::ScenarioSpec& sc, const config::StrategySpec& spec, ResolvedStrategy& rs) {
+// Returns why not, or an empty string; a moe block on a dense model is an
+// error of the scenario, not of the strategy.
+std::string resolve_ep(const config::ScenarioSpec& sc, const config::StrategySpec& spec, ResolvedStrategy& rs) {
     const auto& m = sc.model;
     if (sc.workload.moe_where.line > 0 && m.experts == 0)
         throw ConfigError(sc.workload.moe_where, fmt::format("workload.moe: model '{}' is dense (no experts)", m.name));
     rs.ep = spec.ep;
-    if (rs.ep == 1) return;
-    if (m.experts == 0) refuse(spec, fmt::format("ep={}: model '{}' is dense (no experts to split)", rs.ep, m.name));
-    if (m.experts % rs.ep != 0)
-        refuse(spec, fmt::format("ep={} does not divide the model's {} experts", rs.ep, m.experts));
+    if (rs.ep == 1) return {};
+    if (m.experts == 0) return fmt::format("ep={}: model '{}' is dense (no experts to split)", rs.ep, m.name);
+    if (m.experts % rs.ep != 0) return fmt::format("ep={} does not divide the model's {} experts", rs.ep, m.experts);
     if ((rs.dp * rs.cp) % rs.ep != 0)
-        refuse(spec, fmt::format("ep={} does not divide dp x cp = {} x {} (the experts fold onto the data-parallel "
-                                 "ranks, as in Megatron-Core)",
-                                 rs.ep, rs.dp, rs.cp));
+        return fmt::format("ep={} does not divide dp x cp = {} x {} (the experts fold onto the data-parallel ranks, as "
+                           "in Megatron-Core)",
+                           rs.ep, rs.dp, rs.cp);
+    return {};
 }
 
-// Resolves tp/pp/dp and micro-batching; checks divisibility with the numbers named.
-ResolvedStrategy resolve_degrees(const config::ScenarioSpec& sc, const config::StrategySpec& spec) {
+// Resolves tp/pp/dp and micro-batching; checks divisibility with the numbers
+// named. Every refusal returns its message, so `run` (resolve_degrees) and
+// the plan search (which skips what cannot be formed) share one set of rules.
+Resolution try_resolve_degrees(const config::ScenarioSpec& sc, const config::StrategySpec& spec) {
+    const auto refused = [](std::string why) { return Resolution{std::nullopt, std::move(why)}; };
     ResolvedStrategy rs;
     const int gpus = sc.gpus;
     const auto& m = sc.model;
@@ -85,33 +90,33 @@ ResolvedStrategy resolve_degrees(const config::ScenarioSpec& sc, const config::S
     rs.virtual_stages = spec.schedule->uses_virtual_stages() ? spec.virtual_stages : 1;
     rs.overlap = spec.overlap;
     if (rs.overlap.tp_comm && rs.tp > 1 && !rs.sp)
-        refuse(spec, "overlap.tp_comm (userbuffers ring exchange) needs sp: true, as Megatron-LM requires");
-    if (gpus % rs.tp != 0) refuse(spec, fmt::format("tp={} does not divide the {} GPUs", rs.tp, gpus));
+        return refused("overlap.tp_comm (userbuffers ring exchange) needs sp: true, as Megatron-LM requires");
+    if (gpus % rs.tp != 0) return refused(fmt::format("tp={} does not divide the {} GPUs", rs.tp, gpus));
     if (sc.workload.attention == workload::AttentionImpl::flash3 && sc.gpu.architecture != "hopper")
-        refuse(spec, fmt::format("attention flash3 (FlashAttention-3) runs on Hopper only, not on {} ({})", sc.gpu.name,
+        return refused(fmt::format("attention flash3 (FlashAttention-3) runs on Hopper only, not on {} ({})", sc.gpu.name,
                                  sc.gpu.architecture));
     if (rs.cp > 1) {
         const auto& w = sc.workload;
         if (w.mode == Mode::inference)
-            refuse(spec, fmt::format("context parallelism (cp={}) is modelled for training only", rs.cp));
+            return refused(fmt::format("context parallelism (cp={}) is modelled for training only", rs.cp));
         if (w.seq_len % (2 * rs.cp) != 0)
-            refuse(spec, fmt::format("cp={}: seq_len={} does not split into 2 x cp = {} equal chunks (load-balanced "
+            return refused(fmt::format("cp={}: seq_len={} does not split into 2 x cp = {} equal chunks (load-balanced "
                                      "causal split)",
                                      rs.cp, w.seq_len, 2 * rs.cp));
         if (!w.flash_attention)
-            refuse(spec, fmt::format("cp={}: context parallelism needs flash_attention (ring attention)", rs.cp));
+            return refused(fmt::format("cp={}: context parallelism needs flash_attention (ring attention)", rs.cp));
     }
     // The product of the degrees that are fixed, for the messages below.
     const std::string tc_name = rs.cp > 1 ? fmt::format("tp={} x cp={}", rs.tp, rs.cp) : fmt::format("tp={}", rs.tp);
     const auto tc_product = checked_mul(std::int64_t{rs.tp}, rs.cp);
-    if (!tc_product || *tc_product > gpus) refuse(spec, fmt::format("{} exceeds the {} GPUs", tc_name, gpus));
+    if (!tc_product || *tc_product > gpus) return refused(fmt::format("{} exceeds the {} GPUs", tc_name, gpus));
     const std::int64_t tc = *tc_product;
     if (m.heads % rs.tp != 0 || (m.kv_heads % rs.tp != 0 && rs.tp % m.kv_heads != 0))
-        refuse(spec, fmt::format("tp={} does not divide the model's {} heads / {} KV heads", rs.tp, m.heads, m.kv_heads));
-    if (m.ffn % rs.tp != 0) refuse(spec, fmt::format("tp={} does not divide the MLP size {}", rs.tp, m.ffn));
+        return refused(fmt::format("tp={} does not divide the model's {} heads / {} KV heads", rs.tp, m.heads, m.kv_heads));
+    if (m.ffn % rs.tp != 0) return refused(fmt::format("tp={} does not divide the MLP size {}", rs.tp, m.ffn));
     constexpr int unset = config::StrategySpec::kUnset, autov = config::StrategySpec::kAuto;
     int pp = spec.pp, dp = spec.dp;
-    if (pp == autov && dp == autov) refuse(spec, "pp and dp cannot both be auto");
+    if (pp == autov && dp == autov) return refused("pp and dp cannot both be auto");
     if (pp == unset && dp == unset) {
         // Cache-aware partitioning makes one pipeline stage per GPU (group);
         // otherwise no pipeline unless asked, data parallel over the rest.
@@ -128,53 +133,59 @@ ResolvedStrategy resolve_degrees(const config::ScenarioSpec& sc, const config::S
     if (pp == autov) {
         const auto other = checked_mul(tc, dp);
         if (!divides_gpus(other))
-            refuse(spec, fmt::format("pp=auto: {} GPUs are not a multiple of {} x dp={}", gpus, tc_name, dp));
+            return refused(fmt::format("pp=auto: {} GPUs are not a multiple of {} x dp={}", gpus, tc_name, dp));
         pp = static_cast<int>(gpus / *other);
     }
     if (dp == autov) {
         const auto other = checked_mul(tc, pp);
         if (!divides_gpus(other))
-            refuse(spec, fmt::format("dp=auto: {} GPUs are not a multiple of {} x pp={}", gpus, tc_name, pp));
+            return refused(fmt::format("dp=auto: {} GPUs are not a multiple of {} x pp={}", gpus, tc_name, pp));
         dp = static_cast<int>(gpus / *other);
     }
     if (const auto all = checked_mul(tc, pp, dp); all != gpus)
-        refuse(spec, fmt::format("{} x pp={} x dp={} = {}, but the scenario uses {} GPUs", tc_name, pp, dp,
+        return refused(fmt::format("{} x pp={} x dp={} = {}, but the scenario uses {} GPUs", tc_name, pp, dp,
                                  all ? fmt::format("{}", *all) : std::string("more than 2^63"), gpus));
     if (pp * rs.virtual_stages > m.layers)
-        refuse(spec, fmt::format("pp={} x virtual_stages={} exceeds the model's {} layers", pp, rs.virtual_stages,
+        return refused(fmt::format("pp={} x virtual_stages={} exceeds the model's {} layers", pp, rs.virtual_stages,
                                  m.layers));
     rs.pp = pp;
     rs.dp = dp;
-    resolve_ep(sc, spec, rs);
+    if (auto why = resolve_ep(sc, spec, rs); !why.empty()) return refused(std::move(why));
 
     const auto& w = sc.workload;
     std::int64_t sequences = 0;  // per DP replica
     if (w.mode == Mode::training) {
         if (w.global_batch % (dp * w.micro_batch) != 0)
-            refuse(spec, fmt::format("global_batch={} is not a multiple of dp={} x micro_batch={}", w.global_batch, dp,
+            return refused(fmt::format("global_batch={} is not a multiple of dp={} x micro_batch={}", w.global_batch, dp,
                                      w.micro_batch));
         const std::int64_t mbs = w.global_batch / (dp * w.micro_batch);
         if (spec.microbatches != 0 && spec.microbatches != mbs)
-            refuse(spec, fmt::format("microbatches={} contradicts global_batch / (dp x micro_batch) = {}",
+            return refused(fmt::format("microbatches={} contradicts global_batch / (dp x micro_batch) = {}",
                                      spec.microbatches, mbs));
         rs.microbatches = static_cast<int>(mbs);
         rs.microbatch_sizes.assign(static_cast<std::size_t>(mbs), w.micro_batch);
         if (rs.schedule->uses_virtual_stages() && mbs % pp != 0)
-            refuse(spec, fmt::format("{} needs micro-batches ({}) to be a multiple of pp={}", rs.schedule->name(), mbs, pp));
+            return refused(fmt::format("{} needs micro-batches ({}) to be a multiple of pp={}", rs.schedule->name(), mbs, pp));
     } else {
-        if (w.batch < dp) refuse(spec, fmt::format("batch={} is smaller than dp={}", w.batch, dp));
+        if (w.batch < dp) return refused(fmt::format("batch={} is smaller than dp={}", w.batch, dp));
         sequences = (w.batch + dp - 1) / dp;
         const std::int64_t mbs = spec.microbatches != 0 ? spec.microbatches : std::min<std::int64_t>(sequences, pp);
         if (mbs > sequences)
-            refuse(spec, fmt::format("microbatches={} exceeds the {} sequences per replica", mbs, sequences));
+            return refused(fmt::format("microbatches={} exceeds the {} sequences per replica", mbs, sequences));
         rs.microbatches = static_cast<int>(mbs);
         for (std::int64_t j = 0; j < mbs; ++j) rs.microbatch_sizes.push_back(sequences / mbs + (j < sequences % mbs ? 1 : 0));
     }
     const bool uneven = spec.first_stage_layers > 0 || spec.last_stage_layers > 0;
     if (rs.schedule->uses_virtual_stages() && !uneven && m.layers % (pp * rs.virtual_stages) != 0)
-        refuse(spec, fmt::format("{} needs layers ({}) divisible by pp x virtual_stages = {}", rs.schedule->name(),
+        return refused(fmt::format("{} needs layers ({}) divisible by pp x virtual_stages = {}", rs.schedule->name(),
                                  m.layers, pp * rs.virtual_stages));
-    return rs;
+    return Resolution{std::move(rs), {}};
+}
+
+ResolvedStrategy resolve_degrees(const config::ScenarioSpec& sc, const config::StrategySpec& spec) {
+    auto r = try_resolve_degrees(sc, spec);
+    if (!r.strategy) refuse(spec, r.why_not);
+    return std::move(*r.strategy);
 }
 
 std::vector<LayerRange> split_layers(const config::ScenarioSpec& sc, const config::StrategySpec& spec,

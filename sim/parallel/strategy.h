@@ -7,6 +7,7 @@
 #include "sim/parallel/builder.h"
 #include "sim/workload/operators.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,16 @@ namespace sim::parallel {
 // ConfigError at the strategy's location, naming it.
 [[noreturn]] void refuse(const config::StrategySpec& spec, const std::string& why);
 workload::OperatorOptions operator_options(const config::ScenarioSpec& sc, const ResolvedStrategy& rs);
-// tp/cp/pp/dp, schedule, overlaps and micro-batches; refuses what cannot be formed.
+// The resolved degrees, or (strategy empty) why the strategy cannot be
+// formed, in the words `run` reports.
+struct Resolution {
+    std::optional<ResolvedStrategy> strategy;
+    std::string why_not;
+};
+// tp/cp/pp/dp, schedule, overlaps and micro-batches, without throwing: the
+// rules `run` enforces, which the plan search (sim/search/) also applies.
+Resolution try_resolve_degrees(const config::ScenarioSpec& sc, const config::StrategySpec& spec);
+// The same, refusing (ConfigError at the strategy) what cannot be formed.
 ResolvedStrategy resolve_degrees(const config::ScenarioSpec& sc, const config::StrategySpec& spec);
 // The layers of each virtual stage (vs = chunk x pp + stage), from the
 // strategy's partitioner; fills rs.stage_layers (and the cache-aware fields).

@@ -70,13 +70,57 @@ YAML::Node json(const std::string& text) { return YAML::Load(text); }  // JSON i
 
 }  // namespace
 
+TEST_CASE("parasim plan: the same report for any thread count, a runnable --explain, exit 2 when nothing fits") {
+    const auto scenario = temp_path("plan.yaml");
+    std::ofstream(scenario) << "name: plan-e2e\ncluster: dgx-a100\nmodel: gpt-1.3b\n"
+                               "workload: {mode: training, dtype: fp16, seq_len: 1024, global_batch: 16}\n"
+                               "strategies:\n  - {name: base, tp: 1, dp: auto}\n"
+                               "search:\n  space: {tp: [1, 2], pp: [1, 2], micro_batch: [1, 2]}\n";
+    const auto one = parasim("plan " + scenario.string() + " --threads 1 --top 3");
+    const auto two = parasim("plan " + scenario.string() + " --threads 2 --top 3");
+    CHECK(one.code == 0);
+    CHECK(one.out == two.out);
+    CHECK(one.out.find("candidates: 8 generated") != std::string::npos);
+    const auto json_file = temp_path("plan.json"), csv_file = temp_path("plan.csv");
+    const auto files = parasim("plan " + scenario.string() + " --top 2 --json " + json_file.string() + " --csv " +
+                               csv_file.string() + " --output /dev/null");
+    REQUIRE(files.code == 0);
+    std::stringstream js, cs;
+    js << std::ifstream(json_file).rdbuf();
+    cs << std::ifstream(csv_file).rdbuf();
+    const auto doc = json(js.str());
+    CHECK(doc["counts"]["generated"].as<int>() == 8);
+    CHECK(doc["ranked"].size() == 2);
+    CHECK(doc["ranked"][0]["rank"].as<int>() == 1);
+    CHECK(doc["ranked"][0]["run"]["metrics"]["tokens_per_s"].as<double>() >=
+          doc["ranked"][1]["run"]["metrics"]["tokens_per_s"].as<double>());
+    CHECK(cs.str().find("rank,id,objective,bound_s,memory_bytes") != std::string::npos);
+    std::filesystem::remove(json_file);
+    std::filesystem::remove(csv_file);
+    const auto best = temp_path("best.yaml");
+    const auto ex = parasim("plan " + scenario.string() + " --explain 0");
+    REQUIRE(ex.code == 0);
+    std::ofstream(best) << ex.out;
+    const auto run = parasim("run " + best.string());
+    CHECK(run.code == 0);
+    CHECK(run.out.find("tp1-pp1-dp8-1f1b-mb1-none") != std::string::npos);
+    // 95% headroom: nothing fits; the closest candidates are named.
+    const auto none = parasim("plan " + scenario.string() + " --set 'search.constraints={memory_headroom: 0.95}'");
+    CHECK(none.code == 2);
+    CHECK(none.err.find(scenario.string() + ":8:3: no plan satisfies the search's constraints") == 0);
+    CHECK(none.err.find("closest candidates: #") != std::string::npos);
+    std::filesystem::remove(scenario);
+    std::filesystem::remove(best);
+}
+
 TEST_CASE("parasim --help lists the subcommands and a bad command exits 2 with one line") {
     const auto help = parasim("--help");
     CHECK(help.code == 0);
-    for (const char* c : {"run", "sweep", "validate", "bench"}) CHECK(help.out.find(c) != std::string::npos);
+    for (const char* c : {"run", "sweep", "serve", "plan", "validate", "bench"}) CHECK(help.out.find(c) != std::string::npos);
     const auto bad = parasim("frobnicate");
     CHECK(bad.code == 2);
-    CHECK(bad.err == "parasim: unknown command 'frobnicate' (expected run, sweep, serve, validate, bench or list)\n");
+    CHECK(bad.err ==
+          "parasim: unknown command 'frobnicate' (expected run, sweep, serve, plan, validate, bench or list)\n");
     const auto bad_opt = parasim("run --no-such-option x.yaml");
     CHECK(bad_opt.code == 2);
     CHECK(std::count(bad_opt.err.begin(), bad_opt.err.end(), '\n') == 1);

@@ -1,0 +1,354 @@
+// The plan search of search.h: enumeration, the checks `run` applies, the
+// memory and bound filters, and the best-first simulation in waves.
+#include "sim/search/search.h"
+
+#include "sim/core/limits.h"
+#include "sim/parallel/strategy.h"
+#include "sim/report/runner.h"
+#include "sim/search/bound.h"
+
+#include <fmt/format.h>
+#include <tbb/global_control.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <mutex>
+
+namespace sim::search {
+
+namespace {
+
+using config::Mode;
+
+std::vector<int> divisors(int n, int cap) {
+    std::vector<int> out;
+    for (int d = 1; d <= n && d <= cap; ++d)
+        if (n % d == 0) out.push_back(d);
+    return out;
+}
+
+std::vector<std::int64_t> powers_of_two_upto(std::int64_t hi, bool include_hi) {
+    std::vector<std::int64_t> out;
+    for (std::int64_t v = 1; v <= hi; v *= 2) out.push_back(v);
+    if (include_hi && (out.empty() || out.back() != hi)) out.push_back(hi);
+    return out;
+}
+
+template <class T>
+std::vector<T> values_or(const Dimension<T>& d, std::vector<T> automatic) {
+    return d.is_auto ? automatic : d.values;
+}
+
+std::string degree(int v) {
+    return v == config::StrategySpec::kAuto ? "auto" : v == config::StrategySpec::kUnset ? "unset" : std::to_string(v);
+}
+
+// The name says the degrees the run has (`rs`, when the strategy can be
+// formed) or asks for.
+std::string candidate_name(const Candidate& c, const parallel::ResolvedStrategy* rs, bool training) {
+    const auto& s = c.strategy;
+    std::string n = fmt::format("tp{}", s.tp);
+    if (s.cp > 1) n += fmt::format("-cp{}", s.cp);
+    n += rs ? fmt::format("-pp{}-dp{}", rs->pp, rs->dp) : fmt::format("-pp{}-dp{}", degree(s.pp), degree(s.dp));
+    if (s.sp) n += "-sp";
+    if (s.zero > 0) n += fmt::format("-z{}", s.zero);
+    n += "-" + std::string(s.schedule->name());
+    if (s.schedule->uses_virtual_stages()) n += fmt::format("-v{}", s.virtual_stages);
+    if (s.first_stage_layers > 0 || s.last_stage_layers > 0)
+        n += fmt::format("-f{}-l{}", s.first_stage_layers, s.last_stage_layers);
+    if (training) n += fmt::format("-mb{}-{}", c.micro_batch, to_string(c.recompute));
+    else n += fmt::format("-b{}", c.batch);
+    return n;
+}
+
+// Sets the candidate's GPU count and workload knobs on a scenario.
+void apply(config::ScenarioSpec& sc, const Candidate& c) {
+    sc.gpus = c.gpus;
+    sc.workload.micro_batch = c.micro_batch;
+    sc.workload.recompute = c.recompute;
+    sc.workload.batch = c.batch;
+}
+
+double optimistic_value(const SearchSpec& spec, const config::ScenarioSpec& sc, int gpus, double bound_s) {
+    if (bound_s <= 0) return std::numeric_limits<double>::infinity();
+    const double tps = static_cast<double>(sc.workload.global_batch) * static_cast<double>(sc.workload.seq_len) / bound_s;
+    switch (spec.objective) {
+        case Objective::tokens_per_s: return tps;
+        case Objective::tokens_per_s_per_gpu: return tps / gpus;
+        case Objective::cost: return -(spec.price_per_gpu_hour * gpus / 3600.0 / tps * 1e6);
+    }
+    return tps;
+}
+
+}  // namespace
+
+config::ScenarioSpec candidate_scenario(const config::ScenarioSpec& sc, const Candidate& c) {
+    config::ScenarioSpec out = sc;
+    apply(out, c);
+    out.strategies = {c.strategy};
+    out.sweep.clear();
+    out.search.reset();
+    return out;
+}
+
+std::vector<Candidate> enumerate(const config::ScenarioSpec& sc, const SearchSpec& spec) {
+    const bool training = sc.workload.mode == Mode::training;
+    const auto& w = sc.workload;
+    const int layers = static_cast<int>(std::min<std::int64_t>(sc.model.layers, 1 << 20));
+    std::vector<const parallel::IPipelineSchedule*> all_schedules = parallel::pipeline_schedules();
+    const auto micro_batches = values_or(spec.micro_batch, powers_of_two_upto(std::min<std::int64_t>(64, w.global_batch), false));
+    const auto recomputes = values_or(
+        spec.recompute, {workload::Recompute::none, workload::Recompute::selective, workload::Recompute::full});
+    const auto batches = values_or(spec.batch, powers_of_two_upto(w.batch, true));
+    const auto sps = values_or(spec.sp, {false, true});
+    const auto zeros = values_or(spec.zero, {0, 1, 2, 3});
+    const auto schedules = values_or(spec.schedule, all_schedules);
+    const auto vs_values = values_or(spec.virtual_stages, {2, 3, 4, 6, 8});
+    const auto cap = limits().plan_candidates;
+
+    std::vector<Candidate> out;
+    config::ScenarioSpec work = sc;
+    config::StrategySpec base = sc.strategies.front();
+    base.partition = &parallel::default_partitioner();
+    for (const int g : spec.gpus) {
+        const auto tps = values_or(spec.tp, divisors(g, g));
+        const auto cps = values_or(spec.cp, training ? divisors(g, g) : std::vector<int>{1});
+        const auto pps = values_or(spec.pp, divisors(g, layers));
+        const auto dps = values_or(spec.dp, {config::StrategySpec::kAuto});
+        for (const int tp : tps)
+            for (const int cp : cps)
+                for (const int pp : pps) {
+                    // One layer short of the even share on an end stage (as
+                    // Llama 3 405B's first and last stages), or even.
+                    const int share = pp > 1 ? layers / pp : 0;
+                    const std::vector<int> uneven = share > 1 ? std::vector<int>{0, share - 1} : std::vector<int>{0};
+                    const auto firsts = values_or(spec.first_stage_layers, uneven);
+                    const auto lasts = values_or(spec.last_stage_layers, uneven);
+                    for (const int first : firsts)
+                    for (const int last : lasts)
+                    for (const int dp : dps)
+                        for (const bool sp : sps)
+                            for (const int zero : zeros)
+                                for (const auto* sched : schedules) {
+                                    std::vector<int> vss;
+                                    if (sched->uses_virtual_stages()) {
+                                        for (const int v : vs_values)
+                                            if (v >= 2) vss.push_back(v);
+                                    } else {
+                                        vss = {1};
+                                    }
+                                    for (const int v : vss)
+                                        for (const auto mb : micro_batches)
+                                            for (const auto rc : recomputes)
+                                                for (const auto b : batches) {
+                                                    if (out.size() >= cap)
+                                                        throw LimitError(
+                                                            fmt::format("the search space has more than {} candidates", cap),
+                                                            "plan-candidates", cap);
+                                                    Candidate c;
+                                                    c.id = out.size();
+                                                    c.gpus = g;
+                                                    c.strategy = base;
+                                                    c.strategy.tp = tp;
+                                                    c.strategy.cp = cp;
+                                                    c.strategy.pp = pp;
+                                                    c.strategy.dp = dp;
+                                                    c.strategy.sp = sp;
+                                                    c.strategy.zero = zero;
+                                                    c.strategy.schedule = sched;
+                                                    c.strategy.virtual_stages = v;
+                                                    c.strategy.microbatches = 0;
+                                                    c.strategy.first_stage_layers = first;
+                                                    c.strategy.last_stage_layers = last;
+                                                    c.micro_batch = mb;
+                                                    c.recompute = rc;
+                                                    c.batch = b;
+                                                    apply(work, c);
+                                                    const auto r = parallel::try_resolve_degrees(work, c.strategy);
+                                                    c.strategy.name = candidate_name(
+                                                        c, r.strategy ? &*r.strategy : nullptr, training);
+                                                    out.push_back(std::move(c));
+                                                }
+                                }
+                }
+    }
+    return out;
+}
+
+std::optional<double> objective_value(const SearchSpec& spec, const config::ScenarioSpec& sc, const Candidate& c,
+                                      const report::RunMetrics& m) {
+    (void)sc;
+    if (!m.feasible || !m.tokens_per_s || *m.tokens_per_s <= 0) return std::nullopt;
+    switch (spec.objective) {
+        case Objective::tokens_per_s: return *m.tokens_per_s;
+        case Objective::tokens_per_s_per_gpu: return *m.tokens_per_s / c.gpus;
+        case Objective::cost: return -(spec.price_per_gpu_hour * c.gpus / 3600.0 / *m.tokens_per_s * 1e6);
+    }
+    return std::nullopt;
+}
+
+SearchResult run_search(const config::ScenarioSpec& sc, const SearchOptions& options) {
+    SearchResult res;
+    res.spec = read_search(sc);
+    const auto& spec = res.spec;
+    const auto cands = enumerate(sc, spec);
+    const auto cands_schedules =
+        spec.schedule.is_auto ? parallel::pipeline_schedules() : spec.schedule.values;
+    res.generated = cands.size();
+    const auto cm = hw::make_cost_model("roofline");
+    const double usable = (1.0 - spec.memory_headroom) * sc.gpu.memory_capacity.as_double();
+
+    // Checks and bounds: cheap, each candidate on its own (parallel, stored by id).
+    res.outcomes.resize(cands.size());
+    std::unique_ptr<tbb::global_control> limit;
+    if (options.threads > 0)
+        limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
+                                                      static_cast<std::size_t>(options.threads));
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, cands.size(), 64), [&](const tbb::blocked_range<std::size_t>& r) {
+        config::ScenarioSpec work = sc;
+        for (std::size_t i = r.begin(); i != r.end(); ++i) {
+            const Candidate& c = cands[i];
+            Outcome& o = res.outcomes[i];
+            o.candidate = c;
+            if (c.strategy.sp && c.strategy.tp == 1) {
+                o.verdict = Verdict::equivalent;
+                o.note = "sp has no effect at tp 1";
+                continue;
+            }
+            if (c.strategy.pp == 1 && c.strategy.schedule != &parallel::default_pipeline_schedule() &&
+                std::find(cands_schedules.begin(), cands_schedules.end(), &parallel::default_pipeline_schedule()) !=
+                    cands_schedules.end()) {
+                o.verdict = Verdict::equivalent;
+                o.note = "without a pipeline (pp 1) a schedule changes only how many activations are held; the default is kept";
+                continue;
+            }
+            apply(work, c);
+            auto resolved = parallel::try_resolve_degrees(work, c.strategy);
+            if (!resolved.strategy) {
+                o.verdict = Verdict::invalid;
+                o.note = resolved.why_not;
+                continue;
+            }
+            auto& rs = *resolved.strategy;
+            if (c.strategy.zero > 0 && rs.dp * rs.cp == 1) {
+                o.verdict = Verdict::equivalent;
+                o.note = "ZeRO has no effect without data or context replicas";
+                continue;
+            }
+            std::vector<parallel::LayerRange> vstages;
+            try {
+                vstages = parallel::split_layers(work, c.strategy, rs, *cm);
+            } catch (const ConfigError& e) {
+                o.verdict = Verdict::invalid;
+                o.note = e.what();
+                continue;
+            }
+            hw::MemoryBreakdown worst;
+            for (int s = 0; s < rs.pp; ++s) {
+                const auto b = parallel::stage_memory(work, rs, s, vstages);
+                if (b.total() > worst.total()) worst = b;
+            }
+            o.memory_bytes = worst.total();
+            if (worst.total() > usable) {
+                o.verdict = Verdict::over_memory;
+                o.note = fmt::format("memory {:.1f} GB > {:.1f} GB ({:.0f}% of {:.1f} GB HBM)", worst.total() / 1e9,
+                                     usable / 1e9, 100 * (1 - spec.memory_headroom),
+                                     sc.gpu.memory_capacity.as_double() / 1e9);
+                continue;
+            }
+            o.bound_s = iteration_lower_bound(work, c.strategy, rs, vstages, *cm);
+            o.optimistic = optimistic_value(spec, work, c.gpus, o.bound_s);
+            o.verdict = Verdict::pruned;  // until simulated
+        }
+    });
+
+    std::vector<std::size_t> order;
+    for (const auto& o : res.outcomes) {
+        if (o.verdict == Verdict::equivalent) ++res.equivalent;
+        if (o.verdict == Verdict::invalid) ++res.invalid;
+        if (o.verdict == Verdict::over_memory) ++res.over_memory;
+        if (o.verdict == Verdict::pruned) order.push_back(o.candidate.id);
+    }
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        return res.outcomes[a].optimistic > res.outcomes[b].optimistic;
+    });
+
+    // Best first, in waves of a fixed size: a wave is simulated in parallel,
+    // then the k-th best value decides whether the next candidate's
+    // optimistic value can still enter the top k.
+    std::vector<double> best;  // values of plans meeting every constraint, descending
+    const std::size_t keep = static_cast<std::size_t>(std::max(1, options.keep));
+    std::size_t planned = 0, done = 0;
+    std::mutex progress_mutex;
+    const std::size_t wave = std::max<std::size_t>(1, options.wave);
+    for (std::size_t at = 0; at < order.size(); at += wave) {
+        if (options.prune && best.size() >= keep && res.outcomes[order[at]].optimistic < best[keep - 1]) break;
+        const std::size_t end = std::min(order.size(), at + wave);
+        planned = end;
+        tbb::parallel_for(at, end, [&](std::size_t k) {
+            Outcome& o = res.outcomes[order[k]];
+            const auto csc = candidate_scenario(sc, o.candidate);
+            report::RunOptions ro;
+            ro.tolerate_unformable = true;
+            o.metrics = report::run_strategy(csc, o.candidate.strategy, ro).metrics;
+            o.verdict = Verdict::simulated;
+            const auto& m = *o.metrics;
+            if (!m.feasible) {
+                o.violated = m.memory.oom ? "memory: " + m.memory.explanation : m.note;
+            } else if (spec.ttft_ms && m.ttft_ms && *m.ttft_ms > *spec.ttft_ms) {
+                o.violated = fmt::format("ttft_ms: {:.1f} ms > {:g} ms", *m.ttft_ms, *spec.ttft_ms);
+            } else if (spec.tpot_ms && m.tpot_ms && *m.tpot_ms > *spec.tpot_ms) {
+                o.violated = fmt::format("tpot_ms: {:.2f} ms > {:g} ms", *m.tpot_ms, *spec.tpot_ms);
+            }
+            if (o.violated.empty()) {
+                o.value = objective_value(spec, csc, o.candidate, m);
+                if (!o.value) o.violated = "no throughput reported";
+            }
+            if (options.progress) {
+                std::lock_guard<std::mutex> lock(progress_mutex);
+                options.progress(++done, planned);
+            }
+        });
+        for (std::size_t k = at; k < end; ++k)
+            if (const auto& v = res.outcomes[order[k]].value) best.insert(std::upper_bound(best.begin(), best.end(), *v, std::greater<>()), *v);
+    }
+    for (const auto& o : res.outcomes) {
+        if (o.verdict == Verdict::pruned) ++res.pruned;
+        if (o.verdict == Verdict::simulated) ++res.simulated;
+        if (o.value) res.ranked.push_back(o.candidate.id);
+    }
+    std::stable_sort(res.ranked.begin(), res.ranked.end(),
+                     [&](std::size_t a, std::size_t b) { return *res.outcomes[a].value > *res.outcomes[b].value; });
+    return res;
+}
+
+std::string counts_line(const SearchResult& r) {
+    return fmt::format("candidates: {} generated, {} equivalent, {} invalid, {} over memory, {} pruned by bound, "
+                       "{} simulated, {} meet every constraint",
+                       r.generated, r.equivalent, r.invalid, r.over_memory, r.pruned, r.simulated, r.ranked.size());
+}
+
+// The closest candidates: the simulated ones (each misses a constraint),
+// else those over memory (least memory first), else the refused ones.
+std::string no_plan_message(const SearchResult& res) {
+    std::vector<const Outcome*> near;
+    for (const Verdict v : {Verdict::simulated, Verdict::over_memory, Verdict::invalid}) {
+        for (const auto& o : res.outcomes)
+            if (o.verdict == v) near.push_back(&o);
+        if (v == Verdict::over_memory)
+            std::stable_sort(near.begin(), near.end(),
+                             [](const Outcome* a, const Outcome* b) { return a->memory_bytes < b->memory_bytes; });
+        if (!near.empty()) break;
+    }
+    std::string msg = fmt::format("no plan satisfies the search's constraints ({})", counts_line(res));
+    msg += near.empty() ? "; the space has no candidate" : "; closest candidates:";
+    for (std::size_t i = 0; i < near.size() && i < 5; ++i)
+        msg += fmt::format("{}#{} {} ({} GPUs): {}", i ? "; " : " ", near[i]->candidate.id, near[i]->candidate.strategy.name,
+                           near[i]->candidate.gpus, near[i]->violated.empty() ? near[i]->note : near[i]->violated);
+    return msg;
+}
+
+}  // namespace sim::search

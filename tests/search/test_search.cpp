@@ -1,0 +1,201 @@
+// The plan search (sim/search/): the pruned search finds the exhaustive
+// search's best plan, the bound is below every simulated iteration, results
+// do not depend on the thread count, and bad search blocks are refused with
+// file:line:column or an explicit "no plan satisfies".
+#include "sim/search/search.h"
+#include "tests/test_util.h"
+
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A scenario text written to a private file, loaded with the shipped data.
+struct ScenarioFile {
+    fs::path path;
+    explicit ScenarioFile(const std::string& text, const std::string& name) {
+        path = fs::temp_directory_path() / ("parasim-search-" + name + ".yaml");
+        std::ofstream(path) << text;
+    }
+    ~ScenarioFile() {
+        std::error_code ec;
+        fs::remove(path, ec);
+    }
+    sim::config::ScenarioSpec load() const { return sim::config::load_scenario(path.string(), {}); }
+};
+
+const char* kGpt13 = R"(name: search-gpt13
+cluster: dgx-a100
+model: gpt-1.3b
+workload: {mode: training, dtype: fp16, seq_len: 2048, global_batch: 32, micro_batch: 1}
+strategies:
+  - {name: base, tp: 1, dp: auto}
+search:
+  space:
+    tp: auto
+    pp: auto
+    micro_batch: [1, 2, 4]
+    recompute: [none, full]
+    schedule: auto
+    virtual_stages: [2]
+)";
+
+// Case 2: a smaller cluster, GPU count searched, ZeRO and sp in the space.
+const char* kGpuCount = R"(name: search-gpus
+cluster: dgx-a100
+model: gpt-1.3b
+workload: {mode: training, dtype: fp16, seq_len: 1024, global_batch: 16, micro_batch: 1}
+strategies:
+  - {name: base, tp: 1, dp: auto}
+search:
+  space: {tp: [1, 2, 4], pp: [1, 2], sp: auto, zero: [0, 1], micro_batch: [1, 2]}
+  constraints: {min_gpus: 2, max_gpus: 8}
+  objective: cost
+  price_per_gpu_hour: 2.0
+)";
+
+// Case 3: Llama 3 8B on one DGX H100, deep pipelines and interleaving.
+const char* kLlama8 = R"(name: search-llama8
+cluster: dgx-h100
+model: llama3-8b
+workload: {mode: training, dtype: bf16, seq_len: 2048, global_batch: 16, micro_batch: 1, recompute: selective}
+strategies:
+  - {name: base, tp: 1, dp: auto}
+search:
+  space: {tp: [1, 2, 8], pp: [1, 2, 4], schedule: [1f1b, interleaved-1f1b], virtual_stages: [2, 4]}
+  objective: tokens_per_s_per_gpu
+)";
+
+// Case 4: TP groups across nodes (16 A100s, two DGX nodes): the bound's
+// NIC term.
+const char* kAcrossNodes = R"(name: search-nodes
+cluster: dgx-a100-pod
+gpus: 16
+model: gpt-1.3b
+workload: {mode: training, dtype: fp16, seq_len: 1024, global_batch: 16, micro_batch: 1}
+strategies:
+  - {name: base, tp: 1, dp: auto}
+search:
+  space: {tp: [4, 8, 16], pp: [1, 2], sp: auto, micro_batch: [1, 2]}
+)";
+
+sim::search::SearchResult search(const sim::config::ScenarioSpec& sc, bool prune, int threads, int keep = 3) {
+    sim::search::SearchOptions o;
+    o.prune = prune;
+    o.threads = threads;
+    o.keep = keep;
+    return sim::search::run_search(sc, o);
+}
+
+}  // namespace
+
+TEST_SUITE_BEGIN("e2e");
+
+TEST_CASE("the pruned search returns the exhaustive search's best plan, and the bound is a bound") {
+    const std::pair<const char*, const char*> cases[] = {{kGpt13, "gpt13"}, {kGpuCount, "gpus"}, {kLlama8, "llama8"}, {kAcrossNodes, "nodes"}};
+    for (const auto& c : cases) {
+        const std::string name = c.second;
+        CAPTURE(name);
+        const ScenarioFile f(c.first, name);
+        const auto sc = f.load();
+        const auto full = search(sc, false, 2);
+        const auto pruned = search(sc, true, 2);
+        REQUIRE(!full.ranked.empty());
+        REQUIRE(!pruned.ranked.empty());
+        CHECK(pruned.ranked.front() == full.ranked.front());
+        CHECK(*pruned.outcomes[pruned.ranked.front()].value == *full.outcomes[full.ranked.front()].value);
+        CHECK(pruned.simulated + pruned.pruned == full.simulated);
+        CHECK(full.pruned == 0);
+        // Every simulated iteration takes at least its bound.
+        for (const auto& o : full.outcomes) {
+            if (!o.metrics || !o.metrics->iteration_ms) continue;
+            CAPTURE(o.candidate.strategy.name);
+            CHECK(o.bound_s > 0);
+            CHECK(o.bound_s * 1e3 <= *o.metrics->iteration_ms);
+        }
+    }
+}
+
+TEST_CASE("the search is the same for any thread count") {
+    const ScenarioFile f(kGpt13, "threads");
+    const auto sc = f.load();
+    const auto one = search(sc, true, 1);
+    const auto two = search(sc, true, 2);
+    CHECK(one.ranked == two.ranked);
+    CHECK(one.simulated == two.simulated);
+    CHECK(one.pruned == two.pruned);
+    REQUIRE(one.ranked.size() == two.ranked.size());
+    for (std::size_t i = 0; i < one.ranked.size(); ++i)
+        CHECK(sim::report::run_json(*one.outcomes[one.ranked[i]].metrics) ==
+              sim::report::run_json(*two.outcomes[two.ranked[i]].metrics));
+}
+
+TEST_CASE("the search skips what run refuses and what does not fit, with run's reasons") {
+    const ScenarioFile f(kGpt13, "verdicts");
+    const auto res = search(f.load(), true, 2);
+    // gpt-1.3b has 32 heads and 24 layers: tp 8 divides, pp 8 x v 2 = 16 does not divide 24.
+    bool refused_interleaving = false;
+    for (const auto& o : res.outcomes)
+        if (o.verdict == sim::search::Verdict::invalid && o.note.find("divisible by pp x virtual_stages") != std::string::npos)
+            refused_interleaving = true;
+    CHECK(refused_interleaving);
+    CHECK(res.generated == res.equivalent + res.invalid + res.over_memory + res.pruned + res.simulated);
+}
+
+TEST_SUITE_END();
+
+TEST_SUITE_BEGIN("unit");
+
+TEST_CASE("bad search blocks are refused at file:line:column") {
+    const auto err = [](const std::string& text) {
+        const ScenarioFile f(text, "bad");
+        try {
+            const auto sc = f.load();
+            sim::search::read_search(sc);
+        } catch (const sim::ConfigError& e) {
+            return std::string(e.what()).substr(f.path.string().size());
+        }
+        return std::string("no error");
+    };
+    using parasim_test::replace_once;
+    CHECK(err(replace_once(kGpt13, "micro_batch: [1, 2, 4]", "micro_batch: []")) ==
+          ":11:18: search.space.micro_batch: an empty list leaves nothing to search: give values or auto");
+    CHECK(err(replace_once(kGpuCount, "{min_gpus: 2, max_gpus: 8}", "{min_gpus: 16, max_gpus: 8}")) ==
+          ":9:41: search.constraints.max_gpus: min_gpus=16 exceeds max_gpus=8: no GPU count is left");
+    CHECK(err(replace_once(kGpt13, "virtual_stages: [2]", "virtual_stages: [2]\n  constraints: {ttft_ms: 100}")) ==
+          ":15:26: search.constraints.ttft_ms: ttft_ms is an inference SLO; this scenario trains");
+    CHECK(err(replace_once(kGpuCount, "  price_per_gpu_hour: 2.0\n", "")).find("objective cost needs price_per_gpu_hour") !=
+          std::string::npos);
+}
+
+TEST_CASE("an impossible SLO gives 'no plan satisfies' with the closest candidates") {
+    const ScenarioFile f(R"(name: search-slo
+cluster: dgx-a100
+model: gpt-1.3b
+workload: {mode: inference, dtype: fp16, batch: 4, prompt_tokens: 128, output_tokens: 8}
+strategies:
+  - {name: base, tp: 1}
+search:
+  space: {tp: [1, 2], batch: auto}
+  constraints: {gpus: [2], tpot_ms: 0.001}
+)",
+                         "slo");
+    const auto res = search(f.load(), true, 1);
+    CHECK(res.ranked.empty());
+    // tp 1 and 2 x batch 1, 2 and 4; batch 1 cannot feed dp 2 (run's rule);
+    // no bound for inference, so the rest are simulated.
+    CHECK(res.invalid == 1);
+    CHECK(res.simulated == 5);
+    const std::string msg = sim::search::no_plan_message(res);
+    CHECK(msg.rfind("no plan satisfies the search's constraints", 0) == 0);
+    CHECK(msg.find("closest candidates: #1 tp1-pp1-dp2-1f1b-b2 (2 GPUs): tpot_ms: ") != std::string::npos);
+    CHECK(msg.find(" ms > 0.001 ms") != std::string::npos);
+}
+
+TEST_SUITE_END();
