@@ -47,6 +47,15 @@ constexpr std::uint64_t kNvlsLatencyNs = 60000;
 
 }  // namespace
 
+Time nccl_link_latency(net::LinkClass cls) {
+    switch (cls) {
+        case net::LinkClass::nvlink: return Time::ns(kHwLatencyNvlink[0]);
+        case net::LinkClass::pcie: return Time::ns(kHwLatencyPcie[0]);
+        case net::LinkClass::network: return Time::ns(kHwLatencyNetwork[0]);
+    }
+    return Time::ns(kHwLatencyNetwork[0]);
+}
+
 CommTuning tuning_for(const hw::GpuSpec& gpu, const net::ClusterSpec& cluster) {
     CommTuning t;
     const bool nvlink = cluster.intra_node != net::IntraNode::pcie && gpu.efficiency.nccl_nvlink > 0;

@@ -27,6 +27,10 @@ struct CommTuning {
 };
 
 CommTuning tuning_for(const hw::GpuSpec& gpu, const net::ClusterSpec& cluster);
+// NCCL's per-step hardware latency of a link class under the LL protocol
+// ([NCCL] tuning.cc hwLat): what the shipped cluster files give their links,
+// and what a cluster built without one (validate's) uses.
+Time nccl_link_latency(net::LinkClass cls);
 // A request with the tuning filled in; the caller sets op, gpus, size, algorithm.
 net::CollectiveRequest make_request(const hw::GpuSpec& gpu, const net::ClusterSpec& cluster);
 

@@ -2,6 +2,7 @@
 #include "sim/validate/translate.h"
 
 #include "sim/config/cluster_loader.h"
+#include "sim/exec/comm_tuning.h"
 #include "sim/workload/operators.h"
 
 #include <fmt/format.h>
@@ -15,10 +16,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// NCCL's per-step latencies of the LL protocol ([NCCL] tuning.cc hwLat,
-// hardware.md §6): the figures the shipped cluster files give their links,
-// used when no shipped cluster matches.
-constexpr std::uint64_t kNvlinkLatencyNs = 600, kPcieLatencyNs = 1000, kNetworkLatencyNs = 2700;
 // The switch radix the generated fat trees use (Quantum-2: 64 x 400 Gb/s ports, hardware.md §5.5).
 constexpr int kLeafPorts = 64;
 
@@ -157,10 +154,10 @@ net::ClusterSpec make_cluster(const HardwareSpec& h, const std::string& intra, c
         c.pcie_switches_per_node = std::max(1, c.gpus_per_node / 2);
     }
     if (!nvlink && gpu.nvlink_generation > 0 && c.intra_node != net::IntraNode::pcie)
-        nvlink = net::LinkClassSpec{gpu.nvlink_bandwidth, Time::ns(kNvlinkLatencyNs)};
-    if (!pcie) pcie = net::LinkClassSpec{gpu.pcie_bandwidth, Time::ns(kPcieLatencyNs)};
+        nvlink = net::LinkClassSpec{gpu.nvlink_bandwidth, exec::nccl_link_latency(LinkClass::nvlink)};
+    if (!pcie) pcie = net::LinkClassSpec{gpu.pcie_bandwidth, exec::nccl_link_latency(LinkClass::pcie)};
     if (c.nodes > 1) {
-        Time latency = Time::ns(kNetworkLatencyNs);
+        Time latency = exec::nccl_link_latency(LinkClass::network);
         for (const auto& s : shipped.all())
             if (s.gpu == gpu.name && s.link(LinkClass::network)) {
                 latency = s.link(LinkClass::network)->latency;

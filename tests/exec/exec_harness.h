@@ -1,7 +1,8 @@
 // A harness for executor tests: a cost model in which every kernel is
 // compute-bound and takes its `flops` in microseconds (no memory time, no
-// launch overhead), so what the executor adds (host issue, interference)
-// shows exactly; a helper that appends such a kernel to a plan; and a run of
+// launch overhead), or, when it reads bytes, memory-bound and takes its
+// `bytes_read` in microseconds, so what the executor adds (host issue,
+// interference) shows exactly; a helper that appends such a kernel to a plan; and a run of
 // a plan on H100s of a DGX H100 node.
 #pragma once
 
@@ -12,6 +13,7 @@
 #include "sim/net/topology.h"
 #include "sim/parallel/plan.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace parasim_test {
@@ -23,21 +25,37 @@ public:
                              const sim::hw::L2Residency&) const override {
         sim::hw::KernelCost c;
         c.compute_time = sim::Time::ps(static_cast<std::uint64_t>(k.flops.value) * 1'000'000);
-        c.duration = c.compute_time;
+        c.memory_time = sim::Time::ps(k.bytes_read.value * 1'000'000);
+        c.duration = std::max(c.compute_time, c.memory_time);
         return c;
     }
 };
 
-// Appends a kernel of `us` microseconds on GPU 0's compute stream after `deps`.
-inline std::uint32_t add_kernel_us(sim::parallel::Plan& plan, double us, const std::vector<std::uint32_t>& deps) {
-    sim::hw::KernelDesc k;
-    k.name = "k";
-    k.flops = sim::Flops{us};
+// Appends kernel `k` on GPU 0's compute stream after `deps`.
+inline std::uint32_t add_kernel(sim::parallel::Plan& plan, const sim::hw::KernelDesc& k,
+                                const std::vector<std::uint32_t>& deps) {
     sim::parallel::Task t;
     t.kind = sim::parallel::TaskKind::kernel;
     t.stream = sim::parallel::StreamKind::compute;
     t.kernel = plan.add_kernel(k);
     return plan.add(t, deps);
+}
+
+// A compute-bound kernel of `us` microseconds.
+inline std::uint32_t add_kernel_us(sim::parallel::Plan& plan, double us, const std::vector<std::uint32_t>& deps) {
+    sim::hw::KernelDesc k;
+    k.name = "k";
+    k.flops = sim::Flops{us};
+    return add_kernel(plan, k, deps);
+}
+
+// A memory-bound kernel of `us` microseconds (FixedCost reads bytes_read as microseconds).
+inline std::uint32_t add_memory_kernel_us(sim::parallel::Plan& plan, std::uint64_t us,
+                                          const std::vector<std::uint32_t>& deps) {
+    sim::hw::KernelDesc k;
+    k.name = "m";
+    k.bytes_read = sim::Bytes{us};
+    return add_kernel(plan, k, deps);
 }
 
 // Runs `plan` (its simulated GPUs the first of a DGX H100) at FixedCost.

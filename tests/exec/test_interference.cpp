@@ -17,7 +17,7 @@ namespace {
 // 1 GiB all-reduce between GPUs 0 and 1 starts at time 0 on the TP stream
 // (milliseconds long, so it spans the second kernel). Returns when the
 // second kernel ends.
-Time second_kernel_end(bool collective, int comm_sms) {
+Time second_kernel_end(bool collective, int comm_sms, bool memory_bound = false) {
     parallel::Plan plan;
     plan.simulated_gpus = {0, 1};
     plan.streams.resize(2);
@@ -36,7 +36,8 @@ Time second_kernel_end(bool collective, int comm_sms) {
         plan.add(c, {});
     }
     const auto first = parasim_test::add_kernel_us(plan, 1, {});
-    const auto second = parasim_test::add_kernel_us(plan, 100, {first});
+    const auto second = memory_bound ? parasim_test::add_memory_kernel_us(plan, 100, {first})
+                                     : parasim_test::add_kernel_us(plan, 100, {first});
     exec::ExecOptions o;
     o.comm_sms = comm_sms;
     const auto r = parasim_test::run_on_dgx_h100(plan, o);
@@ -56,6 +57,15 @@ TEST_CASE("interference: a compute-bound kernel beside a collective runs on the 
     CHECK(second_kernel_end(true, 16).seconds() * 1e6 == doctest::Approx(expected).epsilon(1e-6));
     // A collective that takes no SMs leaves a compute-bound kernel alone.
     CHECK(second_kernel_end(true, 0) == us(101));
+}
+
+TEST_CASE("interference: a memory-bound kernel beside a collective shares HBM with the link's bytes") {
+    CHECK(second_kernel_end(false, 16, true) == us(101));
+    // H100: 3350 GB/s of HBM, 450 GB/s of NVLink streamed by the all-reduce:
+    // 100 us x 3350 / (3350 - 450) = 115.5172 us, SMs or not.
+    const double expected = 1 + 100.0 * 3350.0 / 2900.0;
+    CHECK(second_kernel_end(true, 16, true).seconds() * 1e6 == doctest::Approx(expected).epsilon(1e-6));
+    CHECK(second_kernel_end(true, 0, true).seconds() * 1e6 == doctest::Approx(expected).epsilon(1e-6));
 }
 
 TEST_SUITE_END();

@@ -447,6 +447,18 @@ TEST_CASE("comm tuning: the collective engine picks NCCL's protocol and algorith
     CHECK(choice("dgx-h100-x2", 16, 1ULL << 30).find("/Simple") != std::string::npos);
 }
 
+TEST_CASE("comm tuning: the shipped NVSwitch clusters' link latencies are NCCL's LL hardware latencies") {
+    // The cluster files cite the same NCCL table that validate's clusters
+    // take from comm_tuning (one table, checked against its copies here).
+    for (const char* name : {"dgx-h100", "dgx-a100", "dgx-h100-pod", "dgx-h100-superpod"}) {
+        CAPTURE(name);
+        const auto c = sim::config::load_cluster_file(name);
+        for (auto cls : {sim::net::LinkClass::nvlink, sim::net::LinkClass::pcie, sim::net::LinkClass::network})
+            if (const auto* l = c.link(cls)) CHECK(l->latency == sim::exec::nccl_link_latency(cls));
+    }
+    CHECK(sim::exec::nccl_link_latency(sim::net::LinkClass::nvlink) == sim::Time::ns(600));
+}
+
 TEST_CASE("validate: MAPE per kind over simulated points; skipped points are counted apart") {
     sim::validate::Report r;
     const auto add = [&](const char* id, Kind k, double err, bool skipped = false) {
