@@ -31,7 +31,10 @@ int default_cluster(const std::string& architecture) {
 void read_peak(MapReader& r, hw::GpuSpec& g) {
     MapReader peak(r.required("peak"));
     for (hw::DType t : hw::kAllDTypes) {
-        const Node v = peak.required(hw::to_string(t));
+        // Block-scaled formats came later: a file without them lacks them.
+        const auto opt = hw::optional_in_gpu_file(t) ? peak.optional(hw::to_string(t)) : std::nullopt;
+        if (hw::optional_in_gpu_file(t) && !opt) continue;
+        const Node v = opt ? *opt : peak.required(hw::to_string(t));
         if (v.is_scalar() && v.as_string() == "unsupported") continue;
         const FlopRate rate = v.as_flop_rate();
         if (rate.per_s <= 0.0) v.fail("a peak must be positive (write 'unsupported' if the GPU lacks this dtype)");

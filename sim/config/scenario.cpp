@@ -208,7 +208,8 @@ WorkloadSpec read_workload(const Node& node) {
     WorkloadSpec w;
     const std::string mode = r.required("mode").as_enum({"inference", "training", "serving"});
     w.mode = mode == "training" ? Mode::training : Mode::inference;
-    const std::vector<std::string> dtypes = {"fp32", "tf32", "fp16", "bf16", "fp8", "int8"};
+    std::vector<std::string> dtypes;
+    for (hw::DType t : hw::kAllDTypes) dtypes.emplace_back(hw::to_string(t));
     const auto dtype = [&](const Node& n) { return *hw::parse_dtype(n.as_enum(dtypes)); };
     w.precision.compute = dtype(r.required("dtype"));
     w.precision.weights = w.precision.compute == hw::DType::tf32 ? hw::DType::fp32 : w.precision.compute;

@@ -60,7 +60,7 @@ Dims make_dims(const ModelSpec& m, std::int64_t layer, std::int64_t mb, const Pa
     x.Ts = x.sp ? static_cast<double>(x.T) / static_cast<double>(x.p) : static_cast<double>(x.T);
     x.act_dt = activation_dtype(o.precision);
     x.gemm_dt = o.precision.compute;
-    const bool low = o.precision.compute == DType::fp8 || o.precision.compute == DType::int8;
+    const bool low = hw::is_low_precision(o.precision.compute);
     x.attn_dt = low ? x.act_dt : o.precision.compute;
     x.ab = hw::bytes_per_element(x.act_dt);
     x.in_b = std::min(x.ab, hw::bytes_per_element(o.precision.compute));

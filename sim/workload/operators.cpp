@@ -450,7 +450,10 @@ hw::DType activation_dtype(const Precision& p) {
         case DType::fp16: return DType::fp16;
         case DType::bf16: return DType::bf16;
         case DType::fp8:
-        case DType::int8: return p.weights == DType::fp16 ? DType::fp16 : DType::bf16;
+        case DType::int8:
+        case DType::fp6:
+        case DType::nvfp4:
+        case DType::mxfp4: return p.weights == DType::fp16 ? DType::fp16 : DType::bf16;
     }
     return DType::bf16;
 }
