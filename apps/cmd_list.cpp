@@ -57,7 +57,7 @@ int cmd_list(const Args& args) {
         sim::config::GpuCatalog catalog;
         for (const auto& n : catalog.names()) {
             const auto& g = catalog.get(n);
-            fmt::print("{:<16} {:<8} {:>4} SMs  {:>7.1f} TFLOP/s fp16  {:>6.0f} GB/s  {}\n", n, g.architecture,
+            fmt::print("{:<16} {:<9} {:>4} SMs  {:>7.1f} TFLOP/s fp16  {:>6.0f} GB/s  {}\n", n, g.architecture,
                        g.sm_count, g.supports(sim::hw::DType::fp16) ? g.peak_of(sim::hw::DType::fp16).per_s / 1e12 : 0.0,
                        g.memory_bandwidth.bytes_per_s / 1e9, sim::format_bytes(g.memory_capacity.as_double()));
         }

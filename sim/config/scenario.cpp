@@ -208,8 +208,7 @@ WorkloadSpec read_workload(const Node& node) {
     WorkloadSpec w;
     const std::string mode = r.required("mode").as_enum({"inference", "training", "serving"});
     w.mode = mode == "training" ? Mode::training : Mode::inference;
-    std::vector<std::string> dtypes;
-    for (hw::DType t : hw::kAllDTypes) dtypes.emplace_back(hw::to_string(t));
+    const std::vector<std::string> dtypes = hw::dtype_names();
     const auto dtype = [&](const Node& n) { return *hw::parse_dtype(n.as_enum(dtypes)); };
     w.precision.compute = dtype(r.required("dtype"));
     w.precision.weights = w.precision.compute == hw::DType::tf32 ? hw::DType::fp32 : w.precision.compute;

@@ -66,4 +66,10 @@ std::optional<DType> parse_dtype(const std::string& s) {
     return std::nullopt;
 }
 
+std::vector<std::string> dtype_names() {
+    std::vector<std::string> names;
+    for (DType t : kAllDTypes) names.emplace_back(to_string(t));
+    return names;
+}
+
 }  // namespace sim::hw

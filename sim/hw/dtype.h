@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace sim::hw {
 
@@ -34,5 +35,7 @@ bool optional_in_gpu_file(DType t);
 bool is_low_precision(DType t);
 const char* to_string(DType t);
 std::optional<DType> parse_dtype(const std::string& s);
+// Every dtype's name, in kAllDTypes order (what a file may write).
+std::vector<std::string> dtype_names();
 
 }  // namespace sim::hw
