@@ -141,6 +141,7 @@ std::string architecture_of(MapReader& r, std::optional<Node>& where) {
     if (type == "mixtral") return "MixtralForCausalLM";
     if (type == "gpt2") return "GPT2LMHeadModel";
     if (type == "gpt_neox") return "GPTNeoXForCausalLM";
+    if (type == "gptj") return "GPTJForCausalLM";
     if (type == "qwen2") return "Qwen2ForCausalLM";
     if (type == "qwen3") return "Qwen3ForCausalLM";
     if (type == "qwen3_moe") return "Qwen3MoeForCausalLM";
@@ -153,7 +154,8 @@ std::string architecture_of(MapReader& r, std::optional<Node>& where) {
 const std::vector<std::string>& hf_architectures() {
     static const std::vector<std::string> names = {
         "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM",  "GPT2LMHeadModel",     "GPT2Model",
-        "GPTNeoXForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "DeepseekV3ForCausalLM"};
+        "GPTNeoXForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "DeepseekV3ForCausalLM",
+        "GPTJForCausalLM"};
     return names;
 }
 
@@ -230,7 +232,26 @@ ModelSpec load_hf_config(const Node& map) {
     std::optional<Node> heads_node;
     std::optional<Node> kv_node;
     bool head_dim_given = false;
-    if (arch == "GPT2LMHeadModel" || arch == "GPT2Model") {
+    if (arch == "GPTJForCausalLM") {
+        // GPTJBlock: attention and MLP both read ln_1 (the parallel block);
+        // q/k/v/out projections without bias, fc_in/fc_out with; rotary on
+        // rotary_dim of each head.
+        m.layers = hf_int(r, "n_layer", workload::kMaxLayers);
+        m.hidden = hf_int(r, "n_embd");
+        heads_node = hf_field(r, "n_head");
+        m.heads = hf_int(r, "n_head");
+        m.kv_heads = m.heads;
+        m.ffn = hf_int_or(r, "n_inner", 4 * m.hidden);
+        m.ffn_kind = FfnKind::gelu;
+        m.vocab = hf_int(r, "vocab_size");
+        m.max_seq = hf_int(r, "n_positions");
+        m.norm = NormKind::layernorm;
+        m.tied_embeddings = hf_bool_or(r, "tie_word_embeddings", false);
+        m.position = PositionKind::rope;
+        m.block = BlockLayout::parallel;
+        m.bias = workload::Biases{false, false, true};
+        if (auto n = hf_field(r, "rotary_dim")) m.rotary_dim = n->as_int(1, kMaxDim);
+    } else if (arch == "GPT2LMHeadModel" || arch == "GPT2Model") {
         m.layers = hf_int(r, "n_layer", workload::kMaxLayers);
         m.hidden = hf_int(r, "n_embd");
         heads_node = hf_field(r, "n_head");

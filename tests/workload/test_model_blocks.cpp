@@ -79,6 +79,17 @@ TEST_CASE("GPT-J 6B: parallel block, one LayerNorm, biases on the MLP only: 6.05
     CHECK(layer_params_per_shard(m, o) == doctest::Approx(201'355'264.0 / 2 + (4096 + 8192) / 2.0));
 }
 
+TEST_CASE("a GPT-J config.json gives the shipped file's block and count") {
+    const ModelSpec hf =
+        sim::config::load_model_file(std::string(PARASIM_DATA_DIR) + "/tests/data/hf/gpt-j-6b/config.json");
+    const ModelSpec file = shipped("gpt-j-6b");
+    CHECK(hf.block == BlockLayout::parallel);
+    CHECK(hf.rotary_dim == 64);
+    CHECK((hf.bias.qkv == file.bias.qkv && hf.bias.out == file.bias.out && hf.bias.mlp == file.bias.mlp));
+    CHECK(hf.head_dim == 256);
+    CHECK(count_parameters(hf).total == doctest::Approx(count_parameters(file).total));
+}
+
 TEST_CASE("the parallel block: both branches read one norm, one kernel adds both to the stream") {
     const ModelSpec m = from_text(kGptJLike);
     OperatorOptions o;
