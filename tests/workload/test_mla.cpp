@@ -127,6 +127,29 @@ TEST_CASE("DeepSeek-V3 prefill writes the latent cache and attends expanded keys
     CHECK(has(moe, "kv_up"));
 }
 
+TEST_CASE("MLA under TP: replicated down projections, latent-sized all-reduces of the up projections' input gradients") {
+    const ModelSpec m = shipped("deepseek-v3");
+    OperatorOptions o;
+    o.tp = 8;
+    const std::int64_t s = 1024;
+    const auto fwd = layer_forward(m, 0, 0, PassShape{1, s, s}, o);
+    // Down projections whole on every rank; up projections 128 / 8 = 16 heads.
+    CHECK(find(fwd, "q_down").kernel.n == 1536);
+    CHECK(find(fwd, "kv_down").kernel.n == 576);
+    CHECK(find(fwd, "q_up").kernel.n == 16 * 192);
+    CHECK(find(fwd, "kv_up").kernel.n == 16 * 256);
+    CHECK(find(fwd, "out_proj").tp_sync == TpSync::after_row_parallel);
+    const auto bwd = layer_backward(m, 0, 0, PassShape{1, s, s}, o, Recompute::none);
+    // The latents' gradients are summed over the 8 head shards: s x 1536 and s x 512, BF16.
+    const Operator& q_up = find(bwd, "q_up_dgrad");
+    CHECK(q_up.tp_sync == TpSync::after_column_input_grad);
+    CHECK(q_up.tp_sync_bytes.as_double() == doctest::Approx(2.0 * s * 1536));
+    CHECK(find(bwd, "kv_up_dgrad").tp_sync_bytes.as_double() == doctest::Approx(2.0 * s * 512));
+    // The replicated down projections' input gradients need no reduction.
+    CHECK(find(bwd, "q_down_dgrad").tp_sync == TpSync::none);
+    CHECK(find(bwd, "kv_down_dgrad").tp_sync == TpSync::none);
+}
+
 TEST_CASE("MLA needs a fused attention kernel") {
     const ModelSpec m = shipped("deepseek-v3");
     OperatorOptions o;
