@@ -75,13 +75,13 @@ workload::AttentionBlock read_attention(const Node& n) {
 }
 
 // Combinations the blocks cannot form, reported where they are written.
-void check_blocks(const ModelSpec& m, const Node& map, const std::optional<Node>& block,
+void check_blocks(const ModelSpec& m, const std::optional<Node>& rotary, const std::optional<Node>& block,
                   const std::optional<Node>& attention) {
-    if (m.rotary_dim > 0) {
-        if (m.position != PositionKind::rope) map.fail("rotary_dim needs position: rope");
+    if (rotary) {
+        if (m.position != PositionKind::rope) rotary->fail("rotary_dim needs position: rope");
         if (m.rotary_dim > m.head_dim || m.rotary_dim % 2 != 0)
-            map.fail(fmt::format("rotary_dim ({}) must be even and at most head_dim ({})", m.rotary_dim, m.head_dim));
-        if (m.is_mla()) attention->fail("rotary_dim does not apply to MLA: its rope width is qk_rope_head_dim");
+            rotary->fail(fmt::format("rotary_dim ({}) must be even and at most head_dim ({})", m.rotary_dim, m.head_dim));
+        if (m.is_mla()) rotary->fail("rotary_dim does not apply to MLA: its rope width is qk_rope_head_dim");
     }
     if (m.block == BlockLayout::parallel && m.experts > 0)
         block->fail("block: parallel with a moe: block (experts beside attention) is not modelled");
@@ -183,11 +183,12 @@ ModelSpec load_model(const Node& map) {
     m.position =
         r.required("position").as_enum({"rope", "learned"}) == "rope" ? PositionKind::rope : PositionKind::learned;
     m.bias = read_biases(r.required("bias"));
-    if (auto n = r.optional("rotary_dim")) m.rotary_dim = n->as_int(1, kMaxDim);
-    std::optional<Node> attention = r.optional("attention");
+    const std::optional<Node> rotary = r.optional("rotary_dim");
+    if (rotary) m.rotary_dim = rotary->as_int(1, kMaxDim);
+    const std::optional<Node> attention = r.optional("attention");
     if (attention) m.attention = read_attention(*attention);
-    std::optional<Node> block = r.optional("block");
-    if (block) m.block = block->as_enum({"sequential", "parallel"}) == "parallel" ? BlockLayout::parallel : BlockLayout::sequential;
+    const std::optional<Node> block = r.optional("block");
+    if (block && block->as_enum({"sequential", "parallel"}) == "parallel") m.block = BlockLayout::parallel;
     if (auto moe = r.optional("moe")) {
         MapReader mr(*moe);
         m.experts = mr.required("experts").as_int(1, workload::kMaxExperts);
@@ -206,12 +207,14 @@ ModelSpec load_model(const Node& map) {
         // MLA: every head has its own key and value (from the latent); a
         // head's query/key width is the head_dim the attention core uses.
         if (kv) kv->fail("kv_heads does not apply to multi-head latent attention (attention.kind mla): omit it");
-        if (head_dim) head_dim->fail("head_dim does not apply to multi-head latent attention: it is qk_nope_head_dim + qk_rope_head_dim");
+        if (head_dim)
+            head_dim->fail("head_dim does not apply to multi-head latent attention: it is qk_nope_head_dim + "
+                           "qk_rope_head_dim");
         m.head_dim = x->qk_head_dim();
     }
     check_shape(m, heads, kv, head_dim.has_value() || m.is_mla());
     if (!head_dim && !m.is_mla()) m.head_dim = m.hidden / m.heads;
-    check_blocks(m, r.node(), block, attention);
+    check_blocks(m, rotary, block, attention);
     return m;
 }
 
