@@ -79,7 +79,7 @@ int cmd_list(const Args& args) {
             const auto m = sim::config::load_model_file(data + "/models/" + n + ".yaml");
             const auto p = sim::workload::count_parameters(m);
             const std::string attention =
-                m.is_mla()            ? fmt::format("MLA, {} heads, latent {}", m.heads, m.mla.kv_lora_rank)
+                m.is_mla()            ? fmt::format("MLA, {} heads, latent {}", m.heads, m.mla()->kv_lora_rank)
                 : m.kv_heads == m.heads ? fmt::format("MHA, {} heads", m.heads)
                 : m.kv_heads == 1     ? fmt::format("MQA, {} heads", m.heads)
                                       : fmt::format("GQA, {} heads / {} KV heads", m.heads, m.kv_heads);

@@ -303,8 +303,12 @@ std::string scenario_yaml(const Point& p, const Setup& s) {
     y += fmt::format("  ffn: {}\n  ffn_kind: {}\n  vocab: {}\n  max_seq: {}\n  norm: {}\n  tied_embeddings: {}\n",
                      m.ffn, m.ffn_kind == workload::FfnKind::gelu ? "gelu" : "swiglu", m.vocab, m.max_seq,
                      m.norm == workload::NormKind::layernorm ? "layernorm" : "rmsnorm", yes(m.tied_embeddings));
-    y += fmt::format("  position: {}\n  bias: {}\n", m.position == workload::PositionKind::rope ? "rope" : "learned",
-                     yes(m.bias));
+    y += fmt::format("  position: {}\n", m.position == workload::PositionKind::rope ? "rope" : "learned");
+    const workload::Biases& b = m.bias;
+    if (b.qkv == b.out && b.out == b.mlp)
+        y += fmt::format("  bias: {}\n", yes(b.qkv));
+    else
+        y += fmt::format("  bias: {{qkv: {}, out: {}, mlp: {}}}\n", yes(b.qkv), yes(b.out), yes(b.mlp));
     if (m.experts > 0) y += fmt::format("  moe: {{experts: {}, top_k: {}}}\n", m.experts, m.top_k);
     const bool training = w.mode == config::Mode::training;
     y += fmt::format("workload:\n  mode: {}\n  dtype: {}\n  weight_dtype: {}\n  kv_dtype: {}\n  flash_attention: {}\n",
