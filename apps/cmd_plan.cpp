@@ -3,6 +3,7 @@
 // ranked top N with run's metrics, the Pareto front, why the winner wins,
 // JSON / CSV / SVG, and --explain ID, a runnable scenario for one candidate.
 #include "apps/cli.h"
+#include "apps/scaleout.h"
 #include "sim/config/scenario.h"
 #include "sim/report/runner.h"
 #include "sim/search/search.h"
@@ -315,8 +316,9 @@ int cmd_plan(const Args& args) {
         for (const auto& s : vm["set"].as<std::vector<std::string>>()) cli.push_back(sim::config::parse_override(s));
     const auto sc = sim::config::load_scenario(path, cli);
     if (!sc.search) throw UsageError(fmt::format("{} has no search: block (docs/planning.md)", path));
+    ScaleOut scale;  // MPI ranks, when started by mpirun or srun
     if (vm.count("explain")) {
-        fmt::print("{}", explain(path, sc, vm["explain"].as<std::size_t>(), !cli.empty()));
+        if (scale.reports()) fmt::print("{}", explain(path, sc, vm["explain"].as<std::size_t>(), !cli.empty()));
         return 0;
     }
 
@@ -324,13 +326,17 @@ int cmd_plan(const Args& args) {
     so.prune = !vm.count("no-prune");
     so.keep = top;
     so.threads = threads;
-    if (isatty(STDERR_FILENO) != 0)
+    so.executor = [&scale, threads](sim::search::OrderedWork& work) {
+        return scale.run(work, threads);
+    };
+    if (isatty(STDERR_FILENO) != 0 && scale.reports())
         so.progress = [](std::size_t done, std::size_t planned) {
             fmt::print(stderr, "\rsimulated {}/{} planned", done, planned);
         };
     const auto start = std::chrono::steady_clock::now();
     const auto res = sim::search::run_search(sc, so);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!res.complete) return 0;  // a helper rank: rank 0 reports
     if (so.progress) fmt::print(stderr, "\n");
     if (res.ranked.empty()) throw sim::ConfigError(sc.search->location(), sim::search::no_plan_message(res));
 
