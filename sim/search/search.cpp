@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <memory>
 
 namespace sim::search {
@@ -306,6 +307,9 @@ SearchResult run_search(const config::ScenarioSpec& sc, const SearchOptions& opt
 
     // Checks and bounds: cheap, each candidate on its own (parallel, stored by id).
     res.outcomes.resize(cands.size());
+    // Each survivor's layer split (by virtual stage), to find hand-given
+    // first/last stage layers that give the even split anyway.
+    std::vector<std::vector<parallel::LayerRange>> splits(cands.size());
     std::unique_ptr<tbb::global_control> limit;
     if (options.threads > 0)
         limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
@@ -363,11 +367,33 @@ SearchResult run_search(const config::ScenarioSpec& sc, const SearchOptions& opt
                 continue;
             }
             o.bound_s = iteration_lower_bound(work, c.strategy, rs, vstages, *cm);
+            splits[i] = vstages;
             o.optimistic = optimistic_value(spec, work, c.gpus, o.bound_s);
             o.verdict = Verdict::pruned;  // until simulated
         }
     });
 
+    // Candidates that differ only in first/last stage layers are the same
+    // plan when their layer splits are equal (126 layers on 16 stages split
+    // evenly already puts 7 on the first and last): the first in
+    // enumeration order stands for them.
+    {
+        std::map<std::string, std::size_t> seen;
+        for (auto& o : res.outcomes) {
+            if (o.verdict != Verdict::pruned) continue;
+            const auto& c = o.candidate;
+            std::string key = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|", c.gpus, c.strategy.tp, c.strategy.cp,
+                                          c.strategy.pp, c.strategy.dp, c.strategy.sp, c.strategy.zero,
+                                          c.strategy.schedule->name(), c.strategy.virtual_stages, c.micro_batch,
+                                          to_string(c.recompute), c.batch, c.strategy.ep);
+            for (const auto& [a, b] : splits[c.id]) key += fmt::format("{}-{},", a, b);
+            const auto [it, fresh] = seen.emplace(std::move(key), c.id);
+            if (!fresh) {
+                o.verdict = Verdict::equivalent;
+                o.note = fmt::format("the same layer split as #{}", it->second);
+            }
+        }
+    }
     std::vector<std::size_t> order;
     for (const auto& o : res.outcomes) {
         if (o.verdict == Verdict::equivalent) ++res.equivalent;
