@@ -285,7 +285,7 @@ int cmd_plan(const Args& args) {
     po::options_description opts("parasim plan SCENARIO [options]");
     opts.add_options()("help,h", "show this help")("top", po::value<int>()->default_value(5),
                                                      "plans to rank and keep (the k of the bound)")(
-        "threads", po::value<int>()->default_value(0), "worker threads (0: all cores; under MPI, rank 0's, 0: 1)")(
+        "threads", po::value<int>()->default_value(0), "worker threads (0: all cores; rank 0's under MPI, where 0 means 1)")(
         "no-prune", "simulate every candidate that fits memory (exhaustive; for checking the bound)")(
         "json", po::value<std::string>(), "write the ranked plans as JSON to FILE")(
         "csv", po::value<std::string>(), "write every plan meeting the constraints as CSV to FILE")(

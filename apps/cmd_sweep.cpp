@@ -282,7 +282,7 @@ int cmd_sweep(const Args& args) {
                                                      "table | json | csv")(
         "output,o", po::value<std::string>()->default_value(""), "write the report to FILE (atomically)")(
         "set", po::value<std::vector<std::string>>()->composing(), "override a field: PATH=VALUE (repeatable)")(
-        "threads", po::value<int>()->default_value(0), "worker threads (0: all cores; under MPI, rank 0's, 0: 1)")(
+        "threads", po::value<int>()->default_value(0), "worker threads (0: all cores; rank 0's under MPI, where 0 means 1)")(
         "plot", po::value<std::string>(), "write SVG plots (gnuplot) into DIR")(
         "scenario", po::value<std::string>(), "scenario file with a sweep: block");
     add_limit_option(opts);
