@@ -181,16 +181,14 @@ TEST_CASE("the search skips what run refuses and what does not fit, with run's r
 TEST_CASE("hand-given stage layers that give the even split are the even plan's equivalent") {
     // gpt-1.3b has 24 layers: on pp 4 the even split is 6 per stage, so
     // first_stage_layers 6 is the same plan; 5 is another.
-    const ScenarioFile f(R"(name: search-split
-cluster: dgx-a100
-model: gpt-1.3b
-workload: {mode: training, dtype: fp16, seq_len: 1024, global_batch: 8, micro_batch: 1}
-strategies:
-  - {name: base, tp: 1, dp: auto}
-search:
-  space: {tp: [1], pp: [4], first_stage_layers: [0, 5, 6], last_stage_layers: [0], sp: [false], zero: [0],
-          schedule: [1f1b], micro_batch: [1], recompute: [none]}
-)", "split");
+    const ScenarioFile f(
+        parasim_test::replace_once(kGpt13,
+                                   "    tp: auto\n    pp: auto\n    micro_batch: [1, 2, 4]\n    recompute: [none, full]\n"
+                                   "    schedule: auto\n",
+                                   "    tp: [1]\n    pp: [4]\n    first_stage_layers: [0, 5, 6]\n    last_stage_layers: [0]\n"
+                                   "    sp: [false]\n    zero: [0]\n    micro_batch: [1]\n    recompute: [none]\n"
+                                   "    schedule: [1f1b]\n"),
+        "split");
     const auto res = search(f.load(), false, 1);
     REQUIRE(res.outcomes.size() == 3);
     CHECK(res.outcomes[0].verdict == sim::search::Verdict::simulated);
