@@ -2,6 +2,8 @@
 // validate every field (file:line:column on error).
 #include "sim/config/scenario.h"
 
+#include "sim/config/calibration_loader.h"
+
 #include "sim/config/cluster_loader.h"
 #include "sim/config/gpu_loader.h"
 #include "sim/config/model_loader.h"
@@ -346,6 +348,7 @@ ScenarioSpec load_scenario(const std::string& path, const std::vector<Override>&
     } else {
         s.profile = software_profile(kDefaultSoftware);
     }
+    s.collectives = &collective_library(kDefaultCollectiveLibrary);
 
     const Node cluster_ref = r.required("cluster");
     const Node cluster_doc = resolve_document(

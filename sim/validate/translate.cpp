@@ -2,7 +2,7 @@
 #include "sim/validate/translate.h"
 
 #include "sim/config/cluster_loader.h"
-#include "sim/exec/comm_tuning.h"
+#include "sim/config/calibration_loader.h"
 #include "sim/workload/operators.h"
 
 #include <fmt/format.h>
@@ -153,11 +153,14 @@ net::ClusterSpec make_cluster(const HardwareSpec& h, const std::string& intra, c
         c.in_switch_reduction = c.intra_node == net::IntraNode::nvswitch && gpu.nvlink_generation >= 4;
         c.pcie_switches_per_node = std::max(1, c.gpus_per_node / 2);
     }
+    // Links the shipped clusters do not give take the collective library's
+    // per-step hardware latency (the same figures the cluster files use).
+    const net::CollectiveLibrary& lib = config::collective_library();
     if (!nvlink && gpu.nvlink_generation > 0 && c.intra_node != net::IntraNode::pcie)
-        nvlink = net::LinkClassSpec{gpu.nvlink_bandwidth, exec::nccl_link_latency(LinkClass::nvlink)};
-    if (!pcie) pcie = net::LinkClassSpec{gpu.pcie_bandwidth, exec::nccl_link_latency(LinkClass::pcie)};
+        nvlink = net::LinkClassSpec{gpu.nvlink_bandwidth, lib.link_latency(LinkClass::nvlink)};
+    if (!pcie) pcie = net::LinkClassSpec{gpu.pcie_bandwidth, lib.link_latency(LinkClass::pcie)};
     if (c.nodes > 1) {
-        Time latency = exec::nccl_link_latency(LinkClass::network);
+        Time latency = lib.link_latency(LinkClass::network);
         for (const auto& s : shipped.all())
             if (s.gpu == gpu.name && s.link(LinkClass::network)) {
                 latency = s.link(LinkClass::network)->latency;
@@ -198,6 +201,7 @@ Setup translate(const Point& p, config::GpuCatalog& gpus, const ShippedClusters&
     sc.name = p.id;
     sc.gpu = gpu;
     sc.gpus = p.hardware.gpus;
+    sc.collectives = &config::collective_library();
     sc.cluster = make_cluster(p.hardware, intra, gpu, shipped, s.link_source);
 
     switch (p.kind) {

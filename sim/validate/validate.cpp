@@ -82,7 +82,9 @@ Time run_collective(const Setup& s, const CollectiveSpec& c, const hw::CostModel
     t.bytes = c.bytes;
     plan.add(t, {});
     const net::Topology topo(s.scenario.cluster, n);
-    return exec::execute(plan, s.scenario.gpu, topo, cm).makespan;
+    exec::ExecOptions eo;
+    eo.collectives = s.scenario.collectives;
+    return exec::execute(plan, s.scenario.gpu, topo, cm, eo).makespan;
 }
 
 // The algorithm and protocol the collective runs with (as the executor's request resolves).
@@ -92,7 +94,7 @@ std::string collective_choice(const Setup& s, const CollectiveSpec& c) {
     Simulation sim;
     net::FlowNetwork flows(sim, topo);
     const net::CollectiveEngine engine(sim, flows, topo);
-    net::CollectiveRequest req = exec::make_request(s.scenario.gpu, s.scenario.cluster);
+    net::CollectiveRequest req = exec::make_request(s.scenario.gpu, s.scenario.cluster, *s.scenario.collectives);
     req.op = c.op;
     for (int i = 0; i < n; ++i) req.gpus.push_back(i);
     req.size = c.bytes;
