@@ -149,10 +149,7 @@ config::WorkloadSpec read_workload(const Node& node, Kind kind, std::vector<std:
     MapReader r(node);
     config::WorkloadSpec w;
     w.mode = kind == Kind::training ? config::Mode::training : config::Mode::inference;
-    w.precision.compute = read_dtype(r.required("dtype"), kDTypes);
-    w.precision.weights = w.precision.compute == hw::DType::tf32 ? hw::DType::fp32 : w.precision.compute;
-    w.precision.kv = w.precision.weights;
-    if (auto n = r.optional("kv_dtype")) w.precision.kv = read_dtype(*n, kDTypes);
+    w.precision = config::read_precision(r, false);
     const std::optional<Node> flash = r.optional("flash_attention"), attention = r.optional("attention");
     config::apply_attention(w, attention, flash);
     if (!flash && !attention) defaults.push_back("flash_attention=true");
@@ -166,10 +163,7 @@ config::WorkloadSpec read_workload(const Node& node, Kind kind, std::vector<std:
             defaults.push_back("micro_batch=1");
         }
         if (auto n = r.optional("recompute")) {
-            const std::string v = n->as_enum({"none", "selective", "full"});
-            w.recompute = v == "none" ? workload::Recompute::none
-                        : v == "selective" ? workload::Recompute::selective
-                                           : workload::Recompute::full;
+            w.recompute = config::read_recompute(*n);
         } else {
             w.recompute = workload::Recompute::none;
             defaults.push_back("recompute=none");
@@ -244,7 +238,7 @@ ParallelismSpec read_parallelism(const std::optional<Node>& node, const Point& p
     // set, so a point that gives them and no schedule ran that one.
     const parallel::IPipelineSchedule& interleaved = parallel::pipeline_schedule("interleaved-1f1b");
     if (schedule) {
-        s.schedule = &parallel::pipeline_schedule(schedule->as_enum(parallel::pipeline_schedule_names()));
+        s.schedule = &config::read_schedule(*schedule);
         if (!s.schedule->uses_virtual_stages() && s.virtual_stages > 1)
             vstages->fail(fmt::format("virtual_stages={} needs schedule {}, not {}", s.virtual_stages, interleaved.name(),
                                       s.schedule->name()));

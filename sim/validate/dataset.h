@@ -1,5 +1,5 @@
-// Datasets of published measurements (the format of
-// ../shared/validation/README.md, documented in docs/validation.md):
+// Datasets of published measurements (the format of parasim's reference
+// set of published measurements, documented in docs/validation.md):
 // training runs, inference runs, single GEMMs, attention kernels,
 // collectives and memory-bandwidth runs, each with its hardware, its setup
 // and the measured value.

@@ -16,7 +16,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The switch radix the generated fat trees use (Quantum-2: 64 x 400 Gb/s ports, hardware.md §5.5).
+// The switch radix the generated fat trees use (NVIDIA Quantum-2 NDR: 64 x
+// 400 Gb/s ports; stas00/ml-engineering network/README.md).
 constexpr int kLeafPorts = 64;
 
 net::IntraNode intra_kind(const std::string& s) {
@@ -149,7 +150,8 @@ net::ClusterSpec make_cluster(const HardwareSpec& h, const std::string& intra, c
         c.pcie_switches_per_node = std::min(match->pcie_switches_per_node, c.gpus_per_node);
     } else {
         source = fmt::format("topologies/gpus/{}.yaml", gpu.name);
-        // NVLink SHARP arrived with the third-generation NVSwitch (NVLink 4), hardware.md §5.3.
+        // NVLink SHARP arrived with the third-generation NVSwitch (NVLink 4): NVIDIA Technical
+        // Blog, "Upgrading Multi-GPU Interconnectivity with the Third-Generation NVIDIA NVSwitch" (2022).
         c.in_switch_reduction = c.intra_node == net::IntraNode::nvswitch && gpu.nvlink_generation >= 4;
         c.pcie_switches_per_node = std::max(1, c.gpus_per_node / 2);
     }
