@@ -24,6 +24,10 @@ Time Time::from_seconds_ceil(double seconds) {
 
 void Time::overflowed() { throw InternalError("simulated time overflowed 2^64 ps"); }
 
+void Bytes::overflowed(Bytes o) const {
+    throw InternalError(fmt::format("byte count overflowed 2^64: {} B + {} B", value, o.value));
+}
+
 void Time::negative(Time o) const {
     throw InternalError(fmt::format("negative duration: {} ps - {} ps", ps_, o.ps_));
 }
