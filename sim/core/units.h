@@ -4,8 +4,8 @@
 // and the rounding rule is written down next to each conversion.
 #pragma once
 
-#include <cstdint>
 #include <compare>
+#include <cstdint>
 #include <limits>
 #include <string>
 

@@ -39,7 +39,8 @@ net::CollectiveRequest make_request(const hw::GpuSpec& gpu, const net::ClusterSp
     r.protocol_efficiency = t.protocol_efficiency;
     r.network_efficiency = t.network_efficiency;
     r.step_latency = t.step_latency;
-    r.network_step_latency = simple.link_latency[static_cast<std::size_t>(net::LinkClass::network)] + simple.step_overhead;
+    r.network_step_latency =
+        simple.link_latency[static_cast<std::size_t>(net::LinkClass::network)] + simple.step_overhead;
     r.in_switch_efficiency = t.in_switch_efficiency;
     r.in_switch_latency = t.in_switch_latency;
     r.protocols = t.protocols;
