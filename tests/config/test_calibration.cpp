@@ -98,7 +98,8 @@ TEST_CASE("collective library: the shipped NCCL file loads with NCCL's three pro
 }
 
 TEST_CASE("collective library: malformed files are errors at file:line:column naming the field") {
-    CHECK(error_of(replace(kGood, "value: 0.25", "value: 1.5")).find("collectives/lib.yaml:5:30: protocols[0].bandwidth_share.value:") == 0);
+    CHECK(error_of(replace(kGood, "value: 0.25", "value: 1.5"))
+              .find("collectives/lib.yaml:5:30: protocols[0].bandwidth_share.value:") == 0);
     CHECK(error_of(replace(kGood, "value: 0.25", "value: 0")) ==
           "collectives/lib.yaml:5:30: protocols[0].bandwidth_share.value: must be above 0");
     CHECK(error_of(replace(kGood, ", source: \"code\"", "")) ==
@@ -109,7 +110,8 @@ TEST_CASE("collective library: malformed files are errors at file:line:column na
     CHECK(error_of(replace(kGood, "name: Simple", "name: LL")).find("listed twice") != std::string::npos);
     CHECK(error_of(replace(kGood, "name: Simple", "name: Bulk")).find("one protocol must be named 'Simple'") !=
           std::string::npos);
-    CHECK(error_of(replace(kGood, "comm_sms: {value: 12", "comm_sms: {value: 12.5")).find("collectives/lib.yaml:18:") == 0);
+    CHECK(error_of(replace(kGood, "comm_sms: {value: 12", "comm_sms: {value: 12.5")).find("collectives/lib.yaml:18:") ==
+          0);
     CHECK(error_of(replace(kGood, "hbm_share", "hbm_shares")).find("unknown key") != std::string::npos);
     CHECK(error_of(replace(kGood, "name: lib", "name: other")) ==
           "collectives/lib.yaml:1:7: name: name 'other' differs from the file name 'lib'");
