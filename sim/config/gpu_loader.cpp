@@ -3,6 +3,8 @@
 // file:line:column.
 #include "sim/config/gpu_loader.h"
 
+#include "sim/config/calibration_loader.h"
+
 #include <algorithm>
 #include <filesystem>
 
@@ -128,6 +130,7 @@ hw::GpuSpec read_gpu(const Node& root, const std::string& expected_name) {
         pcie.finish();
     }
     read_efficiency(r, g);
+    g.attention_fit = attention_fit();
     {
         MapReader tile(r.required("gemm_tile"));
         g.gemm_tile_m = static_cast<int>(tile.required("m").as_int(8, 1024));

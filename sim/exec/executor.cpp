@@ -2,6 +2,7 @@
 // L2 residency, flows and collectives on the topology.
 #include "sim/exec/executor.h"
 
+#include "sim/config/calibration_loader.h"
 #include "sim/core/error.h"
 #include "sim/core/simulation.h"
 #include "sim/exec/comm_tuning.h"
@@ -27,7 +28,9 @@ public:
     Executor(const Plan& plan, const hw::GpuSpec& gpu, const net::Topology& topo, const hw::CostModel& cm,
              const ExecOptions& options)
         : plan_(plan), gpu_(gpu), topo_(topo), cm_(cm), options_(options), flows_(sim_, topo), coll_(sim_, flows_, topo),
-          tuning_(tuning_for(gpu, topo.spec())), request_template_(make_request(gpu, topo.spec())) {
+          lib_(options.collectives ? *options.collectives : config::collective_library()),
+          comm_sms_(options.comm_sms.value_or(lib_.comm_sms)), tuning_(tuning_for(gpu, topo.spec(), lib_)),
+          request_template_(make_request(gpu, topo.spec(), lib_)) {
         const std::size_t n = plan.tasks.size();
         remaining_.resize(n);
         started_.assign(n, 0);
@@ -173,11 +176,13 @@ private:
         Time duration = c.duration;
         if (active_comm_[t.gpu] > 0) {
             // A collective running beside the kernel holds comm_sms SMs and
-            // streams its bytes through HBM; the kernel slows accordingly.
+            // streams its bytes through HBM; the kernel slows accordingly
+            // (docs/hardware-model.md §5a).
             const double sm_factor = static_cast<double>(gpu_.sm_count) /
-                                     std::max(1.0, static_cast<double>(gpu_.sm_count - options_.comm_sms));
-            const double link = gpu_.nvlink_bandwidth.bytes_per_s > 0 ? gpu_.nvlink_bandwidth.bytes_per_s
-                                                                      : gpu_.pcie_bandwidth.bytes_per_s;
+                                     std::max(1.0, static_cast<double>(gpu_.sm_count - comm_sms_));
+            const double link = lib_.comm_hbm_share * (gpu_.nvlink_bandwidth.bytes_per_s > 0
+                                                           ? gpu_.nvlink_bandwidth.bytes_per_s
+                                                           : gpu_.pcie_bandwidth.bytes_per_s);
             const double hbm_factor = gpu_.memory_bandwidth.bytes_per_s /
                                       std::max(1.0, gpu_.memory_bandwidth.bytes_per_s - link);
             const Time compute = Time::from_seconds_ceil(c.compute_time.seconds() * sm_factor);
@@ -259,6 +264,8 @@ private:
     Simulation sim_;
     net::FlowNetwork flows_;
     net::CollectiveEngine coll_;
+    const net::CollectiveLibrary& lib_;
+    int comm_sms_;
     // NCCL-like constants depend only on the GPU and cluster: computed once,
     // not per transfer or collective.
     CommTuning tuning_;

@@ -6,12 +6,14 @@
 #pragma once
 
 #include "sim/hw/cost_model.h"
+#include "sim/net/collective_library.h"
 #include "sim/net/flow_network.h"
 #include "sim/net/topology.h"
 #include "sim/parallel/plan.h"
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace sim::exec {
@@ -60,9 +62,13 @@ struct ExecResult {
 };
 
 struct ExecOptions {
-    // SMs a concurrently running collective takes from compute kernels
-    // (NCCL runs one thread block per channel).
-    int comm_sms = 16;
+    // The collective library's calibration (protocols, NVLS, interference;
+    // topologies/collectives/<name>.yaml): the scenario's. Null: the default
+    // library (config::collective_library()).
+    const net::CollectiveLibrary* collectives = nullptr;
+    // SMs a concurrently running collective takes from compute kernels (NCCL
+    // runs one thread block per channel). Unset: the library's comm_sms.
+    std::optional<int> comm_sms;
     // Record per-class link utilisation over time (for trace counters).
     bool record_link_samples = false;
     // The host thread of each GPU (the software profile's cost,

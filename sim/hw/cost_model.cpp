@@ -14,18 +14,6 @@ namespace sim::hw {
 
 namespace {
 
-// §3: flash-attention kernels. Query and key blocks of 128 rows (FA2/FA3 on
-// Ampere and Hopper); a kv-loop prologue worth 128 keys and a head_dim
-// half-efficiency point of 64, both fitted to the FlashAttention-3 H100
-// forward points of ../shared/validation/published.yaml (head_dim 64 /
-// 128 / 256 reach 0.77 / 1 / 1.17 of the head_dim-128 rate; seq 512 reaches
-// ~0.75 of seq 16k); the backward kernel at 0.85 of the forward rate, from
-// the FlashAttention-2 A100 fwd+bwd points of the same file.
-constexpr double kAttnBlock = 128.0;
-constexpr double kAttnSeq0 = 128.0;
-constexpr double kAttnHeadDim0 = 64.0;
-constexpr double kAttnRefHeadDim = 128.0;
-constexpr double kAttnBackwardShare = 0.85;
 // Split-K partial sums are FP32.
 constexpr double kAccumBytes = 4.0;
 // Smallest k per split worth a split-K candidate.
@@ -81,34 +69,39 @@ bool has_gemm_shape(const KernelDesc& k) { return k.m > 0 && k.n > 0 && k.k > 0 
 
 // §3: fused attention. Compute at the attention ceiling scaled by head_dim,
 // kv length, the causal diagonal, waves and the backward share.
+// The shape constants are GpuSpec::attention_fit (topologies/kernels/
+// flash-attention.yaml, fitted on kernel measurements).
 Work attention_work(const GpuSpec& gpu, const KernelDesc& kd) {
+    const AttentionFit& fit = gpu.attention_fit;
+    if (!(fit.block > 0) || !(fit.ref_head_dim > 0) || !(fit.backward_share > 0))
+        throw ModelError(fmt::format("GPU {} has no attention fit (topologies/kernels/flash-attention.yaml)", gpu.name));
     const double ceiling = gpu.gemm_ceiling(kd.dtype);
-    const double best = gpu.efficiency.attention.value_or(kDefaultAttentionShare * ceiling);
+    const double best = gpu.efficiency.attention.value_or(fit.default_share * ceiling);
     const double share = kd.attention_kernel == AttentionKernel::flash2 ? gpu.efficiency.attention_flash2.value_or(best)
                                                                          : best;
     double eff = share;
     if (kd.k > 0) {
         const double d = static_cast<double>(kd.k);
-        const double ref = kAttnRefHeadDim / (kAttnRefHeadDim + kAttnHeadDim0);
-        eff = share * (d / (d + kAttnHeadDim0)) / ref;
+        const double ref = fit.ref_head_dim / (fit.ref_head_dim + fit.head_dim0);
+        eff = share * (d / (d + fit.head_dim0)) / ref;
     }
     eff = std::min(eff, ceiling);
     const double m = static_cast<double>(kd.m);
     if (kd.n > 0) {
         const double n = static_cast<double>(kd.n);
         const double kv = kd.causal && kd.m > 0 ? std::max(1.0, n - m / 2.0) : n;
-        eff *= kv / (kv + kAttnSeq0);
+        eff *= kv / (kv + fit.seq0);
     }
-    if (kd.causal && m >= kAttnBlock) {
-        const double qb = std::ceil(m / kAttnBlock);
+    if (kd.causal && m >= fit.block) {
+        const double qb = std::ceil(m / fit.block);
         eff *= qb / (qb + 1.0);
     }
     if (kd.m >= 64 && kd.batch > 0) {
-        const std::int64_t ctas = count(kd, kd.batch, ceil_div(kd.m, static_cast<std::int64_t>(kAttnBlock)));
+        const std::int64_t ctas = count(kd, kd.batch, ceil_div(kd.m, static_cast<std::int64_t>(fit.block)));
         const std::int64_t waves = ceil_div(ctas, gpu.sm_count);
         eff *= static_cast<double>(ctas) / (static_cast<double>(waves) * gpu.sm_count);
     }
-    if (kd.backward) eff *= kAttnBackwardShare;
+    if (kd.backward) eff *= fit.backward_share;
     Work w;
     w.flops = kernel_flops(kd);
     w.efficiency = eff;

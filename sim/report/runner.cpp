@@ -37,6 +37,7 @@ StrategyRun run_strategy(const config::ScenarioSpec& sc, const config::StrategyS
     eo.host_kernel_issue = sc.profile.kernel_issue;
     eo.launch_queue_depth = sc.profile.launch_queue_depth;
     eo.kernel_efficiency = sc.profile.kernel_efficiency;
+    eo.collectives = sc.collectives;
     exec::ExecResult result;
     try {
         result = exec::execute(build.plan, sc.gpu, topo, *cost_model, eo);

@@ -43,6 +43,8 @@ inline GpuSpec h100() {
     g.gemm_tile_m = 128;
     g.gemm_tile_n = 256;
     g.gemm_cluster = 2;
+    // The flash-attention fit of topologies/kernels/flash-attention.yaml.
+    g.attention_fit = AttentionFit{128, 128, 64, 128, 0.85, 0.8};
     return g;
 }
 

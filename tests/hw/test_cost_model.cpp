@@ -238,7 +238,7 @@ TEST_CASE("attention efficiency falls for short sequences, small heads and backw
     const auto model = make_cost_model("roofline");
     const double long_eff = model->cost(g, attention(1, 16, 128, 16384, false), {}).compute_efficiency;
     // share x kv 16384/(16384+128) x waves 2048 CTAs / (16 x 132).
-    CHECK(long_eff == doctest::Approx(kDefaultAttentionShare * 0.803 * 16384.0 / (16384 + 128) * 2048 / (16 * 132)));
+    CHECK(long_eff == doctest::Approx(0.8 * 0.803 * 16384.0 / (16384 + 128) * 2048 / (16 * 132)));
     CHECK(model->cost(g, attention(32, 16, 128, 512, false), {}).compute_efficiency < long_eff);
     CHECK(model->cost(g, attention(2, 32, 64, 8192, false), {}).compute_efficiency < long_eff);
     KernelDesc bwd = attention(1, 16, 128, 16384, false);
