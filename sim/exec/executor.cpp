@@ -60,6 +60,19 @@ public:
         issue_next_.assign(g, 0);
         issue_done_.assign(g, Time{});
         issue_wait_.assign(g, kNone);
+        if (options.host_kernel_issue > Time{} && options.launch_queue_depth > 0) {
+            // A ring of the last `depth` compute-stream end times per GPU
+            // whose stream is longer than that (shorter ones never look back).
+            const auto depth = static_cast<std::size_t>(options.launch_queue_depth);
+            issue_ring_at_.assign(g, SIZE_MAX);
+            std::size_t total = 0;
+            for (std::size_t i = 0; i < g; ++i)
+                if (plan.streams[i][static_cast<std::size_t>(StreamKind::compute)].size() > depth) {
+                    issue_ring_at_[i] = total;
+                    total += depth;
+                }
+            issue_ring_.assign(total, Time{});
+        }
         l2_.reserve(g);
         for (std::size_t i = 0; i < g; ++i) l2_.emplace_back(gpu.l2_size);
         result_.gpus.resize(g);
@@ -188,7 +201,9 @@ private:
         const auto depth = static_cast<std::size_t>(options_.launch_queue_depth);
         while (issue_next_[gpu] <= head) {
             const std::size_t j = issue_next_[gpu]++;
-            if (depth > 0 && j >= depth) issue_done_[gpu] = std::max(issue_done_[gpu], result_.task_end[order[j - depth]]);
+            // Position j - depth finished (it is before the head) and its ring
+            // slot is next overwritten when position j finishes.
+            if (depth > 0 && j >= depth) issue_done_[gpu] = std::max(issue_done_[gpu], issue_ring_[issue_ring_at_[gpu] + j % depth]);
             if (plan_.tasks[order[j]].kind == TaskKind::kernel) issue_done_[gpu] = issue_done_[gpu] + options_.host_kernel_issue;
         }
         return issue_done_[gpu];
@@ -255,6 +270,9 @@ private:
         auto release = [&](std::uint32_t gpu) {
             const auto s = static_cast<std::size_t>(t.stream);
             busy_[gpu][s] = 0;
+            if (t.stream == StreamKind::compute && !issue_ring_at_.empty() && issue_ring_at_[gpu] != SIZE_MAX)
+                issue_ring_[issue_ring_at_[gpu] + heads_[gpu][s] % static_cast<std::size_t>(options_.launch_queue_depth)] =
+                    sim_.now();
             ++heads_[gpu][s];
             if (t.stream != StreamKind::compute && t.stream != StreamKind::host) --active_comm_[gpu];
             if (ntouched < 64) touched[ntouched++] = gpu;
@@ -298,6 +316,12 @@ private:
     std::vector<std::size_t> issue_next_;
     std::vector<Time> issue_done_;
     std::vector<std::uint32_t> issue_wait_;
+    // End times of the last launch_queue_depth compute tasks of each GPU, by
+    // stream position modulo the depth: the issue gate reads one of them at
+    // every kernel, and the ring is where the GPU's recent tasks are, not
+    // a random task id (a cache miss per kernel at thousands of GPUs).
+    std::vector<Time> issue_ring_;
+    std::vector<std::size_t> issue_ring_at_;  // per GPU: ring start, SIZE_MAX: none
     std::vector<hw::L2Cache> l2_;
     struct CostMemo {
         std::uint32_t kernel = parallel::kNone;
