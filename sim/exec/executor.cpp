@@ -30,7 +30,6 @@ public:
           tuning_(tuning_for(gpu, topo.spec())), request_template_(make_request(gpu, topo.spec())) {
         const std::size_t n = plan.tasks.size();
         remaining_.resize(n);
-        started_.assign(n, 0);
         result_.task_kind.resize(n);
         for (std::size_t t = 0; t < n; ++t)
             result_.task_kind[t] = plan.tasks[t].kind == TaskKind::kernel ? IntervalKind::compute_kernel
@@ -87,11 +86,10 @@ public:
                 if (!plan_.streams[g][s].empty()) try_start(plan_.streams[g][s].front());
         sim_.run();
         for (std::size_t t = 0; t < plan_.tasks.size(); ++t)
-            if (!started_[t])
+            if (remaining_[t] != kStarted)
                 throw InternalError(fmt::format("plan task {} never ran (a dependency cycle or a stream-order deadlock)", t));
         // The run's bookkeeping goes before the results grow.
         release(remaining_);
-        release(started_);
         release(succ_begin_);
         release(succ_);        result_.makespan = sim_.now();
         result_.events = sim_.events_processed();
@@ -135,7 +133,7 @@ private:
     }
 
     void try_start(std::uint32_t id) {
-        if (started_[id] || remaining_[id] > 0) return;
+        if (remaining_[id] != 0) return;  // waiting for dependencies, or started
         const Task& t = plan_.tasks[id];
         if (t.kind == TaskKind::collective) {
             for (const std::uint32_t m : plan_.groups[t.group].members)
@@ -160,7 +158,7 @@ private:
             busy_[t.gpu][static_cast<std::size_t>(t.stream)] = 1;
             if (t.stream != StreamKind::compute && t.stream != StreamKind::host) ++active_comm_[t.gpu];
         }
-        started_[id] = 1;
+        remaining_[id] = kStarted;
         result_.task_start[id] = sim_.now();
         switch (t.kind) {
             case TaskKind::kernel: start_kernel(id, t); break;
@@ -305,8 +303,10 @@ private:
     // not per transfer or collective.
     CommTuning tuning_;
     net::CollectiveRequest request_template_;
+    // Dependencies not yet done per task; kStarted once it started (one
+    // array, so deciding whether a task can start is one cache line).
+    static constexpr std::uint32_t kStarted = UINT32_MAX;
     std::vector<std::uint32_t> remaining_;
-    std::vector<char> started_;
     std::vector<std::uint32_t> succ_begin_, succ_;
     std::vector<std::array<std::size_t, kStreamCount>> heads_;
     std::vector<std::array<char, kStreamCount>> busy_;
