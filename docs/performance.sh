@@ -56,7 +56,7 @@ set termoption noenhanced
 set multiplot layout 1,2 title "parasim bench scale: one training iteration, CPU time and peak RSS vs GPUs (log-log)"
 set logscale xy
 set grid
-set key top left box opaque
+set key center right box opaque
 set xrange [512:32768]
 set xlabel "GPUs in the cluster"
 set ylabel "CPU seconds (user + system)"
