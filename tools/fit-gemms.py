@@ -41,10 +41,12 @@ def split_of(point):
     return m.group(1) if m else None
 
 
-def current_ceiling(text):
-    m = re.search(r"^  gemm:\n(?:    .*\n)*?    fp16: ([0-9.]+)", text, re.M)
+def start_ceiling(text):
+    """The search starts from the BF16 ceiling (a measurement the fit never
+    writes), so a rerun on fitted files starts where the first run did."""
+    m = re.search(r"^  gemm:\n(?:    .*\n)*?    bf16: ([0-9.]+)", text, re.M)
     if not m:
-        sys.exit("no efficiency.gemm.fp16 in the GPU file")
+        sys.exit("no efficiency.gemm.bf16 in the GPU file")
     return float(m.group(1))
 
 
@@ -91,7 +93,7 @@ def fit(gpu, points, parasim, comment):
     with tempfile.TemporaryDirectory() as tmp:
         s = Scorer(parasim, fit_points, tmp)
         x = {name: start for name, start, _, _, _ in PARAMS}
-        x["ceiling"] = current_ceiling(base)
+        x["ceiling"] = start_ceiling(base)
         steps = {name: step for name, _, _, _, step in PARAMS}
         score = lambda v: s.mape(gpu, with_params(base, v["ceiling"], v["k0"], v["overlap"], comment))
         best = score(x)
