@@ -71,6 +71,13 @@ struct GpuSpec {
     // L2 reads of B panels. Optional in the GPU file (gemm_tile.cluster); the
     // loader defaults it by architecture.
     int gemm_cluster = 1;
+    // The GEMM efficiency curve (docs/hardware-model.md §2): a tile's
+    // pipeline prologue/epilogue worth `gemm_k0` of k. Optional in the GPU
+    // file (gemm_curve); the defaults are the model before the curve was fitted.
+    double gemm_k0 = 64.0;  // = kGemmK0 (cost_model.h)
+    // Overlap exponent p of a GEMM's compute and memory times: the kernel
+    // takes (compute^p + hbm^p + l2^p)^(1/p); 0 means max() (perfect overlap).
+    double gemm_overlap = 0.0;
 
     bool supports(DType t) const { return peak[static_cast<std::size_t>(t)].has_value(); }
     // Peak for `t`; ModelError naming the GPU and dtype when unsupported.

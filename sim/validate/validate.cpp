@@ -263,7 +263,7 @@ Report validate(const Dataset& d, const ValidateOptions& options) {
             continue;
         todo.push_back(&p);
     }
-    config::GpuCatalog catalog;
+    config::GpuCatalog catalog(options.gpu_dir.empty() ? config::default_gpu_dir() : options.gpu_dir);
     const ShippedClusters shipped;
     r.outcomes.resize(todo.size());
     std::atomic<std::size_t> next{0};

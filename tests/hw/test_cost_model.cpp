@@ -17,18 +17,7 @@ using namespace sim::hw;
 namespace {
 
 KernelDesc gemm(std::int64_t m, std::int64_t n, std::int64_t k, DType t = DType::bf16) {
-    KernelDesc d;
-    d.name = "gemm";
-    d.kind = KernelKind::gemm;
-    d.dtype = t;
-    d.m = m;
-    d.n = n;
-    d.k = k;
-    const double e = bytes_per_element(t);
-    d.flops = Flops{2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k)};
-    d.bytes_read = Bytes::ceil(static_cast<double>(m * k + k * n) * e);
-    d.bytes_written = Bytes::ceil(static_cast<double>(m * n) * e);
-    return d;
+    return test::dense_gemm(m, n, k, t);
 }
 
 // FlashAttention benchmark convention: 4*b*s^2*h*d FLOPs, halved if causal.
