@@ -266,7 +266,9 @@ std::string format_table(const config::ScenarioSpec& sc, const std::vector<RunMe
             const auto& a = r.values[0];
             const auto& b = r.values[k];
             std::string ratio;
-            if (a && b && *a != 0) {
+            // A base that is zero but for rounding (an idle share of 1e-16
+            // from subtracting the busy shares) gives no meaningful ratio.
+            if (a && b && std::abs(*a) > 1e-12 * std::abs(*b) && *a != 0) {
                 ratio = fmt::format("{:.2f}x", *b / *a);
                 const bool up = *b > *a, down = *b < *a;
                 if (r.better == Better::higher && (up || down)) ratio += up ? " better" : " worse";

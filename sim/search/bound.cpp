@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 namespace sim::search {
 
@@ -72,19 +73,27 @@ double iteration_lower_bound(const config::ScenarioSpec& sc, const config::Strat
     if (sc.workload.mode != Mode::training || vstages.empty()) return 0;
     const auto opt = parallel::operator_options(sc, rs);
     const auto shape = parallel::shapes_for(sc, rs.microbatch_sizes.front()).train;
-    // Every transformer layer of a ModelSpec has the same shape, so one
-    // layer's forward and backward stand for each.
+    // A ModelSpec has at most two layer shapes: its first_dense_layers dense
+    // ones, then the rest (MoE when the model has experts). One layer of each
+    // kind stands for all of that kind.
     const auto bound = [&](const std::vector<workload::Operator>& ops) {
         return ops_lower_bound(sc, rs, spec.placement, ops, cm);
     };
-    const double f_layer = bound(workload::layer_forward(sc.model, 0, 0, shape, opt));
-    const double b_layer = bound(workload::layer_backward(sc.model, 0, 0, shape, opt, sc.workload.recompute));
+    const std::int64_t dense_layers = sc.model.experts > 0 ? sc.model.first_dense_layers : sc.model.layers;
+    const auto layer_bounds = [&](std::int64_t layer) {
+        return std::pair{bound(workload::layer_forward(sc.model, layer, 0, shape, opt)),
+                         bound(workload::layer_backward(sc.model, layer, 0, shape, opt, sc.workload.recompute))};
+    };
+    const auto dense = layer_bounds(0);
+    const auto rest = dense_layers > 0 && dense_layers < sc.model.layers ? layer_bounds(dense_layers) : dense;
     const std::size_t nv = vstages.size();
     std::vector<double> fwd(nv), bwd(nv), stage_work(static_cast<std::size_t>(rs.pp), 0.0);
     for (std::size_t v = 0; v < nv; ++v) {
-        const double layers = vstages[v].second - vstages[v].first;
-        fwd[v] = f_layer * layers;
-        bwd[v] = b_layer * layers;
+        const std::int64_t first = vstages[v].first, last = vstages[v].second;
+        const auto n_dense = static_cast<double>(std::clamp(dense_layers, first, last) - first);
+        const auto n_rest = static_cast<double>(last - first) - n_dense;
+        fwd[v] = dense.first * n_dense + rest.first * n_rest;
+        bwd[v] = dense.second * n_dense + rest.second * n_rest;
     }
     // The emitter (parallel/emit_training.cpp) runs the embedding's forward
     // and backward in every micro-batch's pass through virtual stage 0, and

@@ -54,6 +54,7 @@ std::string candidate_name(const Candidate& c, const parallel::ResolvedStrategy*
     const auto& s = c.strategy;
     std::string n = fmt::format("tp{}", s.tp);
     if (s.cp > 1) n += fmt::format("-cp{}", s.cp);
+    if (s.ep > 1) n += fmt::format("-ep{}", s.ep);
     n += rs ? fmt::format("-pp{}-dp{}", rs->pp, rs->dp) : fmt::format("-pp{}-dp{}", degree(s.pp), degree(s.dp));
     if (s.sp) n += "-sp";
     if (s.zero > 0) n += fmt::format("-z{}", s.zero);
@@ -120,6 +121,11 @@ std::vector<Candidate> enumerate(const config::ScenarioSpec& sc, const SearchSpe
         const auto cps = values_or(spec.cp, training ? divisors(g, g) : std::vector<int>{1});
         const auto pps = values_or(spec.pp, divisors(g, layers));
         const auto dps = values_or(spec.dp, {config::StrategySpec::kAuto});
+        // Expert parallelism folds the dp x cp ranks of a stage (Megatron-Core),
+        // so auto tries every divisor of the experts up to the GPU count; the
+        // shared rules reject those that do not divide dp x cp.
+        const int experts = static_cast<int>(std::min<std::int64_t>(sc.model.experts, 1 << 20));
+        const auto eps = values_or(spec.ep, experts > 0 ? divisors(experts, g) : std::vector<int>{1});
         for (const int tp : tps)
             for (const int cp : cps)
                 for (const int pp : pps) {
@@ -132,6 +138,7 @@ std::vector<Candidate> enumerate(const config::ScenarioSpec& sc, const SearchSpe
                     for (const int first : firsts)
                     for (const int last : lasts)
                     for (const int dp : dps)
+                    for (const int ep : eps)
                         for (const bool sp : sps)
                             for (const int zero : zeros)
                                 for (const auto* sched : schedules) {
@@ -156,6 +163,7 @@ std::vector<Candidate> enumerate(const config::ScenarioSpec& sc, const SearchSpe
                                                     c.strategy = base;
                                                     c.strategy.tp = tp;
                                                     c.strategy.cp = cp;
+                                                    c.strategy.ep = ep;
                                                     c.strategy.pp = pp;
                                                     c.strategy.dp = dp;
                                                     c.strategy.sp = sp;

@@ -87,6 +87,7 @@ SearchSpec read_search(const config::ScenarioSpec& sc) {
         };
         s.tp = read_dimension<int>(m, "tp", base.tp, as_int(1, 1 << 20));
         s.cp = read_dimension<int>(m, "cp", base.cp, as_int(1, 1 << 20));
+        s.ep = read_dimension<int>(m, "ep", base.ep, as_int(1, 1 << 20));
         s.pp = read_dimension<int>(m, "pp", base.pp, [](const Node& n) { return read_pp_dp(n, 1 << 20); });
         s.dp = read_dimension<int>(m, "dp", base.dp, [](const Node& n) { return read_pp_dp(n, 1 << 24); });
         s.sp = read_dimension<bool>(m, "sp", base.sp, [](const Node& n) { return n.as_bool(); });

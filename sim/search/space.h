@@ -32,7 +32,7 @@ enum class Objective {
 struct SearchSpec {
     SourceLocation where;  // the search: block
     std::vector<int> gpus;  // GPU counts searched, ascending
-    Dimension<int> tp, pp, dp, cp, zero, virtual_stages;
+    Dimension<int> tp, pp, dp, cp, ep, zero, virtual_stages;
     // Transformer layers on the first / last pipeline rank (0: an even
     // split); auto: even, or one layer short of the even share (pp >= 2).
     Dimension<int> first_stage_layers, last_stage_layers;

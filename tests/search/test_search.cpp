@@ -85,6 +85,34 @@ search:
   space: {tp: [4, 8, 16], pp: [1, 2], sp: auto, micro_batch: [1, 2]}
 )";
 
+// Case 5: a small MoE whose first layer is dense and 8x wider than an
+// expert pair, expert parallelism searched (auto: every divisor of the 8
+// experts): the bound must count dense and MoE layers each at its own cost
+// (costing all eight layers as the dense one exceeds the simulated time).
+const char* kMoe = R"(name: search-moe
+cluster: dgx-h100
+model:
+  name: tiny-moe
+  layers: 8
+  hidden: 1024
+  heads: 16
+  kv_heads: 4
+  ffn: 16384
+  ffn_kind: swiglu
+  vocab: 32000
+  max_seq: 2048
+  norm: rmsnorm
+  position: rope
+  bias: false
+  tied_embeddings: false
+  moe: {experts: 8, top_k: 2, ffn: 1024, first_dense_layers: 1}
+workload: {mode: training, dtype: bf16, seq_len: 1024, global_batch: 16, micro_batch: 1, moe: {routing: balanced, grouped_gemm: true}}
+strategies:
+  - {name: base, tp: 1, dp: auto}
+search:
+  space: {tp: [1, 2], pp: [1, 2, 4], ep: auto, micro_batch: [1, 2]}
+)";
+
 sim::search::SearchResult search(const sim::config::ScenarioSpec& sc, bool prune, int threads, int keep = 3) {
     sim::search::SearchOptions o;
     o.prune = prune;
@@ -109,7 +137,7 @@ void check_same(const sim::search::SearchResult& one, const sim::search::SearchR
 TEST_SUITE_BEGIN("e2e");
 
 TEST_CASE("the pruned search returns the exhaustive search's best plan, and the bound is a bound") {
-    const std::pair<const char*, const char*> cases[] = {{kGpt13, "gpt13"}, {kGpuCount, "gpus"}, {kLlama8, "llama8"}, {kAcrossNodes, "nodes"}};
+    const std::pair<const char*, const char*> cases[] = {{kGpt13, "gpt13"}, {kGpuCount, "gpus"}, {kLlama8, "llama8"}, {kAcrossNodes, "nodes"}, {kMoe, "moe"}};
     for (const auto& c : cases) {
         const std::string name = c.second;
         CAPTURE(name);
@@ -131,6 +159,26 @@ TEST_CASE("the pruned search returns the exhaustive search's best plan, and the 
             CHECK(o.bound_s * 1e3 <= *o.metrics->iteration_ms);
         }
     }
+}
+
+TEST_CASE("ep is searched like any other degree, with run's rules") {
+    const ScenarioFile f(kMoe, "moe-ep");
+    const auto sc = f.load();
+    const auto spec = sim::search::read_search(sc);
+    CHECK(spec.ep.is_auto);
+    const auto all = sim::search::enumerate(sc, spec);
+    // tp {1, 2} x pp {1, 2, 4} x ep {1, 2, 4, 8} x micro_batch {1, 2}.
+    CHECK(all.size() == 2 * 3 * 4 * 2);
+    const auto res = search(sc, false, 2);
+    // On 8 GPUs ep must divide dp = 8 / (tp x pp), so of ep {1, 2, 4, 8}:
+    // tp1-pp1 (dp 8) refuses none, tp1-pp2 and tp2-pp1 (dp 4) refuse ep 8,
+    // tp1-pp4 and tp2-pp2 (dp 2) refuse 4 and 8, tp2-pp4 (dp 1) refuses 2, 4
+    // and 8; each for both micro-batch sizes.
+    CHECK(res.invalid == 2 * (0 + 1 + 1 + 2 + 2 + 3));
+    bool saw_ep8 = false;
+    for (const auto& o : res.outcomes)
+        if (o.candidate.strategy.ep == 8 && o.metrics) saw_ep8 = true;
+    CHECK(saw_ep8);
 }
 
 TEST_CASE("the search is the same for any thread count") {
