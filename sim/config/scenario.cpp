@@ -255,9 +255,12 @@ StrategySpec read_strategy(const Node& node, std::size_t index) {
     if (auto n = r.optional("schedule")) s.schedule = &read_schedule(*n);
     if (auto n = r.optional("virtual_stages")) s.virtual_stages = static_cast<int>(n->as_int(1, 1024));
     if (auto n = r.optional("microbatches")) s.microbatches = positive_or_auto(*n, 1 << 24);
-    if (auto n = r.optional("placement"))
-        s.placement = n->as_enum({"tp-first", "pp-first"}) == "tp-first" ? parallel::Placement::tp_first
-                                                                           : parallel::Placement::pp_first;
+    if (auto n = r.optional("placement")) {
+        const std::string p = n->as_enum({"tp-first", "pp-first", "pp-last"});
+        s.placement = p == "tp-first"   ? parallel::Placement::tp_first
+                      : p == "pp-first" ? parallel::Placement::pp_first
+                                        : parallel::Placement::pp_last;
+    }
     if (auto n = r.optional("collective")) {
         // A strategy's collectives are all-reduces or their halves, so the
         // algorithms that implement all-reduce, or auto.

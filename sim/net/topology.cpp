@@ -111,6 +111,7 @@ struct Topology::Impl {
     std::vector<std::uint32_t> nic_of_gpu;  // index into nic_*; kNone without a network
     std::vector<Vertex> nic_vertex;
     std::vector<std::uint32_t> nic_leaf;    // leaf index (0 for a single switch)
+    std::vector<std::uint32_t> nic_port;    // the NIC's port index on its leaf (D-mod-k's d on a rail fabric)
     std::vector<std::uint32_t> nic_rail;    // the NIC's index k within its node: its rail
     std::vector<std::uint32_t> node_nic;    // per node, the index of its NIC 0
     std::vector<LinkId> nic_up, nic_down;   // NIC -> switch, switch -> NIC
@@ -274,6 +275,7 @@ void Topology::Impl::build(int gpu_count) {
                 const auto node = static_cast<std::uint32_t>(
                     std::upper_bound(node_nic.begin(), node_nic.end(), i) - node_nic.begin() - 1);
                 nic_leaf.push_back(nic_rail[i] * groups + node / down);
+                nic_port.push_back(node % down);
             }
         } else {
             leaves = (nic_count + down - 1) / down;
@@ -434,7 +436,13 @@ std::vector<LinkId> Topology::Impl::structural(int src, int dst) const {
     bfs_path(static_cast<Vertex>(src), nic_vertex[a], key, nic_vertex[a], none, out);
     out.push_back(nic_up[a]);
     if (nic_leaf[a] != nic_leaf[b]) {
-        const std::uint32_t s = static_cast<std::uint32_t>(key % spines);
+        // D-mod-k on the destination's port on its leaf. On a fat tree that
+        // is the GPU id mod k (what the whole-graph BFS picks); on a rail
+        // fabric the GPU id is node x gpus_per_node + rail, so one rail's
+        // traffic would reach only k / gcd(k, gpus_per_node) of the k spines
+        // (4 of 32 with 8 GPUs a node): the destination node's port instead.
+        const std::uint64_t d = nic_port.empty() ? key : nic_port[b];
+        const std::uint32_t s = static_cast<std::uint32_t>(d % spines);
         out.push_back(leaf_up[nic_leaf[a] * spines + s]);
         out.push_back(leaf_down[nic_leaf[b] * spines + s]);
     }

@@ -39,8 +39,12 @@ struct Emitter {
 
     // GPU id of DP replica d, stage s, CP rank c, TP rank r. tp-first: TP
     // ranks, then CP ranks, are consecutive (a cp group stays in a node when
-    // tp x cp divides gpus_per_node); pp-first: stages are consecutive.
+    // tp x cp divides gpus_per_node); pp-first: stages are consecutive;
+    // pp-last: TP, CP, then DP ranks are consecutive and each stage holds a
+    // block of dp x cp x tp GPUs (an EP group of ep x tp GPUs then fills
+    // whole nodes when gpus_per_node divides it).
     int real(int d, int s, int c, int r) const {
+        if (placement == Placement::pp_last) return (s * rs.dp + d) * rs.cp * rs.tp + c * rs.tp + r;
         const int replica = d * rs.pp * rs.cp * rs.tp;
         return placement == Placement::tp_first ? replica + s * rs.cp * rs.tp + c * rs.tp + r
                                                 : replica + (c * rs.tp + r) * rs.pp + s;

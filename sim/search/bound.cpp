@@ -49,7 +49,7 @@ double ops_lower_bound(const config::ScenarioSpec& sc, const parallel::ResolvedS
         return l ? l->bandwidth.bytes_per_s : 0.0;
     };
     const double gpu_in = bw(net::LinkClass::nvlink) + bw(net::LinkClass::pcie);
-    const bool spans_nodes = placement == parallel::Placement::tp_first && cl.gpus_per_node > 0 &&
+    const bool spans_nodes = placement != parallel::Placement::pp_first && cl.gpus_per_node > 0 &&
                              rs.tp > cl.gpus_per_node && rs.tp % cl.gpus_per_node == 0;
     const double node_in = cl.nics_per_node * bw(net::LinkClass::network);
     const int k = spans_nodes ? rs.tp / cl.gpus_per_node : 1;

@@ -127,7 +127,8 @@ TEST_CASE("rails: at 2:1 rail-aligned traffic runs at the NIC rate while cross-r
     // node's GPU 0 sends 50 MB to the next node: on its own rail, each flow
     // has its NIC to itself (1 ms). Across rails (to GPUs 9, 18, 27 and 4,
     // on rails 1-4), the 4 flows leave leaf 0 by its uplinks; a route takes
-    // spine (destination id mod spines), so at 2:1 two flows share each of
+    // spine (destination node's port on its leaf mod spines: nodes 1, 2, 3,
+    // 0 on ports 1, 2, 3, 0), so at 2:1 two flows share each of
     // the 2 uplinks: 25 GB/s each (2 ms). At 1:1 (4 spines) each has its own.
     const Topology t(rails(2, false), 32);
     const Bytes size{50'000'000};
@@ -150,6 +151,27 @@ TEST_CASE("rails: at 2:1 rail-aligned traffic runs at the NIC rate while cross-r
     const auto x = finish_times(p, crossing, size);
     for (std::size_t i = 0; i < 4; ++i)
         CHECK(x[i] - p.route_latency(crossing[i].first, crossing[i].second).us_f() * 1e-6 == doctest::Approx(1e-3).epsilon(1e-6));
+}
+
+TEST_CASE("rails: rail-aligned traffic between leaf groups spreads over every spine (D-mod-k on the node's port)") {
+    // 8 nodes: each rail has 2 leaves (nodes 0-3, nodes 4-7), each with 4
+    // down- and 4 uplinks (1:1), NICs at 50 GB/s. GPU 0 of node i sends 50 MB
+    // to GPU 0 of node i + 4, all on rail 0 and across its two leaves. The
+    // destinations' ports are 0, 1, 2, 3: one spine each, so every flow has
+    // its own uplink and runs at the NIC rate (1 ms). Choosing the spine by
+    // GPU id (8 (i + 4) mod 4 = 0) sent all 4 through spine 0: 4 ms.
+    const Topology t(rails(1, false), 64);
+    const Bytes size{50'000'000};
+    const std::vector<std::pair<int, int>> across{{0, 32}, {8, 40}, {16, 48}, {24, 56}};
+    for (const auto& pair : across) {
+        CAPTURE(pair.first);
+        CHECK(visits(vertices_on(t, pair.first, pair.second), "spine"));
+    }
+    const auto d = finish_times(t, across, size);
+    for (std::size_t i = 0; i < 4; ++i) {
+        CAPTURE(i);
+        CHECK(d[i] - t.route_latency(across[i].first, across[i].second).us_f() * 1e-6 == doctest::Approx(1e-3).epsilon(1e-6));
+    }
 }
 
 TEST_CASE("rails: the shipped DGX H100 SuperPOD has 8 rails, one leaf per rail per 32 nodes") {

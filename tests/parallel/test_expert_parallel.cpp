@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include <set>
+#include <vector>
 #include <string>
 
 TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
@@ -77,6 +78,25 @@ TEST_CASE("the all-to-alls run over the 8 GPUs of the EP group; expert gradients
     CHECK(a2a_sizes == std::set<std::size_t>{4});
     // Dense buckets over dp = 8, expert buckets over dp / ep = 2.
     CHECK(reduce_sizes == std::set<std::size_t>{2, 8});
+}
+
+TEST_CASE("placement pp-last keeps an EP group of 8 in one node; tp-first spreads it over both with pp 2") {
+    // Strategy 1: pp 2, dp 8, ep 8 on 2 nodes of 8. tp-first: GPU = d x 2 + s,
+    // so stage 0's EP group is GPUs 0, 2, ..., 14 (both nodes). pp-last (the
+    // scenario's): GPU = s x 8 + d, so it is GPUs 0-7 and stage 1's is 8-15
+    // (docs/parallelism.md).
+    const auto groups_of = [](const config::ScenarioSpec& sc) {
+        std::set<std::vector<int>> out;
+        const auto pb = build(sc, 1);
+        for (const auto& t : pb.plan.tasks)
+            if (t.kind == parallel::TaskKind::collective && t.op == net::CollectiveOp::all_to_all)
+                out.insert(pb.plan.groups[t.group].gpus);
+        return out;
+    };
+    CHECK(groups_of(scenario({"strategies[1].placement=tp-first"})) ==
+          std::set<std::vector<int>>{{0, 2, 4, 6, 8, 10, 12, 14}, {1, 3, 5, 7, 9, 11, 13, 15}});
+    CHECK(groups_of(scenario({})) ==
+          std::set<std::vector<int>>{{0, 1, 2, 3, 4, 5, 6, 7}, {8, 9, 10, 11, 12, 13, 14, 15}});
 }
 
 TEST_CASE("inference under ep 8: experts / 8 in memory, two all-to-alls a layer per pass, none without EP") {
