@@ -1,5 +1,6 @@
 // parasim list: what is available by name.
 #include "apps/cli.h"
+#include "sim/serve/router/i_router.h"
 #include "sim/serve/scheduler/i_scheduler.h"
 #include "sim/config/cluster_loader.h"
 #include "sim/config/gpu_loader.h"
@@ -42,6 +43,7 @@ constexpr const char* kListUsage =
     "  parasim list schedules     registered pipeline schedules\n"
     "  parasim list partitioners  registered layer partitioners\n"
     "  parasim list schedulers    registered serving batch schedulers\n"
+    "  parasim list routers       registered serving routers (which replica a request goes to)\n"
     "  parasim list collectives   registered collective algorithms\n"
     "  parasim list cost-models   registered kernel cost models\n"
     "  parasim list software      software-stack profiles in topologies/software/\n";
@@ -106,6 +108,10 @@ int cmd_list(const Args& args) {
         for (const auto* sch : sim::serve::serving_schedulers()) print_entry(sch->name(), sch->description());
         return 0;
     }
+    if (what == "routers") {
+        for (const auto* r : sim::serve::serving_routers()) print_entry(r->name(), r->description());
+        return 0;
+    }
     if (what == "collectives") {
         print_entry("auto", "the best-ranked registered algorithm that can run the group (NCCL's rules; with "
                             "protocols, the fastest predicted)");
@@ -129,7 +135,7 @@ int cmd_list(const Args& args) {
         }
         return 0;
     }
-    throw UsageError("list needs one of: gpus, clusters, models, schedules, partitioners, schedulers, collectives, cost-models, software");
+    throw UsageError("list needs one of: gpus, clusters, models, schedules, partitioners, schedulers, routers, collectives, cost-models, software");
 }
 
 }  // namespace parasim_cli

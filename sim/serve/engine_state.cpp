@@ -24,6 +24,7 @@ std::uint32_t EngineState::preempt_latest() {
     Sequence& s = seqs[victim];
     kv.give_back(s.blocks);
     s.blocks = 0;
+    outstanding += s.computed;
     s.computed = 0;
     ++s.preemptions;
     ++preemptions;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <span>
 #include <vector>
 
 namespace sim::serve {
@@ -34,13 +35,18 @@ struct Work {
 };
 
 struct EngineState {
-    std::vector<Sequence> seqs;          // by request index
+    std::span<Sequence> seqs;            // by request index (shared by the replicas of a run)
     std::deque<std::uint32_t> waiting;   // arrival order; preempted requests return to the front
     std::vector<std::uint32_t> running;  // admission order
     BlockManager kv;
     std::int64_t max_batch = 1;          // sequences per iteration
     std::int64_t max_tokens = 1;         // tokens fed per iteration
     std::uint64_t preemptions = 0;
+    // Tokens this engine still has to feed for the requests it holds,
+    // sum of unfed + (output - generated) (the router's load measure): the
+    // serving loop adds a request's share when it is routed here and takes
+    // off what each iteration feeds; a preemption adds back what it drops.
+    std::int64_t outstanding = 0;
 
     // Allocates the blocks `seq` needs to hold `tokens` more tokens; false
     // (nothing allocated) when the pool has too few free blocks.

@@ -18,22 +18,7 @@
 TEST_SUITE_BEGIN("e2e");
 
 using namespace sim;
-
-namespace {
-
-struct Served {
-    serve::ServeResult result;
-    serve::ServeSummary summary;
-};
-
-Served serve_with(const std::string& block) {
-    const auto sc = serve_test::scenario(block);
-    Served s{serve::simulate_serving(sc, sc.strategies.front(), {}), {}};
-    s.summary = serve::summarize(sc, s.result);
-    return s;
-}
-
-}  // namespace
+using serve_test::serve_with;
 
 TEST_CASE("at a low rate TTFT is the isolated prefill time that `run` reports") {
     // One request every 10 s, each done in well under a second: nobody queues.
