@@ -14,6 +14,10 @@ bool EngineState::grow(std::uint32_t seq, std::int64_t tokens) {
     if (need <= 0) return true;
     if (!kv.take(need)) return false;
     s.blocks += need;
+    if (s.swapped) {
+        swapped_in += s.computed;
+        s.swapped = false;
+    }
     return true;
 }
 
@@ -24,8 +28,13 @@ std::uint32_t EngineState::preempt_latest() {
     Sequence& s = seqs[victim];
     kv.give_back(s.blocks);
     s.blocks = 0;
-    outstanding += s.computed;
-    s.computed = 0;
+    if (swap && s.computed > 0) {
+        swapped_out += s.computed;
+        s.swapped = true;
+    } else {
+        outstanding += s.computed;
+        s.computed = 0;
+    }
     ++s.preemptions;
     ++preemptions;
     waiting.push_front(victim);

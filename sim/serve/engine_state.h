@@ -21,6 +21,7 @@ struct Sequence {
     std::int64_t generated = 0;           // output tokens sampled so far
     std::int64_t blocks = 0;              // KV blocks held
     std::uint32_t preemptions = 0;
+    bool swapped = false;                 // its cache (computed tokens) is in host memory
     // Known tokens not yet fed through the model: the prompt and every
     // generated token, less what the cache holds. A decode step feeds 1.
     std::int64_t unfed() const { return prompt + generated - computed; }
@@ -47,14 +48,20 @@ struct EngineState {
     // serving loop adds a request's share when it is routed here and takes
     // off what each iteration feeds; a preemption adds back what it drops.
     std::int64_t outstanding = 0;
+    // Preemption by swap instead of recompute, and the tokens of cache moved
+    // out to host memory and back in since the serving loop last took them.
+    bool swap = false;
+    std::int64_t swapped_out = 0, swapped_in = 0;
 
     // Allocates the blocks `seq` needs to hold `tokens` more tokens; false
-    // (nothing allocated) when the pool has too few free blocks.
+    // (nothing allocated) when the pool has too few free blocks. A swapped
+    // sequence's first allocation also brings its cache back (swapped_in).
     bool grow(std::uint32_t seq, std::int64_t tokens);
-    // Preemption by recompute: the latest admitted running sequence loses
-    // its blocks and its cache and goes back to the front of the queue; its
-    // prompt and generated tokens are prefilled again when it is readmitted.
-    // Returns the sequence preempted.
+    // Preemption: the latest admitted running sequence loses its blocks and
+    // goes back to the front of the queue. By recompute its cache is dropped
+    // and its prompt and generated tokens are prefilled again when it is
+    // readmitted; by swap its cache goes to host memory (swapped_out) and
+    // comes back when it is readmitted. Returns the sequence preempted.
     std::uint32_t preempt_latest();
     // Makes room for one more token of every running decode, preempting the
     // latest admitted sequences while blocks are short; appends a work item

@@ -163,6 +163,9 @@ std::string serve_table(const config::ScenarioSpec& sc, const ServeResult& r, co
                                                  : 0.0);
         }
     }
+    if (sv.swap_preemption)
+        out += fmt::format("  preemption by swap: {:.3g} GB out, {:.3g} GB in per GPU over PCIe, {:.3f} s of iterations\n",
+                           r.swap_out_bytes / 1e9, r.swap_in_bytes / 1e9, r.swap_time_s);
     if (r.clamped > 0) out += fmt::format("  {} requests cut to the model's max_seq\n", r.clamped);
     out += s.overloaded
                ? fmt::format("  OVERLOADED: queueing delay grows {:.3f} s per s of arrivals; the offered load is "
@@ -214,6 +217,9 @@ std::string serve_json(const config::ScenarioSpec& sc, const ServeResult& r, con
         out += fmt::format("\"kv_transfer_ms\":{},\"kv_wait_ms\":{},\"kv_transfer_share\":{},\"kv_bytes_moved\":{},",
                            pct_json(s.kv_transfer_ms), pct_json(s.kv_wait_ms), json_number(s.kv_transfer_share),
                            json_number(r.kv_bytes_moved));
+    if (sv.swap_preemption)
+        out += fmt::format("\"swap\":{{\"out_bytes\":{},\"in_bytes\":{},\"time_s\":{}}},", json_number(r.swap_out_bytes),
+                           json_number(r.swap_in_bytes), json_number(r.swap_time_s));
     out += "\"timeline\":[";
     for (std::size_t i = 0; i < r.timeline.size(); ++i) {
         const auto& p = r.timeline[i];

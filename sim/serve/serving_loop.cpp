@@ -92,6 +92,7 @@ private:
     void accept_transfers(std::size_t d);
     void flow_done(std::uint32_t id);
     void keep_point(std::size_t r, const TimelinePoint& point);
+    Time swap_time(EngineState& st);
 
     const LoopSetup& setup_;
     const config::ServingSpec& sv_;
@@ -138,6 +139,7 @@ Loop::Loop(const LoopSetup& setup, const std::vector<Request>& requests, ServeRe
         rep.st.max_batch = sv_.max_batch;
         rep.st.max_tokens = sv_.max_tokens_per_iteration;
         rep.st.seqs = seqs_;
+        rep.st.swap = sv_.swap_preemption;
         rep.first_gpu = static_cast<int>(r) * setup.tp;
         rep.role = !disaggregated() ? Role::both
                    : static_cast<int>(r) < setup.prefill_replicas ? Role::prefill
@@ -202,7 +204,23 @@ void Loop::start(std::size_t r) {
     rep.busy = true;
     ++res_.iterations;
     ++rep.stats.iterations;
-    sim_.schedule_at(rep.start + setup_.cost.time(batch_), [this, r] { finish(r); });
+    sim_.schedule_at(rep.start + setup_.cost.time(batch_) + swap_time(rep.st), [this, r] { finish(r); });
+}
+
+// Swapping blocks the iteration: the caches swapped out and in while it was
+// scheduled cross each GPU's own PCIe link (every GPU its shard, in
+// parallel), one direction after the other, at the link's bandwidth.
+Time Loop::swap_time(EngineState& st) {
+    Time t{};
+    for (std::int64_t* tokens : {&st.swapped_out, &st.swapped_in}) {
+        if (*tokens == 0) continue;
+        const Bytes bytes = Bytes::ceil(static_cast<double>(*tokens) * res_.pool.bytes_per_token);
+        t += setup_.pcie->latency + transfer_time(bytes, setup_.pcie->bandwidth);
+        (tokens == &st.swapped_out ? res_.swap_out_bytes : res_.swap_in_bytes) += bytes.as_double();
+        *tokens = 0;
+    }
+    res_.swap_time_s += t.seconds();
+    return t;
 }
 
 void Loop::complete(Replica& rep, std::uint32_t id, Time t) {
@@ -259,6 +277,7 @@ void Loop::finish(std::size_t r) {
                                         [&](std::uint32_t id) { return seqs_[id].generated == seqs_[id].output; }),
                          rep.st.running.end());
     batch_sum_ += static_cast<double>(rep.work.size());
+    res_.tokens_fed += static_cast<std::uint64_t>(fed);
     const TimelinePoint point{t.seconds(), static_cast<std::int64_t>(rep.work.size()), fed, rep.st.kv.used(),
                               static_cast<std::int64_t>(rep.st.waiting.size())};
     res_.peak_kv_blocks = std::max(res_.peak_kv_blocks, point.kv_blocks);

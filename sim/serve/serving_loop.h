@@ -22,6 +22,7 @@ struct LoopSetup {
     IterationCost& cost;                   // one replica's iteration times (the replicas are alike)
     int tp = 1, replicas = 1, prefill_replicas = 0;
     std::size_t max_timeline = 1000;
+    const net::LinkClassSpec* pcie = nullptr;  // swap preemption: each GPU's link to host memory
 };
 
 // Runs every request to its end; fills res.records (whose requests are

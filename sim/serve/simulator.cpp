@@ -109,7 +109,11 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
     }
 
     IterationCost cost(one, base, *cm);
-    run_serving_loop(LoopSetup{sc, cost, tp, replicas, prefill, options.max_timeline}, requests, res);
+    const net::LinkClassSpec* pcie = sc.cluster.link(net::LinkClass::pcie);
+    if (sv.swap_preemption && !pcie)
+        throw ConfigError(sv.where, fmt::format("preemption: swap needs the cluster's PCIe link to host memory; "
+                                                "cluster '{}' has none", sc.cluster.name));
+    run_serving_loop(LoopSetup{sc, cost, tp, replicas, prefill, options.max_timeline, pcie}, requests, res);
     res.cache_hits = cost.hits();
     res.cache_misses = cost.misses();
     return res;

@@ -67,6 +67,8 @@ struct ServeResult {
     int tp = 1, replicas = 1, prefill_replicas = 0;  // prefill_replicas 0: not disaggregated
     std::vector<ReplicaStats> replica_stats;
     double kv_bytes_moved = 0;           // disaggregated: over every transfer, all GPUs
+    double swap_out_bytes = 0, swap_in_bytes = 0, swap_time_s = 0;  // swap preemption, per GPU
+    std::uint64_t tokens_fed = 0;        // through the model, every replica (recomputed ones again)
     std::vector<TimelinePoint> timeline; // replica 0's: every stride-th iteration (stride a power of 2), under 2 x max_timeline points, and the last
     double mean_batch = 0;               // sequences per iteration, over every iteration of every replica
     std::int64_t peak_kv_blocks = 0;     // over every iteration and replica
