@@ -66,6 +66,11 @@ struct ServingSpec {
     // when readmitted) or nothing (swap: its blocks go to host memory over
     // PCIe and come back before it runs again).
     bool swap_preemption = false;
+    // Prefix caching: every prompt starts with the same shared_prefix_tokens
+    // (a system prompt); a replica keeps its whole blocks once computed
+    // (0: no prefix caching).
+    std::int64_t shared_prefix_tokens = 0;
+    SourceLocation prefix_where;
     SourceLocation disaggregation_where;
     SourceLocation where;
 };

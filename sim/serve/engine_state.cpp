@@ -15,7 +15,7 @@ bool EngineState::grow(std::uint32_t seq, std::int64_t tokens) {
     if (!kv.take(need)) return false;
     s.blocks += need;
     if (s.swapped) {
-        swapped_in += s.computed;
+        swapped_in += s.computed - s.shared_blocks * kv.block_size();
         s.swapped = false;
     }
     return true;
@@ -26,14 +26,16 @@ std::uint32_t EngineState::preempt_latest() {
     const std::uint32_t victim = running.back();
     running.pop_back();
     Sequence& s = seqs[victim];
-    kv.give_back(s.blocks);
-    s.blocks = 0;
-    if (swap && s.computed > 0) {
-        swapped_out += s.computed;
+    kv.give_back(s.blocks - s.shared_blocks);
+    s.blocks = s.shared_blocks;
+    // A cached shared prefix stays: only the sequence's own tokens go.
+    const std::int64_t keep = s.shared_blocks * kv.block_size();
+    if (swap && s.computed > keep) {
+        swapped_out += s.computed - keep;
         s.swapped = true;
     } else {
-        outstanding += s.computed;
-        s.computed = 0;
+        outstanding += s.computed - keep;
+        s.computed = keep;
     }
     ++s.preemptions;
     ++preemptions;

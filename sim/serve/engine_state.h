@@ -22,6 +22,9 @@ struct Sequence {
     std::int64_t blocks = 0;              // KV blocks held
     std::uint32_t preemptions = 0;
     bool swapped = false;                 // its cache (computed tokens) is in host memory
+    // The first of its blocks are the replica's cached shared prefix: counted
+    // in `blocks`, owned by the prefix cache (never returned to the pool).
+    std::int64_t shared_blocks = 0;
     // Known tokens not yet fed through the model: the prompt and every
     // generated token, less what the cache holds. A decode step feeds 1.
     std::int64_t unfed() const { return prompt + generated - computed; }

@@ -47,6 +47,8 @@ ServeSummary summarize(const config::ScenarioSpec& sc, const ServeResult& r) {
             kv_sum += rec.kv_transfer_s * 1e3;
         }
         ttft_sum += t1;
+        s.prefix_hit_rate += rec.prefix_hit_tokens > 0 ? 1 : 0;
+        s.prefix_tokens_skipped += rec.prefix_hit_tokens;
         std::optional<double> t2;
         if (q.output > 1) {
             t2 = (rec.finish_s - rec.first_token_s) * 1e3 / static_cast<double>(q.output - 1);
@@ -73,6 +75,7 @@ ServeSummary summarize(const config::ScenarioSpec& sc, const ServeResult& r) {
     s.kv_wait_ms = percentiles(kv_wait);
     s.kv_transfer_share = ttft_sum > 0 ? kv_sum / ttft_sum : 0;
     if (s.measured == 0) return s;
+    s.prefix_hit_rate /= static_cast<double>(s.measured);
     s.window_s = last_finish - first_arrival;
     if (last_arrival > first_arrival) s.offered_rate = static_cast<double>(s.measured - 1) / (last_arrival - first_arrival);
     if (s.window_s > 0) {
@@ -163,6 +166,9 @@ std::string serve_table(const config::ScenarioSpec& sc, const ServeResult& r, co
                                                  : 0.0);
         }
     }
+    if (sv.shared_prefix_tokens > 0)
+        out += fmt::format("  prefix cache ({} shared tokens): {:.1f}% of requests hit it, {} prompt tokens skipped\n",
+                           sv.shared_prefix_tokens, s.prefix_hit_rate * 100, s.prefix_tokens_skipped);
     if (sv.swap_preemption)
         out += fmt::format("  preemption by swap: {:.3g} GB out, {:.3g} GB in per GPU over PCIe, {:.3f} s of iterations\n",
                            r.swap_out_bytes / 1e9, r.swap_in_bytes / 1e9, r.swap_time_s);
@@ -217,6 +223,9 @@ std::string serve_json(const config::ScenarioSpec& sc, const ServeResult& r, con
         out += fmt::format("\"kv_transfer_ms\":{},\"kv_wait_ms\":{},\"kv_transfer_share\":{},\"kv_bytes_moved\":{},",
                            pct_json(s.kv_transfer_ms), pct_json(s.kv_wait_ms), json_number(s.kv_transfer_share),
                            json_number(r.kv_bytes_moved));
+    if (sv.shared_prefix_tokens > 0)
+        out += fmt::format("\"prefix_cache\":{{\"shared_prefix_tokens\":{},\"hit_rate\":{},\"tokens_skipped\":{}}},",
+                           sv.shared_prefix_tokens, json_number(s.prefix_hit_rate), s.prefix_tokens_skipped);
     if (sv.swap_preemption)
         out += fmt::format("\"swap\":{{\"out_bytes\":{},\"in_bytes\":{},\"time_s\":{}}},", json_number(r.swap_out_bytes),
                            json_number(r.swap_in_bytes), json_number(r.swap_time_s));

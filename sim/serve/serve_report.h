@@ -38,6 +38,10 @@ struct ServeSummary {
     // sum of transfer times / sum of TTFTs.
     Percentiles kv_transfer_ms, kv_wait_ms;
     double kv_transfer_share = 0;
+    // Prefix caching: the share of measured requests that found the prefix
+    // cached, and the prompt tokens they skipped.
+    double prefix_hit_rate = 0;
+    std::int64_t prefix_tokens_skipped = 0;
 };
 inline constexpr double kOverloadSlope = 0.05;
 

@@ -60,6 +60,7 @@ struct Replica {
     Role role = Role::both;
     int first_gpu = 0;
     bool busy = false, kick_pending = false;
+    bool prefix_cached = false;           // the shared prefix's blocks are held by this replica
     Time start{}, busy_time{};
     std::vector<Work> work;               // the iteration in flight
     std::deque<std::uint32_t> incoming;   // decode: handed-off requests waiting for KV blocks here
@@ -93,6 +94,8 @@ private:
     void flow_done(std::uint32_t id);
     void keep_point(std::size_t r, const TimelinePoint& point);
     Time swap_time(EngineState& st);
+    std::int64_t apply_prefix(std::uint32_t id);
+    void cache_prefix(Replica& rep, std::uint32_t id);
 
     const LoopSetup& setup_;
     const config::ServingSpec& sv_;
@@ -110,6 +113,7 @@ private:
     parallel::IterationBatch batch_;
     std::vector<parallel::IterationGroup> prefills_;
     const bool closed_;
+    std::int64_t prefix_blocks_ = 0;  // whole blocks of the shared prefix (0: no prefix caching)
     std::size_t released_ = 0, arrived_ = 0, done_ = 0;
     std::uint64_t routed_front_ = 0, routed_decode_ = 0;
     // Replica 0's timeline (simulator.h says how it thins).
@@ -152,6 +156,7 @@ Loop::Loop(const LoopSetup& setup, const std::vector<Request>& requests, ServeRe
         net_ = std::make_unique<net::FlowNetwork>(sim_, *topo_);
         transfers_.resize(n);
     }
+    prefix_blocks_ = sv_.shared_prefix_tokens / res.pool.block_size;
     released_ = closed_ ? std::min<std::size_t>(n, static_cast<std::size_t>(sv_.concurrency)) : n;
 }
 
@@ -169,6 +174,7 @@ void Loop::arrive(std::uint32_t id) {
     Replica& rep = reps_[r];
     const Sequence& s = seqs_[id];
     res_.records[id].replica = static_cast<std::int32_t>(r);
+    if (rep.prefix_cached) apply_prefix(id);
     rep.st.waiting.push_back(id);
     rep.st.outstanding += s.unfed() + s.output - s.generated;
     ++rep.stats.requests;
@@ -228,7 +234,7 @@ void Loop::complete(Replica& rep, std::uint32_t id, Time t) {
     RequestRecord& rec = res_.records[id];
     rec.finish_s = t.seconds();
     rec.preemptions = s.preemptions;
-    rep.st.kv.give_back(s.blocks);
+    rep.st.kv.give_back(s.blocks - s.shared_blocks);
     s.blocks = 0;
     ++done_;
     if (closed_ && released_ < requests_.size()) {  // the client sends its next request
@@ -252,6 +258,8 @@ void Loop::finish(std::size_t r) {
         fed += w.tokens;
         s.computed += w.tokens;
         rep.st.outstanding -= w.tokens;
+        if (prefix_blocks_ > 0 && !rep.prefix_cached && s.computed >= prefix_blocks_ * res_.pool.block_size)
+            cache_prefix(rep, w.seq);
         if (s.computed != s.prompt + s.generated) continue;
         ++s.generated;
         if (rep.role == Role::prefill) {
@@ -287,6 +295,31 @@ void Loop::finish(std::size_t r) {
     rep.busy = false;
     if (rep.role == Role::decode) accept_transfers(r);
     start(r);
+}
+
+// A request that has not started yet skips the whole blocks of the cached
+// prefix that its prompt covers, less its last token (which is always fed,
+// to sample from): they count as computed and as blocks it holds, owned by
+// the cache. Returns the tokens it skips.
+std::int64_t Loop::apply_prefix(std::uint32_t id) {
+    Sequence& s = seqs_[id];
+    if (s.computed != 0 || s.generated != 0 || s.swapped) return 0;
+    const std::int64_t shared = std::min(prefix_blocks_, (s.prompt - 1) / res_.pool.block_size);
+    if (shared <= 0) return 0;
+    s.shared_blocks = s.blocks = shared;
+    s.computed = shared * res_.pool.block_size;
+    res_.records[id].prefix_hit_tokens = s.computed;
+    return s.computed;
+}
+
+// The first prefill on a replica to compute the whole prefix leaves its
+// first blocks to the cache (the pool count does not change: the blocks
+// change owner), and every request queued there that has not started skips
+// the prefix from now on.
+void Loop::cache_prefix(Replica& rep, std::uint32_t id) {
+    rep.prefix_cached = true;
+    seqs_[id].shared_blocks = prefix_blocks_;
+    for (const std::uint32_t q : rep.st.waiting) rep.st.outstanding -= apply_prefix(q);
 }
 
 // Every stride-th iteration is kept; when 2 x max_timeline are kept, every

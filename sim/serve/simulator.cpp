@@ -65,6 +65,8 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
         throw ConfigError(sv.disaggregation_where,
                           fmt::format("disaggregation needs an iteration-level scheduler; {} is not one",
                                       sv.scheduler->name()));
+    if (prefill > 0 && sv.shared_prefix_tokens > 0)
+        throw ConfigError(sv.prefix_where, "prefix caching is not supported with disaggregation yet");
     config::ScenarioSpec one = sc;
     config::StrategySpec one_spec = spec;
     one.gpus = tp;
@@ -92,6 +94,11 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
 
     const auto requests = make_requests(sv, sc.model.max_seq);
     const BlockManager pool(res.pool.blocks, res.pool.block_size);
+    if (sv.shared_prefix_tokens / res.pool.block_size >= pool.total())
+        throw ConfigError(sv.prefix_where, fmt::format("a shared prefix of {} tokens fills the KV pool of strategy "
+                                                       "'{}' ({} blocks of {})",
+                                                       sv.shared_prefix_tokens, spec.name, pool.total(),
+                                                       res.pool.block_size));
     res.records.resize(requests.size());
     for (std::size_t i = 0; i < requests.size(); ++i) {
         const auto& r = requests[i];
