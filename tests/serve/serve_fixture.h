@@ -33,6 +33,15 @@ inline sim::config::ScenarioSpec scenario(const std::string& serving, const std:
     return sc;
 }
 
+// A pool too small for its load: 22% of 80 GiB leaves ~1.9 GB after 17 GB of
+// weights and workspace, about 890 blocks of 16 tokens (14,000 tokens), for
+// 40 sequences of 2,048 arriving at once: sequences are preempted.
+inline const std::string kSmallPool =
+    "    arrivals: {process: poisson, rate: 50}\n"
+    "    prompt_tokens: {distribution: fixed, value: 512}\n"
+    "    output_tokens: {distribution: fixed, value: 1536}\n"
+    "    requests: 40\n    gpu_memory_utilization: 0.22\n    decode_context_bucket: 16\n";
+
 struct Served {
     sim::serve::ServeResult result;
     sim::serve::ServeSummary summary;

@@ -37,12 +37,7 @@ TEST_CASE("a shared prefix is computed once per replica and skipped by every lat
 }
 
 TEST_CASE("prefix caching with preemption: preempted sequences keep the prefix and all finish") {
-    const auto s = serve_with(
-        "    arrivals: {process: poisson, rate: 50}\n"
-        "    prompt_tokens: {distribution: fixed, value: 512}\n"
-        "    output_tokens: {distribution: fixed, value: 1536}\n"
-        "    requests: 40\n    gpu_memory_utilization: 0.22\n    decode_context_bucket: 16\n"
-        "    prefix_cache: {shared_prefix_tokens: 256}\n");
+    const auto s = serve_with(serve_test::kSmallPool + "    prefix_cache: {shared_prefix_tokens: 256}\n");
     CHECK(s.result.preemptions > 0);
     for (const auto& r : s.result.records) CHECK(r.finish_s > 0);
     CHECK(s.result.timeline.back().kv_blocks == 16);

@@ -13,13 +13,7 @@ using namespace sim;
 using serve_test::serve_with;
 
 TEST_CASE("preemption by swap feeds every token once and pays the bytes over PCIe") {
-    // The small pool of the recompute test (22% of HBM, ~890 blocks for 40
-    // sequences of 2,048 tokens): sequences must be preempted.
-    const std::string work =
-        "    arrivals: {process: poisson, rate: 50}\n"
-        "    prompt_tokens: {distribution: fixed, value: 512}\n"
-        "    output_tokens: {distribution: fixed, value: 1536}\n"
-        "    requests: 40\n    gpu_memory_utilization: 0.22\n    decode_context_bucket: 16\n";
+    const std::string& work = serve_test::kSmallPool;  // sequences must be preempted
     const auto recompute = serve_with(work);
     const auto swap = serve_with(work + "    preemption: swap\n");
     REQUIRE(recompute.result.preemptions > 0);
