@@ -195,6 +195,7 @@ ServingSpec read_serving(const Node& node, const std::string& scenario_file) {
         MapReader d(*n);
         s.disaggregation_where = n->location();
         s.prefill_replicas = d.required("prefill_replicas").as_int(1, 1 << 20);
+        if (auto t = d.optional("decode_tp")) s.decode_tp = t->as_int(1, 1 << 20);
         d.finish();
     }
     if (auto n = r.optional("max_batch")) s.max_batch = n->as_int(1, 1 << 20);

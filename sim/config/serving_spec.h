@@ -62,6 +62,7 @@ struct ServingSpec {
     // Disaggregation: the first prefill_replicas replicas only prefill and
     // the others only decode (0: every replica does both).
     std::int64_t prefill_replicas = 0;
+    std::int64_t decode_tp = 0;  // the decode replicas' tp (0: the strategy's)
     // What a preempted sequence loses: its cache (recompute: prefilled again
     // when readmitted) or nothing (swap: its blocks go to host memory over
     // PCIe and come back before it runs again).

@@ -99,7 +99,14 @@ ServeSummary summarize(const config::ScenarioSpec& sc, const ServeResult& r) {
     s.queue_slope = sxx > 0 ? sxy / sxx : 0;
     s.overloaded = s.queue_slope >= kOverloadSlope;
     s.mean_batch = r.mean_batch;
-    s.peak_kv_use = r.pool.blocks > 0 ? static_cast<double>(r.peak_kv_blocks) / static_cast<double>(r.pool.blocks) : 0;
+    s.peak_kv_use = r.pool.blocks > 0 && r.decode_tp == 0
+                        ? static_cast<double>(r.peak_kv_blocks) / static_cast<double>(r.pool.blocks)
+                        : 0;
+    if (r.decode_tp > 0)  // pools of two sizes: the largest share of its own pool
+        for (const auto& q : r.replica_stats)
+            s.peak_kv_use = std::max(s.peak_kv_use, static_cast<double>(q.peak_kv_blocks) /
+                                                        static_cast<double>(q.tp == r.tp ? r.pool.blocks
+                                                                                         : r.decode_pool.blocks));
     return s;
 }
 
@@ -123,8 +130,9 @@ std::string serve_table(const config::ScenarioSpec& sc, const ServeResult& r, co
                                   r.gpus, sc.gpu.name, sv.scheduler->name());
     if (r.replicas > 1) {
         out += r.prefill_replicas > 0
-                   ? fmt::format("  disaggregated: {} prefill + {} decode replicas of tp {}, router {}\n",
-                                 r.prefill_replicas, r.replicas - r.prefill_replicas, r.tp, r.router)
+                   ? fmt::format("  disaggregated: {} prefill replicas of tp {} + {} decode replicas of tp {}, router {}\n",
+                                 r.prefill_replicas, r.tp, r.replicas - r.prefill_replicas,
+                                 r.decode_tp > 0 ? r.decode_tp : r.tp, r.router)
                    : fmt::format("  {} replicas of tp {}, router {}\n", r.replicas, r.tp, r.router);
     }
     out += fmt::format("  requests {} ({} measured after a warm-up of {}), offered {:.3f} req/s\n", r.records.size(),
@@ -133,6 +141,12 @@ std::string serve_table(const config::ScenarioSpec& sc, const ServeResult& r, co
                        r.pool.blocks, r.pool.block_size,
                        static_cast<double>(r.pool.blocks * r.pool.block_size) * r.pool.bytes_per_token / 1e9,
                        r.pool.memory.weights / 1e9, r.pool.memory.workspace / 1e9);
+    if (r.decode_tp > 0)
+        out += fmt::format("  decode replicas' KV pool {} blocks x {} tokens ({:.3g} GB; weights {:.3g} GB)\n",
+                           r.decode_pool.blocks, r.decode_pool.block_size,
+                           static_cast<double>(r.decode_pool.blocks * r.decode_pool.block_size) *
+                               r.decode_pool.bytes_per_token / 1e9,
+                           r.decode_pool.memory.weights / 1e9);
     out += fmt::format("  {:<22} {:>10} {:>10} {:>10} {:>10}\n", "latency (ms)", "P50", "P90", "P99", "mean");
     out += pct_row("queueing delay", s.queue_ms);
     out += pct_row("TTFT", s.ttft_ms);
@@ -159,11 +173,10 @@ std::string serve_table(const config::ScenarioSpec& sc, const ServeResult& r, co
         for (std::size_t i = 0; i < r.replica_stats.size(); ++i) {
             const auto& q = r.replica_stats[i];
             out += fmt::format("  {:<8} {:<8} {:>6} {:>9} {:>11} {:>7.1f}% {:>12} {:>7.1f}%\n", i, q.role,
-                               fmt::format("{}-{}", q.first_gpu, q.first_gpu + r.tp - 1), q.requests, q.iterations,
+                               fmt::format("{}-{}", q.first_gpu, q.first_gpu + q.tp - 1), q.requests, q.iterations,
                                r.end_s > 0 ? q.busy_s / r.end_s * 100 : 0.0, q.preemptions,
-                               r.pool.blocks > 0 ? static_cast<double>(q.peak_kv_blocks) /
-                                                       static_cast<double>(r.pool.blocks) * 100
-                                                 : 0.0);
+                               static_cast<double>(q.peak_kv_blocks) /
+                                   static_cast<double>(q.tp == r.tp ? r.pool.blocks : r.decode_pool.blocks) * 100);
         }
     }
     if (sv.shared_prefix_tokens > 0)
@@ -212,9 +225,9 @@ std::string serve_json(const config::ScenarioSpec& sc, const ServeResult& r, con
                            r.tp, r.prefill_replicas);
         for (std::size_t i = 0; i < r.replica_stats.size(); ++i) {
             const auto& q = r.replica_stats[i];
-            out += fmt::format("{}{{\"role\":\"{}\",\"first_gpu\":{},\"requests\":{},\"iterations\":{},\"busy_s\":{},"
+            out += fmt::format("{}{{\"role\":\"{}\",\"first_gpu\":{},\"tp\":{},\"requests\":{},\"iterations\":{},\"busy_s\":{},"
                                "\"preemptions\":{},\"peak_kv_blocks\":{}}}",
-                               i ? "," : "", q.role, q.first_gpu, q.requests, q.iterations, json_number(q.busy_s),
+                               i ? "," : "", q.role, q.first_gpu, q.tp, q.requests, q.iterations, json_number(q.busy_s),
                                q.preemptions, q.peak_kv_blocks);
         }
         out += "],";

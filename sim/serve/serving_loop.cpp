@@ -58,7 +58,9 @@ enum class Role { both, prefill, decode };
 struct Replica {
     EngineState st;
     Role role = Role::both;
-    int first_gpu = 0;
+    int first_gpu = 0, tp = 1;
+    IterationCost* cost = nullptr;
+    const KvPool* pool = nullptr;
     bool busy = false, kick_pending = false;
     bool prefix_cached = false;           // the shared prefix's blocks are held by this replica
     Time start{}, busy_time{};
@@ -93,7 +95,7 @@ private:
     void accept_transfers(std::size_t d);
     void flow_done(std::uint32_t id);
     void keep_point(std::size_t r, const TimelinePoint& point);
-    Time swap_time(EngineState& st);
+    Time swap_time(Replica& rep);
     std::int64_t apply_prefix(std::uint32_t id);
     void cache_prefix(Replica& rep, std::uint32_t id);
 
@@ -137,19 +139,26 @@ Loop::Loop(const LoopSetup& setup, const std::vector<Request>& requests, ServeRe
         arrival_[i] = Time::from_seconds_ceil(requests[i].arrival_s);
     }
     reps_.resize(static_cast<std::size_t>(setup.replicas));
+    int gpu = 0;
     for (std::size_t r = 0; r < reps_.size(); ++r) {
         Replica& rep = reps_[r];
-        rep.st.kv = BlockManager(res.pool.blocks, res.pool.block_size);
+        rep.role = !disaggregated() ? Role::both
+                   : static_cast<int>(r) < setup.prefill_replicas ? Role::prefill
+                                                                   : Role::decode;
+        const bool other = rep.role == Role::decode && setup.decode_cost;
+        rep.cost = other ? setup.decode_cost : &setup.cost;
+        rep.pool = other ? setup.decode_pool : &res.pool;
+        rep.tp = other ? setup.decode_tp : setup.tp;
+        rep.first_gpu = gpu;
+        gpu += rep.tp;
+        rep.st.kv = BlockManager(rep.pool->blocks, rep.pool->block_size);
         rep.st.max_batch = sv_.max_batch;
         rep.st.max_tokens = sv_.max_tokens_per_iteration;
         rep.st.seqs = seqs_;
         rep.st.swap = sv_.swap_preemption;
-        rep.first_gpu = static_cast<int>(r) * setup.tp;
-        rep.role = !disaggregated() ? Role::both
-                   : static_cast<int>(r) < setup.prefill_replicas ? Role::prefill
-                                                                   : Role::decode;
         rep.stats.role = rep.role == Role::both ? "both" : rep.role == Role::prefill ? "prefill" : "decode";
         rep.stats.first_gpu = rep.first_gpu;
+        rep.stats.tp = rep.tp;
     }
     if (disaggregated()) {
         topo_ = std::make_unique<net::Topology>(setup.scenario.cluster, setup.scenario.gpus);
@@ -210,17 +219,18 @@ void Loop::start(std::size_t r) {
     rep.busy = true;
     ++res_.iterations;
     ++rep.stats.iterations;
-    sim_.schedule_at(rep.start + setup_.cost.time(batch_) + swap_time(rep.st), [this, r] { finish(r); });
+    sim_.schedule_at(rep.start + rep.cost->time(batch_) + swap_time(rep), [this, r] { finish(r); });
 }
 
 // Swapping blocks the iteration: the caches swapped out and in while it was
 // scheduled cross each GPU's own PCIe link (every GPU its shard, in
 // parallel), one direction after the other, at the link's bandwidth.
-Time Loop::swap_time(EngineState& st) {
+Time Loop::swap_time(Replica& rep) {
+    EngineState& st = rep.st;
     Time t{};
     for (std::int64_t* tokens : {&st.swapped_out, &st.swapped_in}) {
         if (*tokens == 0) continue;
-        const Bytes bytes = Bytes::ceil(static_cast<double>(*tokens) * res_.pool.bytes_per_token);
+        const Bytes bytes = Bytes::ceil(static_cast<double>(*tokens) * rep.pool->bytes_per_token);
         t += setup_.pcie->latency + transfer_time(bytes, setup_.pcie->bandwidth);
         (tokens == &st.swapped_out ? res_.swap_out_bytes : res_.swap_in_bytes) += bytes.as_double();
         *tokens = 0;
@@ -356,10 +366,9 @@ void Loop::hand_off(std::uint32_t id) {
     accept_transfers(d);
 }
 
-// One flow per tensor-parallel rank: rank i of the prefill replica sends
-// its shard of the cache (computed tokens x bytes per token per GPU) to
-// rank i of the decode replica, on the cluster's links, sharing them
-// max-min fairly with every other transfer in flight.
+// One flow per pair of tensor-parallel ranks whose KV heads overlap (rank
+// i to rank i when both pools have the same tp), on the cluster's links,
+// sharing them max-min fairly with every other transfer in flight.
 void Loop::accept_transfers(std::size_t d) {
     Replica& dec = reps_[d];
     while (!dec.incoming.empty()) {
@@ -372,13 +381,25 @@ void Loop::accept_transfers(std::size_t d) {
         Transfer& x = transfers_[id];
         x.start = sim_.now();
         res_.records[id].kv_wait_s = (x.start - x.prefill_done).seconds();
-        const Bytes bytes = Bytes::ceil(static_cast<double>(s.computed) * res_.pool.bytes_per_token);
-        const int src = reps_[static_cast<std::size_t>(res_.records[id].replica)].first_gpu;
-        x.flows_left = setup_.tp;
-        for (int i = 0; i < setup_.tp; ++i) {
-            net_->start(src + i, dec.first_gpu + i, bytes, [this, id] { flow_done(id); });
-            res_.kv_bytes_moved += bytes.as_double();
-        }
+        // Rank i of the prefill replica holds heads [i/tp_p, (i+1)/tp_p) of
+        // every layer's K and V, rank j of the decode replica needs
+        // [j/tp_d, (j+1)/tp_d): i sends j the overlap, in units of
+        // 1/(tp_p tp_d), of j's shard of computed x bytes_per_token.
+        const Replica& pre = reps_[static_cast<std::size_t>(res_.records[id].replica)];
+        const std::int64_t tp_p = pre.tp, tp_d = dec.tp;
+        const double shard = static_cast<double>(s.computed) * dec.pool->bytes_per_token;
+        x.flows_left = 0;
+        for (std::int64_t i = 0; i < tp_p; ++i)
+            for (std::int64_t j = 0; j < tp_d; ++j) {
+                const std::int64_t overlap =
+                    std::min((i + 1) * tp_d, (j + 1) * tp_p) - std::max(i * tp_d, j * tp_p);
+                if (overlap <= 0) continue;
+                const Bytes bytes = Bytes::ceil(shard * static_cast<double>(overlap) / static_cast<double>(tp_p));
+                ++x.flows_left;
+                net_->start(pre.first_gpu + static_cast<int>(i), dec.first_gpu + static_cast<int>(j), bytes,
+                            [this, id] { flow_done(id); });
+                res_.kv_bytes_moved += bytes.as_double();
+            }
     }
 }
 

@@ -23,6 +23,11 @@ struct LoopSetup {
     int tp = 1, replicas = 1, prefill_replicas = 0;
     std::size_t max_timeline = 1000;
     const net::LinkClassSpec* pcie = nullptr;  // swap preemption: each GPU's link to host memory
+    // Disaggregated with decode replicas of another tp: their iteration
+    // times and KV pool (null: the decode replicas are like the others).
+    IterationCost* decode_cost = nullptr;
+    int decode_tp = 0;
+    const KvPool* decode_pool = nullptr;
 };
 
 // Runs every request to its end; fills res.records (whose requests are

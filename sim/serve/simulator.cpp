@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 
 namespace sim::serve {
 
@@ -38,51 +39,81 @@ KvPool size_kv_pool(const config::ScenarioSpec& sc, const parallel::PlanBuild& b
     return p;
 }
 
+namespace {
+
+// One replica of `tp` GPUs: the scenario and strategy it is planned on, its
+// plan (for the iteration plans), and its KV pool.
+struct ReplicaModel {
+    config::ScenarioSpec scenario;
+    config::StrategySpec spec;
+    parallel::PlanBuild base;
+    KvPool pool;
+
+    ReplicaModel(const config::ScenarioSpec& sc, const config::StrategySpec& strategy, int tp,
+                 const hw::CostModel& cm)
+        : scenario(sc), spec(strategy) {
+        scenario.gpus = tp;
+        spec.tp = tp;
+        spec.dp = 1;
+        try {
+            base = parallel::build_plan(scenario, spec, cm, parallel::BuildOptions{});
+        } catch (const LimitError& e) {
+            throw ConfigError(strategy.where, fmt::format("strategy '{}': {}", strategy.name, e.what()));
+        }
+        if (base.memory.oom)
+            throw ConfigError(strategy.where, fmt::format("strategy '{}' (tp {}): {}", strategy.name, tp,
+                                                          base.memory.explanation));
+        if (base.strategy.pp != 1)
+            throw ConfigError(strategy.where, fmt::format("strategy '{}': serving needs pp 1, not {}", strategy.name,
+                                                          base.strategy.pp));
+        pool = size_kv_pool(scenario, base);
+    }
+};
+
+}  // namespace
+
 ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::StrategySpec& spec,
                              const ServeOptions& options) {
     if (!sc.workload.serving) throw InternalError("simulate_serving: the scenario has no serving block");
     const auto& sv = *sc.workload.serving;
     if (!sc.workload.flash_attention)
         throw ConfigError(sv.where, "serving needs a fused attention kernel (attention: naive is not supported)");
-    // Replicas: gpus / tp groups of tp consecutive GPUs. One replica's plan
-    // is built on a scenario of tp GPUs (a replica's iteration involves its
-    // own GPUs only, and every group of a homogeneous cluster is alike).
+    // Replicas: groups of tp consecutive GPUs (disaggregated: prefill
+    // replicas of the strategy's tp, then decode replicas of decode_tp). A
+    // replica's plan is built on a scenario of its tp GPUs (its iteration
+    // involves its own GPUs only, and every aligned group of a homogeneous
+    // cluster is alike).
     const int tp = spec.tp;
-    if (spec.pp > 1 || sc.gpus % tp != 0)
+    const int prefill = static_cast<int>(sv.prefill_replicas);
+    const int dtp = sv.decode_tp > 0 ? static_cast<int>(sv.decode_tp) : tp;
+    if (spec.pp > 1 || (prefill == 0 && sc.gpus % tp != 0))
         throw ConfigError(spec.where, fmt::format("strategy '{}': serving runs gpus / tp replicas of tp GPUs; pp {} "
                                                   "is not supported yet and tp {} must divide the {} GPUs",
                                                   spec.name, spec.pp, tp, sc.gpus));
-    const int replicas = sc.gpus / tp;
-    if (spec.dp > 0 && spec.dp != replicas)
-        throw ConfigError(spec.where, fmt::format("strategy '{}': dp {} contradicts gpus / tp = {} replicas",
-                                                  spec.name, spec.dp, replicas));
-    const int prefill = static_cast<int>(sv.prefill_replicas);
-    if (prefill > 0 && prefill >= replicas)
+    const std::int64_t left = static_cast<std::int64_t>(sc.gpus) - static_cast<std::int64_t>(prefill) * tp;
+    if (prefill > 0 && left < dtp)
         throw ConfigError(sv.disaggregation_where,
-                          fmt::format("{} prefill replicas leave no decode replica: strategy '{}' gives gpus / tp = {} "
-                                      "replicas", prefill, spec.name, replicas));
+                          fmt::format("{} prefill replicas leave no decode replica: strategy '{}' has tp {} on {} GPUs "
+                                      "and decode replicas need {}",
+                                      prefill, spec.name, tp, sc.gpus, dtp));
+    if (prefill > 0 && left % dtp != 0)
+        throw ConfigError(sv.disaggregation_where,
+                          fmt::format("the {} GPUs left after {} prefill replicas of tp {} are not a multiple of "
+                                      "decode_tp {}", left, prefill, tp, dtp));
+    const int replicas = prefill > 0 ? prefill + static_cast<int>(left / dtp) : sc.gpus / tp;
+    if (spec.dp > 0 && spec.dp != replicas)
+        throw ConfigError(spec.where, fmt::format("strategy '{}': dp {} contradicts the {} replicas", spec.name,
+                                                  spec.dp, replicas));
     if (prefill > 0 && !sv.scheduler->iteration_level())
         throw ConfigError(sv.disaggregation_where,
                           fmt::format("disaggregation needs an iteration-level scheduler; {} is not one",
                                       sv.scheduler->name()));
     if (prefill > 0 && sv.shared_prefix_tokens > 0)
         throw ConfigError(sv.prefix_where, "prefix caching is not supported with disaggregation yet");
-    config::ScenarioSpec one = sc;
-    config::StrategySpec one_spec = spec;
-    one.gpus = tp;
-    one_spec.dp = 1;
     const auto cm = hw::make_cost_model(options.cost_model);
-    parallel::PlanBuild base;
-    try {
-        base = parallel::build_plan(one, one_spec, *cm, parallel::BuildOptions{});
-    } catch (const LimitError& e) {
-        throw ConfigError(spec.where, fmt::format("strategy '{}': {}", spec.name, e.what()));
-    }
-    if (base.memory.oom)
-        throw ConfigError(spec.where, fmt::format("strategy '{}': {}", spec.name, base.memory.explanation));
-    if (base.strategy.pp != 1)
-        throw ConfigError(spec.where, fmt::format("strategy '{}': serving needs pp 1, not {}", spec.name,
-                                                  base.strategy.pp));
+    const ReplicaModel main_model(sc, spec, tp, *cm);
+    std::optional<ReplicaModel> decode_model;
+    if (dtp != tp) decode_model.emplace(sc, spec, dtp, *cm);
     ServeResult res;
     res.strategy = spec.name;
     res.gpus = sc.gpus;
@@ -90,10 +121,16 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
     res.tp = tp;
     res.replicas = replicas;
     res.prefill_replicas = prefill;
-    res.pool = size_kv_pool(one, base);
+    res.pool = main_model.pool;
+    if (decode_model) {
+        res.decode_tp = dtp;
+        res.decode_pool = decode_model->pool;
+    }
 
     const auto requests = make_requests(sv, sc.model.max_seq);
-    const BlockManager pool(res.pool.blocks, res.pool.block_size);
+    // A request must fit every pool it may run on.
+    const BlockManager pool(decode_model ? std::min(res.pool.blocks, res.decode_pool.blocks) : res.pool.blocks,
+                            res.pool.block_size);
     if (sv.shared_prefix_tokens / res.pool.block_size >= pool.total())
         throw ConfigError(sv.prefix_where, fmt::format("a shared prefix of {} tokens fills the KV pool of strategy "
                                                        "'{}' ({} blocks of {})",
@@ -115,14 +152,22 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
                                                     i, r.prompt, sv.max_tokens_per_iteration, sv.scheduler->name()));
     }
 
-    IterationCost cost(one, base, *cm);
+    IterationCost cost(main_model.scenario, main_model.base, *cm);
+    std::optional<IterationCost> decode_cost;
+    if (decode_model) decode_cost.emplace(decode_model->scenario, decode_model->base, *cm);
     const net::LinkClassSpec* pcie = sc.cluster.link(net::LinkClass::pcie);
     if (sv.swap_preemption && !pcie)
         throw ConfigError(sv.where, fmt::format("preemption: swap needs the cluster's PCIe link to host memory; "
                                                 "cluster '{}' has none", sc.cluster.name));
-    run_serving_loop(LoopSetup{sc, cost, tp, replicas, prefill, options.max_timeline, pcie}, requests, res);
-    res.cache_hits = cost.hits();
-    res.cache_misses = cost.misses();
+    LoopSetup setup{sc, cost, tp, replicas, prefill, options.max_timeline, pcie};
+    if (decode_cost) {
+        setup.decode_cost = &*decode_cost;
+        setup.decode_tp = dtp;
+        setup.decode_pool = &res.decode_pool;
+    }
+    run_serving_loop(setup, requests, res);
+    res.cache_hits = cost.hits() + (decode_cost ? decode_cost->hits() : 0);
+    res.cache_misses = cost.misses() + (decode_cost ? decode_cost->misses() : 0);
     return res;
 }
 

@@ -36,7 +36,7 @@ struct RequestRecord {
 // One replica over the run.
 struct ReplicaStats {
     const char* role = "both";  // "both", "prefill" or "decode"
-    int first_gpu = 0;          // GPUs first_gpu .. first_gpu + tp - 1
+    int first_gpu = 0, tp = 1;  // GPUs first_gpu .. first_gpu + tp - 1
     std::uint64_t iterations = 0, requests = 0, preemptions = 0;
     double busy_s = 0;          // time inside iterations
     std::int64_t peak_kv_blocks = 0;
@@ -62,10 +62,12 @@ struct KvPool {
 struct ServeResult {
     std::string strategy;
     int gpus = 0;
-    KvPool pool;
+    KvPool pool;                         // of each replica (disaggregated: of the prefill replicas)
     std::vector<RequestRecord> records;  // arrival order
     std::string router;
     int tp = 1, replicas = 1, prefill_replicas = 0;  // prefill_replicas 0: not disaggregated
+    int decode_tp = 0;                   // disaggregated with decode replicas of another tp (0: not)
+    KvPool decode_pool;                  // theirs (when decode_tp is set)
     std::vector<ReplicaStats> replica_stats;
     double kv_bytes_moved = 0;           // disaggregated: over every transfer, all GPUs
     double swap_out_bytes = 0, swap_in_bytes = 0, swap_time_s = 0;  // swap preemption, per GPU

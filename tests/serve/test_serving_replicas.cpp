@@ -152,6 +152,40 @@ TEST_CASE("disaggregated: KV across nodes moves on the network, one flow per ten
     CHECK(d.result.kv_bytes_moved == doctest::Approx(2 * 8 * bytes).epsilon(1e-9));
 }
 
+TEST_CASE("disaggregated with another tp for decode: each decode rank gets its heads from the ranks that hold them") {
+    // 1 prefill replica of tp 1 (GPU 0) and 1 decode replica of tp 2 (GPUs 1,
+    // 2): GPU 0 sends each decode GPU its half of the 8 KV heads, 1,024 x
+    // 65,536 B; the two flows share GPU 0's NVLink (450 GB/s) out, so each
+    // takes as long as the whole cache alone: 134.2 MB / 450 GB/s + 1.2 us.
+    const std::string block = "    arrivals: {process: fixed, rate: 0.5}\n" + kFixed1024 +
+                              "    requests: 2\n    disaggregation: {prefill_replicas: 1, decode_tp: 2}\n";
+    const auto d = serve_with(block, 3);
+    REQUIRE(d.result.replicas == 2);
+    CHECK(d.result.decode_tp == 2);
+    CHECK(d.result.decode_pool.bytes_per_token == doctest::Approx(65536.0));
+    CHECK(d.result.replica_stats[1].first_gpu == 1);
+    CHECK(d.result.replica_stats[1].tp == 2);
+    const double whole = 1024 * 131072.0;
+    CHECK(d.result.records[0].kv_transfer_s == doctest::Approx(whole / 450e9 + 2 * 0.6e-6).epsilon(1e-6));
+    CHECK(d.result.kv_bytes_moved == doctest::Approx(2 * whole).epsilon(1e-9));
+    // The reverse, prefill tp 2 (GPUs 0, 1) into decode tp 1 (GPU 2): two
+    // halves into GPU 2's link, the same time.
+    const auto r = serve_with("    arrivals: {process: fixed, rate: 0.5}\n" + kFixed1024 +
+                                  "    requests: 2\n    disaggregation: {prefill_replicas: 1, decode_tp: 1}\n",
+                              3, 2);
+    CHECK(r.result.records[0].kv_transfer_s == doctest::Approx(whole / 450e9 + 2 * 0.6e-6).epsilon(1e-6));
+    // A decode replica of tp 2 decodes faster than one of tp 1.
+    const auto same = serve_with(block.substr(0, block.find("    disaggregation")) +
+                                     "    disaggregation: {prefill_replicas: 1}\n",
+                                 2);
+    CHECK(d.summary.tpot_ms.p50 < same.summary.tpot_ms.p50);
+    // GPUs left over that decode_tp does not divide are an error.
+    const auto odd = serve_test::scenario("    arrivals: {process: fixed, rate: 1}\n" + kFixed1024 +
+                                              "    requests: 2\n    disaggregation: {prefill_replicas: 1, decode_tp: 2}\n",
+                                          "s", 4);
+    CHECK_THROWS_AS(serve::simulate_serving(odd, odd.strategies.front(), {}), ConfigError);
+}
+
 TEST_CASE("disaggregation removes prefill interference from TPOT") {
     // Long prompts arriving among decodes: colocated on two replicas, every
     // prefill stalls the decodes of its replica; disaggregated (one prefill,
