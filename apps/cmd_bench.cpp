@@ -109,6 +109,7 @@ int bench_scale_impl(const std::string& format) {
           "strategies=[{name: layerwise, partition: {method: cache-aware, capacity: l2}}]"}},
         {"GPT-3 175B, 1024 A100, TP8 PP8 DP16 1F1B: 1 iteration", "/scenarios/bench/gpt3-175b-1024xa100.yaml", {}},
         {"Llama 3 405B, 16384 H100, TP8 PP16 DP128: 1 iteration", "/scenarios/bench/llama3-405b-16384xh100.yaml", {}},
+        {"GPT-3 175B, 4096 A100, TP8 PP8 DP64: 1 iteration", "/scenarios/bench/gpt3-175b-1024xa100.yaml", gpt3(4096)},
         {"GPT-3 175B, 16384 A100, TP8 PP8 DP256: 1 iteration", "/scenarios/bench/gpt3-175b-1024xa100.yaml", gpt3(16384)},
         {"uncollapsed GPT-3 175B, 1024 A100, DP16: 1 iteration", "/scenarios/bench/gpt3-175b-1024xa100.yaml",
          gpt3(1024), false},

@@ -1,7 +1,5 @@
 // parasim list: what is available by name.
 #include "apps/cli.h"
-#include "sim/serve/router/i_router.h"
-#include "sim/serve/scheduler/i_scheduler.h"
 #include "sim/config/cluster_loader.h"
 #include "sim/config/gpu_loader.h"
 #include "sim/config/model_loader.h"
@@ -10,6 +8,8 @@
 #include "sim/net/collective/i_collective.h"
 #include "sim/parallel/partition/i_partitioner.h"
 #include "sim/parallel/schedule/i_schedule.h"
+#include "sim/serve/router/i_router.h"
+#include "sim/serve/scheduler/i_scheduler.h"
 #include "sim/workload/model.h"
 
 #include <fmt/format.h>
@@ -30,9 +30,7 @@ std::vector<std::string> yaml_stems(const std::string& dir) {
     return out;
 }
 
-void print_entry(std::string_view name, std::string_view description) {
-    fmt::print("{:<20} {}\n", name, description);
-}
+void print_entry(std::string_view name, std::string_view description) { fmt::print("{:<20} {}\n", name, description); }
 }  // namespace
 
 constexpr const char* kListUsage =
@@ -60,7 +58,8 @@ int cmd_list(const Args& args) {
         for (const auto& n : catalog.names()) {
             const auto& g = catalog.get(n);
             fmt::print("{:<16} {:<9} {:>4} SMs  {:>7.1f} TFLOP/s fp16  {:>6.0f} GB/s  {}\n", n, g.architecture,
-                       g.sm_count, g.supports(sim::hw::DType::fp16) ? g.peak_of(sim::hw::DType::fp16).per_s / 1e12 : 0.0,
+                       g.sm_count,
+                       g.supports(sim::hw::DType::fp16) ? g.peak_of(sim::hw::DType::fp16).per_s / 1e12 : 0.0,
                        g.memory_bandwidth.bytes_per_s / 1e9, sim::format_bytes(g.memory_capacity.as_double()));
         }
         return 0;
@@ -81,14 +80,13 @@ int cmd_list(const Args& args) {
             const auto m = sim::config::load_model_file(data + "/models/" + n + ".yaml");
             const auto p = sim::workload::count_parameters(m);
             const std::string attention =
-                m.is_mla()            ? fmt::format("MLA, {} heads, latent {}", m.heads, m.mla.kv_lora_rank)
+                m.is_mla()              ? fmt::format("MLA, {} heads, latent {}", m.heads, m.mla()->kv_lora_rank)
                 : m.kv_heads == m.heads ? fmt::format("MHA, {} heads", m.heads)
-                : m.kv_heads == 1     ? fmt::format("MQA, {} heads", m.heads)
-                                      : fmt::format("GQA, {} heads / {} KV heads", m.heads, m.kv_heads);
-            const std::string moe =
-                m.experts > 0 ? fmt::format("; MoE {} experts, top {} ({:.1f} B active)", m.experts, m.top_k,
-                                            p.total_active / 1e9)
-                              : "";
+                : m.kv_heads == 1       ? fmt::format("MQA, {} heads", m.heads)
+                                        : fmt::format("GQA, {} heads / {} KV heads", m.heads, m.kv_heads);
+            const std::string moe = m.experts > 0 ? fmt::format("; MoE {} experts, top {} ({:.1f} B active)", m.experts,
+                                                                m.top_k, p.total_active / 1e9)
+                                                  : "";
             fmt::print("{:<24} {:>8.2f} B {:>7}  {}{}\n", n, p.total / 1e9, m.layers, attention, moe);
         }
         return 0;
@@ -96,8 +94,7 @@ int cmd_list(const Args& args) {
     // The variant kinds print their registries, so a new implementation
     // shows up here without touching this file.
     if (what == "schedules") {
-        for (const auto* sched : sim::parallel::pipeline_schedules())
-            print_entry(sched->name(), sched->description());
+        for (const auto* sched : sim::parallel::pipeline_schedules()) print_entry(sched->name(), sched->description());
         return 0;
     }
     if (what == "partitioners") {
@@ -113,8 +110,9 @@ int cmd_list(const Args& args) {
         return 0;
     }
     if (what == "collectives") {
-        print_entry("auto", "the best-ranked registered algorithm that can run the group (NCCL's rules; with "
-                            "protocols, the fastest predicted)");
+        print_entry("auto",
+                    "the best-ranked registered algorithm that can run the group (NCCL's rules; with "
+                    "protocols, the fastest predicted)");
         for (const auto* algo : sim::net::collective_algorithms()) print_entry(algo->name(), algo->description());
         return 0;
     }
@@ -127,7 +125,9 @@ int cmd_list(const Args& args) {
     if (what == "software") {
         for (const auto& n : sim::config::software_profile_names()) {
             const auto p = sim::config::software_profile(n);
-            const auto mark = [](const sim::config::Provenance& from) { return from.kind == "fitted_on" ? " (fitted)" : ""; };
+            const auto mark = [](const sim::config::Provenance& from) {
+                return from.kind == "fitted_on" ? " (fitted)" : "";
+            };
             fmt::print("{:<16} issue {:>5.1f} us/kernel{:<9}  queue {:>5}  kernel efficiency {:.2f}{:<9}  {}  {}\n", n,
                        p.kernel_issue.seconds() * 1e6, mark(p.kernel_issue_from), p.launch_queue_depth,
                        p.kernel_efficiency, mark(p.kernel_efficiency_from), p.fuse_elementwise ? "fused" : "unfused",
@@ -135,7 +135,9 @@ int cmd_list(const Args& args) {
         }
         return 0;
     }
-    throw UsageError("list needs one of: gpus, clusters, models, schedules, partitioners, schedulers, routers, collectives, cost-models, software");
+    throw UsageError(
+        "list needs one of: gpus, clusters, models, schedules, partitioners, schedulers, routers, collectives, "
+        "cost-models, software");
 }
 
 }  // namespace parasim_cli

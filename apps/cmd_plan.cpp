@@ -3,6 +3,7 @@
 // ranked top N with run's metrics, the Pareto front, why the winner wins,
 // JSON / CSV / SVG, and --explain ID, a runnable scenario for one candidate.
 #include "apps/cli.h"
+#include "apps/scaleout.h"
 #include "sim/config/scenario.h"
 #include "sim/report/runner.h"
 #include "sim/search/search.h"
@@ -284,7 +285,7 @@ int cmd_plan(const Args& args) {
     po::options_description opts("parasim plan SCENARIO [options]");
     opts.add_options()("help,h", "show this help")("top", po::value<int>()->default_value(5),
                                                      "plans to rank and keep (the k of the bound)")(
-        "threads", po::value<int>()->default_value(0), "worker threads (0: all cores)")(
+        "threads", po::value<int>()->default_value(0), "worker threads (0: all cores; rank 0's under MPI, where 0 means 1)")(
         "no-prune", "simulate every candidate that fits memory (exhaustive; for checking the bound)")(
         "json", po::value<std::string>(), "write the ranked plans as JSON to FILE")(
         "csv", po::value<std::string>(), "write every plan meeting the constraints as CSV to FILE")(
@@ -315,8 +316,9 @@ int cmd_plan(const Args& args) {
         for (const auto& s : vm["set"].as<std::vector<std::string>>()) cli.push_back(sim::config::parse_override(s));
     const auto sc = sim::config::load_scenario(path, cli);
     if (!sc.search) throw UsageError(fmt::format("{} has no search: block (docs/planning.md)", path));
+    ScaleOut scale;  // MPI ranks, when started by mpirun or srun
     if (vm.count("explain")) {
-        fmt::print("{}", explain(path, sc, vm["explain"].as<std::size_t>(), !cli.empty()));
+        if (scale.reports()) fmt::print("{}", explain(path, sc, vm["explain"].as<std::size_t>(), !cli.empty()));
         return 0;
     }
 
@@ -324,13 +326,17 @@ int cmd_plan(const Args& args) {
     so.prune = !vm.count("no-prune");
     so.keep = top;
     so.threads = threads;
-    if (isatty(STDERR_FILENO) != 0)
+    so.executor = [&scale, threads](sim::search::OrderedWork& work) {
+        return scale.run(work, threads);
+    };
+    if (isatty(STDERR_FILENO) != 0 && scale.reports())
         so.progress = [](std::size_t done, std::size_t planned) {
             fmt::print(stderr, "\rsimulated {}/{} planned", done, planned);
         };
     const auto start = std::chrono::steady_clock::now();
     const auto res = sim::search::run_search(sc, so);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!res.complete) return 0;  // a helper rank: rank 0 reports
     if (so.progress) fmt::print(stderr, "\n");
     if (res.ranked.empty()) throw sim::ConfigError(sc.search->location(), sim::search::no_plan_message(res));
 

@@ -1,19 +1,18 @@
 // parasim sweep SCENARIO: the cross product of the scenario's sweep block,
-// simulated in parallel (oneTBB), reported in sweep order whatever the
-// thread count.
+// simulated in parallel (threads, or MPI ranks: scaleout.h), reported in sweep
+// order whatever the thread or rank count.
 #include "apps/cli.h"
+#include "apps/scaleout.h"
 #include "sim/config/scenario.h"
 #include "sim/core/limits.h"
 #include "sim/report/error_band.h"
 #include "sim/report/runner.h"
+#include "sim/search/wire.h"
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
-#include <tbb/global_control.h>
-#include <tbb/parallel_for.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -23,7 +22,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <mutex>
 #include <spawn.h>
 #include <sstream>
 #include <sys/wait.h>
@@ -242,6 +240,40 @@ void add_plots(const std::string& dir, const sim::config::ScenarioSpec& base, co
     for (const auto& [name, text] : plots.files) outputs.add(dir + "/" + name, text);
 }
 
+// The points of a sweep as OrderedWork (sim/search/work.h): every point is
+// wanted; a result is the bytes of its runs' metrics, so MPI ranks can run
+// points too (scaleout.h).
+class SweepWork final : public sim::search::OrderedWork {
+public:
+    SweepWork(const std::vector<sim::config::ScenarioSpec>& specs, std::vector<Point>& points, bool progress)
+        : specs_(specs), points_(points), progress_(progress) {}
+    std::size_t size() const override { return points_.size(); }
+    bool wanted(std::size_t) override { return true; }
+    std::string run(std::size_t i) const override {
+        sim::report::RunOptions ro;
+        ro.tolerate_unformable = true;
+        std::vector<sim::report::RunMetrics> runs;
+        for (const auto& r : sim::report::run_scenario(specs_[i], ro)) runs.push_back(r.metrics);
+        return sim::search::encode_runs(runs);
+    }
+    void accept(std::size_t i, const std::string& result) override {
+        points_[i].runs = sim::search::decode_runs(result);
+        const std::size_t n = ++done_;
+        if (!progress_) return;
+        const int width = 40;
+        const int filled = static_cast<int>(width * n / points_.size());
+        fmt::print(stderr, "\r[{}{}] {}/{}", std::string(static_cast<std::size_t>(filled), '#'),
+                   std::string(static_cast<std::size_t>(width - filled), ' '), n, points_.size());
+        if (n == points_.size()) fmt::print(stderr, "\n");
+    }
+
+private:
+    const std::vector<sim::config::ScenarioSpec>& specs_;
+    std::vector<Point>& points_;
+    bool progress_;
+    std::size_t done_ = 0;
+};
+
 }  // namespace
 
 int cmd_sweep(const Args& args) {
@@ -250,7 +282,7 @@ int cmd_sweep(const Args& args) {
                                                      "table | json | csv")(
         "output,o", po::value<std::string>()->default_value(""), "write the report to FILE (atomically)")(
         "set", po::value<std::vector<std::string>>()->composing(), "override a field: PATH=VALUE (repeatable)")(
-        "threads", po::value<int>()->default_value(0), "worker threads (0: all cores)")(
+        "threads", po::value<int>()->default_value(0), "worker threads (0: all cores; rank 0's under MPI, where 0 means 1)")(
         "plot", po::value<std::string>(), "write SVG plots (gnuplot) into DIR")(
         "scenario", po::value<std::string>(), "scenario file with a sweep: block");
     add_limit_option(opts);
@@ -289,37 +321,9 @@ int cmd_sweep(const Args& args) {
         }
     }
 
-    const bool progress = isatty(STDERR_FILENO) != 0;
-    std::atomic<std::size_t> done{0};
-    std::mutex progress_mutex;
-    std::exception_ptr failure;
-    std::mutex failure_mutex;
-    {
-        std::unique_ptr<tbb::global_control> limit;
-        if (threads > 0)
-            limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
-                                                          static_cast<std::size_t>(threads));
-        tbb::parallel_for(std::size_t{0}, points.size(), [&](std::size_t i) {
-            try {
-                sim::report::RunOptions ro;
-                ro.tolerate_unformable = true;
-                for (const auto& r : sim::report::run_scenario(specs[i], ro)) points[i].runs.push_back(r.metrics);
-            } catch (...) {
-                std::lock_guard<std::mutex> lock(failure_mutex);
-                if (!failure) failure = std::current_exception();
-            }
-            const std::size_t n = ++done;
-            if (progress) {
-                std::lock_guard<std::mutex> lock(progress_mutex);
-                const int width = 40;
-                const int filled = static_cast<int>(width * n / points.size());
-                fmt::print(stderr, "\r[{}{}] {}/{}", std::string(static_cast<std::size_t>(filled), '#'),
-                           std::string(static_cast<std::size_t>(width - filled), ' '), n, points.size());
-                if (n == points.size()) fmt::print(stderr, "\n");
-            }
-        });
-    }
-    if (failure) std::rethrow_exception(failure);
+    ScaleOut scale;  // MPI ranks, when started by mpirun or srun
+    SweepWork work(specs, points, isatty(STDERR_FILENO) != 0 && scale.reports());
+    if (!scale.run(work, threads)) return 0;  // a helper rank: rank 0 reports
 
     std::string text;
     std::vector<std::string> fields;

@@ -41,6 +41,7 @@ int cmd_validate(const Args& args) {
         "jobs,j", po::value<int>()->default_value(0), "points simulated in parallel (0: one per hardware thread)")(
         "scenarios", po::value<std::string>(),
         "also write each whole-run point as a scenario file DIR/<id>.yaml that 'parasim run' simulates identically")(
+        "gpu-dir", po::value<std::string>(), "read GPU files from DIR instead of topologies/gpus (tools/fit-gemms.py)")(
         "software-dir", po::value<std::string>(),
         "read software profiles from DIR instead of topologies/software (tools/fit-profiles.py)")(
         "dataset", po::value<std::string>(), "dataset file");
@@ -64,6 +65,7 @@ int cmd_validate(const Args& args) {
 
     sim::validate::ValidateOptions vo;
     vo.jobs = vm["jobs"].as<int>();
+    if (vm.count("gpu-dir")) vo.gpu_dir = vm["gpu-dir"].as<std::string>();
     if (vm.count("software-dir")) vo.software_dir = vm["software-dir"].as<std::string>();
     if (vm.count("id")) vo.ids = split(vm["id"].as<std::string>());
     if (vm.count("kind")) {

@@ -67,7 +67,8 @@ split = {q["id"]: re.search(r"split: ([a-z-]+)", q.get("notes", "")).group(1)
          for q in yaml.safe_load(open("tests/data/validation/gemm-vidur.yaml"))["points"]}
 def mape(errs): return "-" if not errs else f"{100 * sum(abs(e) for e in errs) / len(errs):.1f}% (bias {100 * sum(errs) / len(errs):+.1f}%, n {len(errs)})"
 out.append("\nGEMMs by shape (`tests/data/validation/gemm-vidur.yaml`, microsoft/vidur's FP16 linear-layer "
-           "profiles, tokens 1-4096, tp 1-8; nothing is fitted on it yet):\n")
+           "profiles, tokens 1-4096, tp 1-8; the GEMM efficiency curve of docs/hardware-model.md §2.6 is fitted on the fit split "
+           "by tools/fit-gemms.py, and the held-out split is never read by a fit):\n")
 out.append("| GPU | tokens | fit split | held-out split |")
 out.append("|---|---|---|---|")
 for gpu in ("a100-sxm-80gb", "h100-sxm"):

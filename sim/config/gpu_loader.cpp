@@ -3,6 +3,8 @@
 // file:line:column.
 #include "sim/config/gpu_loader.h"
 
+#include "sim/config/calibration_loader.h"
+
 #include <algorithm>
 #include <filesystem>
 
@@ -128,6 +130,7 @@ hw::GpuSpec read_gpu(const Node& root, const std::string& expected_name) {
         pcie.finish();
     }
     read_efficiency(r, g);
+    g.attention_fit = attention_fit();
     {
         MapReader tile(r.required("gemm_tile"));
         g.gemm_tile_m = static_cast<int>(tile.required("m").as_int(8, 1024));
@@ -135,6 +138,15 @@ hw::GpuSpec read_gpu(const Node& root, const std::string& expected_name) {
         const auto cluster = tile.optional("cluster");
         g.gemm_cluster = cluster ? static_cast<int>(cluster->as_int(1, 16)) : default_cluster(g.architecture);
         tile.finish();
+    }
+    if (const auto curve_node = r.optional("gemm_curve")) {
+        MapReader curve(*curve_node);
+        if (const auto k0 = curve.optional("k0")) g.gemm_k0 = k0->as_number(0.0, 65536.0);
+        if (const auto p = curve.optional("overlap")) {
+            g.gemm_overlap = p->as_number(0.0, 64.0);
+            if (g.gemm_overlap > 0.0 && g.gemm_overlap < 1.0) p->fail("must be 0 (max) or at least 1");
+        }
+        curve.finish();
     }
     r.finish();
     return g;

@@ -10,6 +10,7 @@ namespace sim::config {
 namespace {
 
 namespace fs = std::filesystem;
+using workload::BlockLayout;
 using workload::FfnKind;
 using workload::ModelSpec;
 using workload::NormKind;
@@ -34,6 +35,59 @@ void check_shape(const ModelSpec& m, const Node& heads_node, const std::optional
         const Node& where = kv_node ? *kv_node : heads_node;
         where.fail(fmt::format("kv_heads ({}) does not divide heads ({})", m.kv_heads, m.heads));
     }
+}
+
+// `bias: true | false` (every linear) or `bias: {qkv, out, mlp}` (each
+// false unless given).
+workload::Biases read_biases(const Node& n) {
+    workload::Biases b;
+    if (!n.is_map()) {
+        const bool all = n.as_bool();
+        return workload::Biases{all, all, all};
+    }
+    MapReader r(n);
+    if (auto v = r.optional("qkv")) b.qkv = v->as_bool();
+    if (auto v = r.optional("out")) b.out = v->as_bool();
+    if (auto v = r.optional("mlp")) b.mlp = v->as_bool();
+    r.finish();
+    return b;
+}
+
+// `attention: {kind: gqa, qk_norm}` or `attention: {kind: mla, q_lora_rank,
+// kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim}`.
+workload::AttentionBlock read_attention(const Node& n) {
+    MapReader r(n);
+    const std::string kind = r.required("kind").as_enum({"gqa", "mla"});
+    if (kind == "gqa") {
+        workload::GqaAttention g;
+        if (auto v = r.optional("qk_norm")) g.qk_norm = v->as_bool();
+        r.finish();
+        return g;
+    }
+    workload::MlaAttention x;
+    if (auto v = r.optional("q_lora_rank")) x.q_lora_rank = v->as_int(1, kMaxDim);
+    x.kv_lora_rank = r.required("kv_lora_rank").as_int(1, kMaxDim);
+    x.qk_nope_head_dim = r.required("qk_nope_head_dim").as_int(1, kMaxDim);
+    x.qk_rope_head_dim = r.required("qk_rope_head_dim").as_int(1, kMaxDim);
+    x.v_head_dim = r.required("v_head_dim").as_int(1, kMaxDim);
+    r.finish();
+    return x;
+}
+
+// Combinations the blocks cannot form, reported where they are written.
+void check_blocks(const ModelSpec& m, const std::optional<Node>& rotary, const std::optional<Node>& block,
+                  const std::optional<Node>& attention) {
+    if (rotary) {
+        if (m.position != PositionKind::rope) rotary->fail("rotary_dim needs position: rope");
+        if (m.rotary_dim > m.head_dim || m.rotary_dim % 2 != 0)
+            rotary->fail(fmt::format("rotary_dim ({}) must be even and at most head_dim ({})", m.rotary_dim, m.head_dim));
+        if (m.is_mla()) rotary->fail("rotary_dim does not apply to MLA: its rope width is qk_rope_head_dim");
+    }
+    if (m.block == BlockLayout::parallel && m.experts > 0)
+        block->fail("block: parallel with a moe: block (experts beside attention) is not modelled");
+    if (m.is_mla() && (m.bias.qkv || m.bias.out))
+        attention->fail("biases on the projections of multi-head latent attention are not modelled: give bias: false "
+                        "or a map without qkv and out");
 }
 
 // A field of a HF config, absent when missing or null.
@@ -87,6 +141,7 @@ std::string architecture_of(MapReader& r, std::optional<Node>& where) {
     if (type == "mixtral") return "MixtralForCausalLM";
     if (type == "gpt2") return "GPT2LMHeadModel";
     if (type == "gpt_neox") return "GPTNeoXForCausalLM";
+    if (type == "gptj") return "GPTJForCausalLM";
     if (type == "qwen2") return "Qwen2ForCausalLM";
     if (type == "qwen3") return "Qwen3ForCausalLM";
     if (type == "qwen3_moe") return "Qwen3MoeForCausalLM";
@@ -99,7 +154,8 @@ std::string architecture_of(MapReader& r, std::optional<Node>& where) {
 const std::vector<std::string>& hf_architectures() {
     static const std::vector<std::string> names = {
         "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM",  "GPT2LMHeadModel",     "GPT2Model",
-        "GPTNeoXForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "DeepseekV3ForCausalLM"};
+        "GPTNeoXForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "DeepseekV3ForCausalLM",
+        "GPTJForCausalLM"};
     return names;
 }
 
@@ -126,18 +182,13 @@ ModelSpec load_model(const Node& map) {
     m.tied_embeddings = r.required("tied_embeddings").as_bool();
     m.position =
         r.required("position").as_enum({"rope", "learned"}) == "rope" ? PositionKind::rope : PositionKind::learned;
-    m.bias = r.required("bias").as_bool();
-    if (auto n = r.optional("qkv_bias")) m.qkv_bias = n->as_bool();
-    if (auto n = r.optional("qk_norm")) m.qk_norm = n->as_bool();
-    if (auto mla = r.optional("mla")) {
-        MapReader ml(*mla);
-        if (auto n = ml.optional("q_lora_rank")) m.mla.q_lora_rank = n->as_int(1, kMaxDim);
-        m.mla.kv_lora_rank = ml.required("kv_lora_rank").as_int(1, kMaxDim);
-        m.mla.qk_nope_head_dim = ml.required("qk_nope_head_dim").as_int(1, kMaxDim);
-        m.mla.qk_rope_head_dim = ml.required("qk_rope_head_dim").as_int(1, kMaxDim);
-        m.mla.v_head_dim = ml.required("v_head_dim").as_int(1, kMaxDim);
-        ml.finish();
-    }
+    m.bias = read_biases(r.required("bias"));
+    const std::optional<Node> rotary = r.optional("rotary_dim");
+    if (rotary) m.rotary_dim = rotary->as_int(1, kMaxDim);
+    const std::optional<Node> attention = r.optional("attention");
+    if (attention) m.attention = read_attention(*attention);
+    const std::optional<Node> block = r.optional("block");
+    if (block && block->as_enum({"sequential", "parallel"}) == "parallel") m.block = BlockLayout::parallel;
     if (auto moe = r.optional("moe")) {
         MapReader mr(*moe);
         m.experts = mr.required("experts").as_int(1, workload::kMaxExperts);
@@ -152,10 +203,18 @@ ModelSpec load_model(const Node& map) {
         }
     }
     r.finish();
-    // MLA: a head's query/key width is the head_dim the attention core uses.
-    if (m.is_mla()) m.head_dim = m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim;
+    if (const auto* x = m.mla()) {
+        // MLA: every head has its own key and value (from the latent); a
+        // head's query/key width is the head_dim the attention core uses.
+        if (kv) kv->fail("kv_heads does not apply to multi-head latent attention (attention.kind mla): omit it");
+        if (head_dim)
+            head_dim->fail("head_dim does not apply to multi-head latent attention: it is qk_nope_head_dim + "
+                           "qk_rope_head_dim");
+        m.head_dim = x->qk_head_dim();
+    }
     check_shape(m, heads, kv, head_dim.has_value() || m.is_mla());
     if (!head_dim && !m.is_mla()) m.head_dim = m.hidden / m.heads;
+    check_blocks(m, rotary, block, attention);
     return m;
 }
 
@@ -176,7 +235,26 @@ ModelSpec load_hf_config(const Node& map) {
     std::optional<Node> heads_node;
     std::optional<Node> kv_node;
     bool head_dim_given = false;
-    if (arch == "GPT2LMHeadModel" || arch == "GPT2Model") {
+    if (arch == "GPTJForCausalLM") {
+        // GPTJBlock: attention and MLP both read ln_1 (the parallel block);
+        // q/k/v/out projections without bias, fc_in/fc_out with; rotary on
+        // rotary_dim of each head.
+        m.layers = hf_int(r, "n_layer", workload::kMaxLayers);
+        m.hidden = hf_int(r, "n_embd");
+        heads_node = hf_field(r, "n_head");
+        m.heads = hf_int(r, "n_head");
+        m.kv_heads = m.heads;
+        m.ffn = hf_int_or(r, "n_inner", 4 * m.hidden);
+        m.ffn_kind = FfnKind::gelu;
+        m.vocab = hf_int(r, "vocab_size");
+        m.max_seq = hf_int(r, "n_positions");
+        m.norm = NormKind::layernorm;
+        m.tied_embeddings = hf_bool_or(r, "tie_word_embeddings", false);
+        m.position = PositionKind::rope;
+        m.block = BlockLayout::parallel;
+        m.bias = workload::Biases{false, false, true};
+        if (auto n = hf_field(r, "rotary_dim")) m.rotary_dim = n->as_int(1, kMaxDim);
+    } else if (arch == "GPT2LMHeadModel" || arch == "GPT2Model") {
         m.layers = hf_int(r, "n_layer", workload::kMaxLayers);
         m.hidden = hf_int(r, "n_embd");
         heads_node = hf_field(r, "n_head");
@@ -189,7 +267,7 @@ ModelSpec load_hf_config(const Node& map) {
         m.norm = NormKind::layernorm;
         m.tied_embeddings = hf_bool_or(r, "tie_word_embeddings", true);
         m.position = PositionKind::learned;
-        m.bias = true;
+        m.bias = workload::Biases{true, true, true};
     } else {
         m.layers = hf_int(r, "num_hidden_layers", workload::kMaxLayers);
         m.hidden = hf_int(r, "hidden_size");
@@ -205,7 +283,7 @@ ModelSpec load_hf_config(const Node& map) {
             m.ffn_kind = FfnKind::gelu;
             m.norm = NormKind::layernorm;
             m.tied_embeddings = hf_bool_or(r, "tie_word_embeddings", false);
-            m.bias = true;
+            m.bias = workload::Biases{true, true, true};
         } else {
             kv_node = hf_field(r, "num_key_value_heads");
             m.kv_heads = hf_int_or(r, "num_key_value_heads", m.heads);
@@ -216,11 +294,14 @@ ModelSpec load_hf_config(const Node& map) {
             m.ffn_kind = FfnKind::swiglu;
             m.norm = NormKind::rmsnorm;
             m.tied_embeddings = hf_bool_or(r, "tie_word_embeddings", false);
-            m.bias = hf_bool_or(r, "attention_bias", false) || hf_bool_or(r, "mlp_bias", false);
+            // attention_bias and mlp_bias as their modelling code reads them
+            // (one flag over every linear before this schema, kept so).
+            const bool all = hf_bool_or(r, "attention_bias", false) || hf_bool_or(r, "mlp_bias", false);
+            m.bias = workload::Biases{all, all, all};
             // Qwen2 always has biases on q, k and v (and none elsewhere);
             // Qwen3 normalises each query and key head.
-            m.qkv_bias = arch == "Qwen2ForCausalLM";
-            m.qk_norm = arch == "Qwen3ForCausalLM" || arch == "Qwen3MoeForCausalLM";
+            if (arch == "Qwen2ForCausalLM") m.bias.qkv = true;
+            m.attention = workload::GqaAttention{arch == "Qwen3ForCausalLM" || arch == "Qwen3MoeForCausalLM"};
             std::string experts_key;
             if (arch == "MixtralForCausalLM") experts_key = "num_local_experts";
             if (arch == "Qwen3MoeForCausalLM") experts_key = "num_experts";
@@ -243,12 +324,16 @@ ModelSpec load_hf_config(const Node& map) {
             if (arch == "DeepseekV3ForCausalLM") {
                 if (auto n = hf_field(r, "n_shared_experts")) m.shared_experts = n->as_int(0, workload::kMaxExperts);
                 if (auto n = hf_field(r, "first_k_dense_replace")) m.first_dense_layers = n->as_int(0, workload::kMaxLayers);
-                if (auto n = hf_field(r, "q_lora_rank")) m.mla.q_lora_rank = n->as_int(1, kMaxDim);
-                m.mla.kv_lora_rank = hf_int(r, "kv_lora_rank");
-                m.mla.qk_nope_head_dim = hf_int(r, "qk_nope_head_dim");
-                m.mla.qk_rope_head_dim = hf_int(r, "qk_rope_head_dim");
-                m.mla.v_head_dim = hf_int(r, "v_head_dim");
-                m.head_dim = m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim;
+                workload::MlaAttention x;
+                if (auto n = hf_field(r, "q_lora_rank")) x.q_lora_rank = n->as_int(1, kMaxDim);
+                x.kv_lora_rank = hf_int(r, "kv_lora_rank");
+                x.qk_nope_head_dim = hf_int(r, "qk_nope_head_dim");
+                x.qk_rope_head_dim = hf_int(r, "qk_rope_head_dim");
+                x.v_head_dim = hf_int(r, "v_head_dim");
+                m.attention = x;
+                m.head_dim = x.qk_head_dim();
+                m.kv_heads = m.heads;
+                kv_node.reset();
                 head_dim_given = true;
             }
         }

@@ -78,4 +78,28 @@ void read_stage_layers(MapReader& r, int& first, int& last) {
     if (auto n = r.optional("last_stage_layers")) last = static_cast<int>(n->as_int(1, 1 << 20));
 }
 
+workload::Precision read_precision(MapReader& r, bool weight_dtype) {
+    const std::vector<std::string> dtypes = hw::dtype_names();
+    const auto dtype = [&](const Node& n) { return *hw::parse_dtype(n.as_enum(dtypes)); };
+    workload::Precision p;
+    p.compute = dtype(r.required("dtype"));
+    p.weights = p.compute == hw::DType::tf32 ? hw::DType::fp32 : p.compute;
+    p.kv = p.weights;
+    if (weight_dtype)
+        if (auto n = r.optional("weight_dtype")) p.weights = dtype(*n);
+    if (auto n = r.optional("kv_dtype")) p.kv = dtype(*n);
+    return p;
+}
+
+workload::Recompute read_recompute(const Node& n) {
+    const std::string v = n.as_enum({"none", "selective", "full"});
+    return v == "none" ? workload::Recompute::none
+         : v == "selective" ? workload::Recompute::selective
+                            : workload::Recompute::full;
+}
+
+const parallel::IPipelineSchedule& read_schedule(const Node& n) {
+    return parallel::pipeline_schedule(n.as_enum(parallel::pipeline_schedule_names()));
+}
+
 }  // namespace sim::config

@@ -27,4 +27,14 @@ void apply_attention(WorkloadSpec& w, const std::optional<Node>& attention, cons
 // Reads first_stage_layers / last_stage_layers of a strategy map into `s`.
 void read_stage_layers(MapReader& r, int& first, int& last);
 
+// A workload map's dtypes: `dtype` (any of hw::dtype_names()), then
+// `weight_dtype` when `weight_dtype` is true (a scenario has it, a
+// validation point does not), and `kv_dtype`. Weights default to the
+// compute dtype (fp32 for tf32), the KV cache to the weights'.
+workload::Precision read_precision(MapReader& r, bool weight_dtype);
+// `recompute: none | selective | full`.
+workload::Recompute read_recompute(const Node& n);
+// `schedule:` one of the registered pipeline schedules.
+const parallel::IPipelineSchedule& read_schedule(const Node& n);
+
 }  // namespace sim::config

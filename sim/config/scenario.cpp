@@ -2,6 +2,7 @@
 // validate every field (file:line:column on error).
 #include "sim/config/scenario.h"
 
+#include "sim/config/calibration_loader.h"
 #include "sim/config/cluster_loader.h"
 #include "sim/config/gpu_loader.h"
 #include "sim/config/model_loader.h"
@@ -208,13 +209,7 @@ WorkloadSpec read_workload(const Node& node) {
     WorkloadSpec w;
     const std::string mode = r.required("mode").as_enum({"inference", "training", "serving"});
     w.mode = mode == "training" ? Mode::training : Mode::inference;
-    const std::vector<std::string> dtypes = hw::dtype_names();
-    const auto dtype = [&](const Node& n) { return *hw::parse_dtype(n.as_enum(dtypes)); };
-    w.precision.compute = dtype(r.required("dtype"));
-    w.precision.weights = w.precision.compute == hw::DType::tf32 ? hw::DType::fp32 : w.precision.compute;
-    w.precision.kv = w.precision.weights;
-    if (auto n = r.optional("weight_dtype")) w.precision.weights = dtype(*n);
-    if (auto n = r.optional("kv_dtype")) w.precision.kv = dtype(*n);
+    w.precision = read_precision(r, true);
     apply_attention(w, r.optional("attention"), r.optional("flash_attention"));
     if (auto n = r.optional("fuse_elementwise")) w.fuse_elementwise = n->as_bool();
     if (auto n = r.optional("moe")) read_moe(*n, w);
@@ -237,12 +232,7 @@ WorkloadSpec read_workload(const Node& node) {
         w.seq_len = r.required("seq_len").as_int(1, 1 << 24);
         w.global_batch = r.required("global_batch").as_int(1, 1 << 30);
         if (auto n = r.optional("micro_batch")) w.micro_batch = n->as_int(1, 1 << 20);
-        if (auto n = r.optional("recompute")) {
-            const std::string v = n->as_enum({"none", "selective", "full"});
-            w.recompute = v == "none" ? workload::Recompute::none
-                        : v == "selective" ? workload::Recompute::selective
-                                           : workload::Recompute::full;
-        }
+        if (auto n = r.optional("recompute")) w.recompute = read_recompute(*n);
         if (auto n = r.optional("optimizer")) n->as_enum({"adam"});
         if (auto n = r.optional("host_time_per_batch")) w.host_time_per_batch = n->as_time();
     }
@@ -262,9 +252,7 @@ StrategySpec read_strategy(const Node& node, std::size_t index) {
     if (auto n = r.optional("dp")) s.dp = positive_or_auto(*n, 1 << 24);
     if (auto n = r.optional("sp")) s.sp = n->as_bool();
     if (auto n = r.optional("zero")) s.zero = static_cast<int>(n->as_int(0, 3));
-    if (auto n = r.optional("schedule")) {
-        s.schedule = &parallel::pipeline_schedule(n->as_enum(parallel::pipeline_schedule_names()));
-    }
+    if (auto n = r.optional("schedule")) s.schedule = &read_schedule(*n);
     if (auto n = r.optional("virtual_stages")) s.virtual_stages = static_cast<int>(n->as_int(1, 1024));
     if (auto n = r.optional("microbatches")) s.microbatches = positive_or_auto(*n, 1 << 24);
     if (auto n = r.optional("placement"))
@@ -346,6 +334,7 @@ ScenarioSpec load_scenario(const std::string& path, const std::vector<Override>&
     } else {
         s.profile = software_profile(kDefaultSoftware);
     }
+    s.collectives = &collective_library(kDefaultCollectiveLibrary);
 
     const Node cluster_ref = r.required("cluster");
     const Node cluster_doc = resolve_document(

@@ -10,6 +10,7 @@
 #include "sim/config/yaml_reader.h"
 #include "sim/hw/gpu.h"
 #include "sim/net/cluster.h"
+#include "sim/net/collective_library.h"
 #include "sim/parallel/partition/i_partitioner.h"
 #include "sim/parallel/placement.h"
 #include "sim/parallel/schedule/i_schedule.h"
@@ -130,6 +131,9 @@ struct ScenarioSpec {
     // The profile of `software` (topologies/software/<name>.yaml), or the
     // default profile when the scenario names no stack.
     SoftwareProfile profile;
+    // The collective library's calibration (topologies/collectives/<name>.yaml,
+    // config::kDefaultCollectiveLibrary): kept by config for the program's life.
+    const net::CollectiveLibrary* collectives = nullptr;
     int gpus = 0;                    // GPUs used (resolved)
     std::vector<StrategySpec> strategies;
     // sweep: field path -> values, in file order

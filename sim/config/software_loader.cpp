@@ -3,6 +3,7 @@
 // schema, so a number without it cannot be loaded.
 #include "sim/config/software_loader.h"
 
+#include "sim/config/provenance.h"
 #include "sim/config/scenario.h"
 
 #include <fmt/format.h>
@@ -18,27 +19,6 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::vector<std::string> kOverlapNames = {"tp_comm", "grad_reduce", "param_gather"};
-
-// Reads the evidence keys of a value map (after its unknown keys are
-// refused); exactly one of source / fitted_on.
-Provenance read_provenance(MapReader& r) {
-    const auto src = r.optional("source");
-    const auto fit = r.optional("fitted_on");
-    r.finish();
-    if (src && fit) fit->fail("give either source or fitted_on, not both");
-    if (!src && !fit) r.node().fail("a profile value needs its evidence: source: or fitted_on:");
-    const Node& n = src ? *src : *fit;
-    if (!n.is_scalar() || n.as_string().empty()) n.fail("the evidence is a non-empty string");
-    return {src ? "source" : "fitted_on", n.as_string()};
-}
-
-// `key: {value: V, source: S}`: returns the value node and fills `from`.
-Node sourced(MapReader& parent, const std::string& key, Provenance& from) {
-    MapReader r(parent.required(key));
-    const Node v = r.required("value");
-    from = read_provenance(r);
-    return v;
-}
 
 }  // namespace
 
@@ -88,12 +68,7 @@ std::string default_software_dir() { return std::string(PARASIM_DATA_DIR) + "/to
 
 std::vector<std::string> software_profile_names(const std::string& dir_in) {
     const std::string dir = dir_in.empty() ? default_software_dir() : dir_in;
-    std::vector<std::string> names;
-    if (!is_directory_quietly(dir)) return names;
-    for (const auto& e : fs::directory_iterator(dir))
-        if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
-    std::sort(names.begin(), names.end());
-    return names;
+    return yaml_file_names(dir);
 }
 
 SoftwareProfile software_profile(const std::string& name_in, const std::string& dir_in) {

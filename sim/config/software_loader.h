@@ -9,18 +9,13 @@
 // file:line:column.
 #pragma once
 
+#include "sim/config/provenance.h"
 #include "sim/config/yaml_reader.h"
 
 #include <string>
 #include <vector>
 
 namespace sim::config {
-
-// Where one profile value came from: "source" or "fitted_on", and the text.
-struct Provenance {
-    std::string kind;  // "source" | "fitted_on"
-    std::string text;
-};
 
 struct SoftwareProfile {
     std::string name;         // file name without .yaml; "default" when a run names no stack

@@ -404,4 +404,13 @@ bool is_directory_quietly(const std::filesystem::path& p) {
     return std::filesystem::is_directory(p, ec);
 }
 
+std::vector<std::string> yaml_file_names(const std::string& dir) {
+    std::vector<std::string> names;
+    if (!is_directory_quietly(dir)) return names;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+        if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
 }  // namespace sim::config

@@ -96,6 +96,9 @@ double parse_quantity(const std::string& text, Dimension dim, std::string& error
 // limit, a symlink loop): such a path is reported as not found.
 bool exists_quietly(const std::filesystem::path& p);
 bool is_directory_quietly(const std::filesystem::path& p);
+// The names (without .yaml) of the *.yaml files in `dir`, sorted; none when
+// `dir` is not a folder.
+std::vector<std::string> yaml_file_names(const std::string& dir);
 
 // The closest of `candidates` to `word` by edit distance, or "" when none is close.
 std::string nearest(const std::string& word, const std::vector<std::string>& candidates);

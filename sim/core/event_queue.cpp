@@ -41,8 +41,7 @@ void EventQueue::reserve(std::size_t n) {
 }
 
 EventId EventQueue::push_new_slot(std::uint64_t t, const Callback& cb) {
-    if (t < last_)
-        throw InternalError(fmt::format("event at {} ps pushed after the queue reached {} ps", t, last_));
+    if (t < last_) throw InternalError(fmt::format("event at {} ps pushed after the queue reached {} ps", t, last_));
     if (generation_.size() >= UINT32_MAX) throw InternalError("more than 2^32 events pending at once");
     const auto slot = static_cast<std::uint32_t>(generation_.size());
     generation_.push_back(0);

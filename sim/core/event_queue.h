@@ -211,7 +211,7 @@ private:
     }
 
     std::array<Bucket, kBuckets> buckets_;
-    std::size_t head_ = 0;  // FIFO read position in the level-0 bucket being served
+    std::size_t head_ = 0;                                   // FIFO read position in the level-0 bucket being served
     std::array<std::uint64_t, kOccupancyWords> occupied_{};  // bit b set when bucket b is non-empty
     std::uint64_t summary_ = 0;                              // bit w set when occupied_[w] != 0
     std::uint64_t last_ = 0;

@@ -15,10 +15,8 @@ struct Entry {
 };
 
 const Entry kEntries[] = {
-    {"input-bytes", &Limits::input_bytes},
-    {"yaml-nodes", &Limits::yaml_nodes},
-    {"sweep-points", &Limits::sweep_points},
-    {"plan-candidates", &Limits::plan_candidates},
+    {"input-bytes", &Limits::input_bytes},   {"yaml-nodes", &Limits::yaml_nodes},
+    {"sweep-points", &Limits::sweep_points}, {"plan-candidates", &Limits::plan_candidates},
     {"plan-tasks", &Limits::plan_tasks},
 };
 

@@ -44,8 +44,8 @@ inline Limits& limits() {
 class LimitError : public ModelError {
 public:
     LimitError(const std::string& what, const std::string& limit_name, std::uint64_t limit_value)
-        : ModelError(fmt::format("{} (limit {}={}; raise it with --limit {}=N)", what, limit_name, limit_value,
-                                 limit_name)) {}
+        : ModelError(
+              fmt::format("{} (limit {}={}; raise it with --limit {}=N)", what, limit_name, limit_value, limit_name)) {}
 };
 
 // Sets one limit from "NAME=VALUE"; throws ModelError naming the valid names

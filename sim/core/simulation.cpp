@@ -6,8 +6,8 @@
 namespace sim {
 
 void Simulation::scheduled_in_the_past(Time at) const {
-    throw InternalError(fmt::format("event scheduled in the past: at {} ps while the clock is at {} ps",
-                                    at.count_ps(), now_.count_ps()));
+    throw InternalError(fmt::format("event scheduled in the past: at {} ps while the clock is at {} ps", at.count_ps(),
+                                    now_.count_ps()));
 }
 
 bool Simulation::step(Time limit) {
@@ -22,13 +22,11 @@ bool Simulation::step(Time limit) {
 }
 
 void Simulation::run() {
-    while (step(Time::max())) {
-    }
+    while (step(Time::max())) {}
 }
 
 void Simulation::run_until(Time until) {
-    while (step(until)) {
-    }
+    while (step(until)) {}
     if (until > now_) now_ = until;
 }
 

@@ -12,21 +12,26 @@ Time Time::from_seconds_ceil(double seconds) {
     // one the clock cannot hold is an input the model cannot simulate
     // (ModelError, exit 2), not a broken invariant.
     if (!(seconds >= 0.0) || !std::isfinite(seconds))
-        throw ModelError(fmt::format("a duration of {} s cannot be simulated: check bandwidths and sizes for values "
-                                     "near zero or infinity", seconds));
+        throw ModelError(
+            fmt::format("a duration of {} s cannot be simulated: check bandwidths and sizes for values "
+                        "near zero or infinity",
+                        seconds));
     const double ps = std::ceil(seconds * 1e12 - 1e-6);  // tolerate binary noise on exact values
     if (ps >= 1.8e19)
-        throw ModelError(fmt::format("a duration of {:.3g} s exceeds the simulated clock's 213 days: check bandwidths "
-                                     "and sizes for values near zero",
-                                     seconds));
+        throw ModelError(
+            fmt::format("a duration of {:.3g} s exceeds the simulated clock's 213 days: check bandwidths "
+                        "and sizes for values near zero",
+                        seconds));
     return Time(ps <= 0.0 ? 0 : static_cast<std::uint64_t>(ps));
 }
 
 void Time::overflowed() { throw InternalError("simulated time overflowed 2^64 ps"); }
 
-void Time::negative(Time o) const {
-    throw InternalError(fmt::format("negative duration: {} ps - {} ps", ps_, o.ps_));
+void Bytes::overflowed(Bytes o) const {
+    throw InternalError(fmt::format("byte count overflowed 2^64: {} B + {} B", value, o.value));
 }
+
+void Time::negative(Time o) const { throw InternalError(fmt::format("negative duration: {} ps - {} ps", ps_, o.ps_)); }
 
 Bytes Bytes::ceil(double b) {
     // 2^64 itself is the first double past the largest count: a cast from it is undefined.

@@ -4,8 +4,8 @@
 // and the rounding rule is written down next to each conversion.
 #pragma once
 
-#include <cstdint>
 #include <compare>
+#include <cstdint>
 #include <limits>
 #include <string>
 
@@ -50,14 +50,21 @@ private:
 };
 
 // A size in bytes. Fractional sizes do not exist in the hardware; callers that
-// derive sizes from formulas round up with Bytes::ceil.
+// derive sizes from formulas round up with Bytes::ceil. Addition is checked
+// like Time's: a sum past 2^64 bytes throws InternalError rather than wrapping
+// to a small size (which would pass a capacity check).
 struct Bytes {
     std::uint64_t value = 0;
     static Bytes ceil(double b);
     constexpr double as_double() const { return static_cast<double>(value); }
     constexpr auto operator<=>(const Bytes&) const = default;
-    constexpr Bytes operator+(Bytes o) const { return Bytes{value + o.value}; }
-    constexpr Bytes& operator+=(Bytes o) { value += o.value; return *this; }
+    Bytes operator+(Bytes o) const {
+        if (value > std::numeric_limits<std::uint64_t>::max() - o.value) [[unlikely]]
+            overflowed(o);
+        return Bytes{value + o.value};
+    }
+    Bytes& operator+=(Bytes o) { return *this = *this + o; }
+    [[noreturn]] void overflowed(Bytes o) const;
 };
 
 // Bandwidth in bytes per second (GB/s = 1e9 B/s; Gb/s = 1e9/8 B/s).

@@ -1,17 +1,17 @@
 // NCCL-like parameters for the collectives and transfers a plan issues: the
-// achievable fraction of link bandwidth, NCCL's three protocols (LL, LL128,
-// Simple) with their bandwidth shares and per-step latencies, and the NVLS
-// (in-switch) factors. The bandwidth fractions come from the GPU file
-// (measured nccl-tests bus bandwidth over the link rate); the per-step
-// latencies are NCCL's hardware latencies per link ([NCCL] tuning.cc,
-// hardware.md §6) plus a per-protocol overhead fitted to nccl-tests
-// measurements; every constant and its data are in comm_tuning.cpp and
-// docs/validation.md §3.
+// achievable fraction of link bandwidth, the library's protocols (NCCL: LL,
+// LL128, Simple) with their bandwidth shares and per-step latencies, and the
+// NVLS (in-switch) factors. The bandwidth fractions come from the GPU file
+// (measured nccl-tests bus bandwidth over the link rate); the protocol
+// latencies and shares from the collective library's file
+// (topologies/collectives/<name>.yaml, each value with its source or the
+// data it was fitted on; docs/validation.md §3). This file only combines them.
 #pragma once
 
 #include "sim/hw/gpu.h"
 #include "sim/net/cluster.h"
 #include "sim/net/collective.h"
+#include "sim/net/collective_library.h"
 
 #include <vector>
 
@@ -23,15 +23,12 @@ struct CommTuning {
     Time step_latency{};               // the Simple protocol's, for requests without the protocol table
     double in_switch_efficiency = 1.0;
     Time in_switch_latency{};
-    std::vector<net::Protocol> protocols;  // LL, LL128, Simple
+    std::vector<net::Protocol> protocols;  // the library's, in its order
 };
 
-CommTuning tuning_for(const hw::GpuSpec& gpu, const net::ClusterSpec& cluster);
-// NCCL's per-step hardware latency of a link class under the LL protocol
-// ([NCCL] tuning.cc hwLat): what the shipped cluster files give their links,
-// and what a cluster built without one (validate's) uses.
-Time nccl_link_latency(net::LinkClass cls);
+CommTuning tuning_for(const hw::GpuSpec& gpu, const net::ClusterSpec& cluster, const net::CollectiveLibrary& lib);
 // A request with the tuning filled in; the caller sets op, gpus, size, algorithm.
-net::CollectiveRequest make_request(const hw::GpuSpec& gpu, const net::ClusterSpec& cluster);
+net::CollectiveRequest make_request(const hw::GpuSpec& gpu, const net::ClusterSpec& cluster,
+                                    const net::CollectiveLibrary& lib);
 
 }  // namespace sim::exec

@@ -2,6 +2,7 @@
 // L2 residency, flows and collectives on the topology.
 #include "sim/exec/executor.h"
 
+#include "sim/config/calibration_loader.h"
 #include "sim/core/error.h"
 #include "sim/core/simulation.h"
 #include "sim/exec/comm_tuning.h"
@@ -27,11 +28,16 @@ public:
     Executor(const Plan& plan, const hw::GpuSpec& gpu, const net::Topology& topo, const hw::CostModel& cm,
              const ExecOptions& options)
         : plan_(plan), gpu_(gpu), topo_(topo), cm_(cm), options_(options), flows_(sim_, topo), coll_(sim_, flows_, topo),
-          tuning_(tuning_for(gpu, topo.spec())), request_template_(make_request(gpu, topo.spec())) {
+          lib_(options.collectives ? *options.collectives : config::collective_library()),
+          comm_sms_(options.comm_sms.value_or(lib_.comm_sms)), tuning_(tuning_for(gpu, topo.spec(), lib_)),
+          request_template_(make_request(gpu, topo.spec(), lib_)) {
         const std::size_t n = plan.tasks.size();
         remaining_.resize(n);
-        started_.assign(n, 0);
-        kernel_kind_.assign(n, IntervalKind::compute_kernel);
+        result_.task_kind.resize(n);
+        for (std::size_t t = 0; t < n; ++t)
+            result_.task_kind[t] = plan.tasks[t].kind == TaskKind::kernel ? IntervalKind::compute_kernel
+                                   : plan.tasks[t].kind == TaskKind::host ? IntervalKind::host
+                                                                          : IntervalKind::communication;
         result_.task_start.assign(n, Time{});
         result_.task_end.assign(n, Time{});
         result_.kernel_stats.assign(n, KernelStats{});
@@ -56,6 +62,19 @@ public:
         issue_next_.assign(g, 0);
         issue_done_.assign(g, Time{});
         issue_wait_.assign(g, kNone);
+        if (options.host_kernel_issue > Time{} && options.launch_queue_depth > 0) {
+            // A ring of the last `depth` compute-stream end times per GPU
+            // whose stream is longer than that (shorter ones never look back).
+            const auto depth = static_cast<std::size_t>(options.launch_queue_depth);
+            issue_ring_at_.assign(g, SIZE_MAX);
+            std::size_t total = 0;
+            for (std::size_t i = 0; i < g; ++i)
+                if (plan.streams[i][static_cast<std::size_t>(StreamKind::compute)].size() > depth) {
+                    issue_ring_at_[i] = total;
+                    total += depth;
+                }
+            issue_ring_.assign(total, Time{});
+        }
         l2_.reserve(g);
         for (std::size_t i = 0; i < g; ++i) l2_.emplace_back(gpu.l2_size);
         result_.gpus.resize(g);
@@ -70,9 +89,12 @@ public:
                 if (!plan_.streams[g][s].empty()) try_start(plan_.streams[g][s].front());
         sim_.run();
         for (std::size_t t = 0; t < plan_.tasks.size(); ++t)
-            if (!started_[t])
+            if (remaining_[t] != kStarted)
                 throw InternalError(fmt::format("plan task {} never ran (a dependency cycle or a stream-order deadlock)", t));
-        result_.makespan = sim_.now();
+        // The run's bookkeeping goes before the results grow.
+        release(remaining_);
+        release(succ_begin_);
+        release(succ_);        result_.makespan = sim_.now();
         result_.events = sim_.events_processed();
         for (std::size_t c = 0; c < 3; ++c) {
             const auto cls = static_cast<net::LinkClass>(c);
@@ -81,11 +103,32 @@ public:
         }
         result_.max_link_load = flows_.max_link_load();
         result_.link_samples = flows_.class_utilization_samples();
-        for (auto& g : result_.gpus) g.breakdown = breakdown_in(g, Time{}, result_.makespan);
+        for (std::uint32_t g = 0; g < result_.gpus.size(); ++g) {
+            result_.gpus[g].breakdown = breakdown_in(plan_, result_, g, Time{}, result_.makespan);
+            if (options_.record_intervals) record_intervals(g);
+        }
         return std::move(result_);
     }
 
 private:
+    template <class V>
+    static void release(V& v) {
+        V().swap(v);
+    }
+
+    // A stream runs one task at a time in its program order, so its
+    // intervals are its order with the tasks' times: built once, at their
+    // exact size, instead of appended at every finish.
+    void record_intervals(std::uint32_t g) {
+        for (std::size_t s = 0; s < kStreamCount; ++s) {
+            const auto& order = plan_.streams[g][s];
+            auto& out = result_.gpus[g].intervals[s];
+            out.reserve(order.size());
+            for (const std::uint32_t id : order)
+                out.push_back(Interval{result_.task_start[id], result_.task_end[id], id, result_.task_kind[id]});
+        }
+    }
+
     bool at_head(std::uint32_t gpu, StreamKind s, std::uint32_t task) const {
         const auto& order = plan_.streams[gpu][static_cast<std::size_t>(s)];
         const std::size_t h = heads_[gpu][static_cast<std::size_t>(s)];
@@ -93,7 +136,7 @@ private:
     }
 
     void try_start(std::uint32_t id) {
-        if (started_[id] || remaining_[id] > 0) return;
+        if (remaining_[id] != 0) return;  // waiting for dependencies, or started
         const Task& t = plan_.tasks[id];
         if (t.kind == TaskKind::collective) {
             for (const std::uint32_t m : plan_.groups[t.group].members)
@@ -118,7 +161,7 @@ private:
             busy_[t.gpu][static_cast<std::size_t>(t.stream)] = 1;
             if (t.stream != StreamKind::compute && t.stream != StreamKind::host) ++active_comm_[t.gpu];
         }
-        started_[id] = 1;
+        remaining_[id] = kStarted;
         result_.task_start[id] = sim_.now();
         switch (t.kind) {
             case TaskKind::kernel: start_kernel(id, t); break;
@@ -159,7 +202,9 @@ private:
         const auto depth = static_cast<std::size_t>(options_.launch_queue_depth);
         while (issue_next_[gpu] <= head) {
             const std::size_t j = issue_next_[gpu]++;
-            if (depth > 0 && j >= depth) issue_done_[gpu] = std::max(issue_done_[gpu], result_.task_end[order[j - depth]]);
+            // Position j - depth finished (it is before the head) and its ring
+            // slot is next overwritten when position j finishes.
+            if (depth > 0 && j >= depth) issue_done_[gpu] = std::max(issue_done_[gpu], issue_ring_[issue_ring_at_[gpu] + j % depth]);
             if (plan_.tasks[order[j]].kind == TaskKind::kernel) issue_done_[gpu] = issue_done_[gpu] + options_.host_kernel_issue;
         }
         return issue_done_[gpu];
@@ -173,11 +218,13 @@ private:
         Time duration = c.duration;
         if (active_comm_[t.gpu] > 0) {
             // A collective running beside the kernel holds comm_sms SMs and
-            // streams its bytes through HBM; the kernel slows accordingly.
+            // streams its bytes through HBM; the kernel slows accordingly
+            // (docs/hardware-model.md §5a).
             const double sm_factor = static_cast<double>(gpu_.sm_count) /
-                                     std::max(1.0, static_cast<double>(gpu_.sm_count - options_.comm_sms));
-            const double link = gpu_.nvlink_bandwidth.bytes_per_s > 0 ? gpu_.nvlink_bandwidth.bytes_per_s
-                                                                      : gpu_.pcie_bandwidth.bytes_per_s;
+                                     std::max(1.0, static_cast<double>(gpu_.sm_count - comm_sms_));
+            const double link = lib_.comm_hbm_share * (gpu_.nvlink_bandwidth.bytes_per_s > 0
+                                                           ? gpu_.nvlink_bandwidth.bytes_per_s
+                                                           : gpu_.pcie_bandwidth.bytes_per_s);
             const double hbm_factor = gpu_.memory_bandwidth.bytes_per_s /
                                       std::max(1.0, gpu_.memory_bandwidth.bytes_per_s - link);
             const Time compute = Time::from_seconds_ceil(c.compute_time.seconds() * sm_factor);
@@ -199,7 +246,7 @@ private:
                                                                                      c.hbm_bytes.as_double())),
                                                static_cast<float>(c.hbm_bytes.as_double()),
                                                static_cast<float>(k.flops.value)};
-        kernel_kind_[id] = c.compute_bound() ? IntervalKind::compute_kernel : IntervalKind::memory_kernel;
+        result_.task_kind[id] = c.compute_bound() ? IntervalKind::compute_kernel : IntervalKind::memory_kernel;
         sim_.schedule_after(duration, [this, id] { finish(id); });
     }
 
@@ -221,18 +268,16 @@ private:
     void finish(std::uint32_t id) {
         const Task& t = plan_.tasks[id];
         result_.task_end[id] = sim_.now();
-        const Interval iv{result_.task_start[id], sim_.now(), id,
-                          t.kind == TaskKind::kernel ? kernel_kind_[id]
-                          : t.kind == TaskKind::host ? IntervalKind::host
-                                                     : IntervalKind::communication};
         std::uint32_t touched[64];
         std::size_t ntouched = 0;
         auto release = [&](std::uint32_t gpu) {
             const auto s = static_cast<std::size_t>(t.stream);
             busy_[gpu][s] = 0;
+            if (t.stream == StreamKind::compute && !issue_ring_at_.empty() && issue_ring_at_[gpu] != SIZE_MAX)
+                issue_ring_[issue_ring_at_[gpu] + heads_[gpu][s] % static_cast<std::size_t>(options_.launch_queue_depth)] =
+                    sim_.now();
             ++heads_[gpu][s];
             if (t.stream != StreamKind::compute && t.stream != StreamKind::host) --active_comm_[gpu];
-            result_.gpus[gpu].intervals[s].push_back(iv);
             if (ntouched < 64) touched[ntouched++] = gpu;
         };
         if (t.kind == TaskKind::collective) {
@@ -259,12 +304,16 @@ private:
     Simulation sim_;
     net::FlowNetwork flows_;
     net::CollectiveEngine coll_;
+    const net::CollectiveLibrary& lib_;
+    int comm_sms_;
     // NCCL-like constants depend only on the GPU and cluster: computed once,
     // not per transfer or collective.
     CommTuning tuning_;
     net::CollectiveRequest request_template_;
+    // Dependencies not yet done per task; kStarted once it started (one
+    // array, so deciding whether a task can start is one cache line).
+    static constexpr std::uint32_t kStarted = UINT32_MAX;
     std::vector<std::uint32_t> remaining_;
-    std::vector<char> started_;
     std::vector<std::uint32_t> succ_begin_, succ_;
     std::vector<std::array<std::size_t, kStreamCount>> heads_;
     std::vector<std::array<char, kStreamCount>> busy_;
@@ -274,8 +323,13 @@ private:
     std::vector<std::size_t> issue_next_;
     std::vector<Time> issue_done_;
     std::vector<std::uint32_t> issue_wait_;
+    // End times of the last launch_queue_depth compute tasks of each GPU, by
+    // stream position modulo the depth: the issue gate reads one of them at
+    // every kernel, and the ring is where the GPU's recent tasks are, not
+    // a random task id (a cache miss per kernel at thousands of GPUs).
+    std::vector<Time> issue_ring_;
+    std::vector<std::size_t> issue_ring_at_;  // per GPU: ring start, SIZE_MAX: none
     std::vector<hw::L2Cache> l2_;
-    std::vector<IntervalKind> kernel_kind_;  // per task, set when a kernel starts
     struct CostMemo {
         std::uint32_t kernel = parallel::kNone;
         Bytes hit;
@@ -288,7 +342,10 @@ private:
 
 }  // namespace
 
-TimeBreakdown breakdown_in(const GpuRecord& g, Time from, Time to) {
+// One arithmetic for both sources of intervals: a view gives size(stream)
+// and at(stream, i), the i-th interval of that stream in program order.
+template <class View>
+TimeBreakdown breakdown_of(const View& g, Time from, Time to) {
     TimeBreakdown b;
     if (to <= from) return b;
     auto clip = [&](Time a, Time e, Time& ca, Time& ce) {
@@ -300,7 +357,8 @@ TimeBreakdown breakdown_in(const GpuRecord& g, Time from, Time to) {
     std::vector<std::pair<Time, Time>> comm;
     for (std::size_t s = 0; s < kStreamCount; ++s) {
         if (s == static_cast<std::size_t>(StreamKind::compute)) continue;
-        for (const auto& iv : g.intervals[s]) {
+        for (std::size_t i = 0, n = g.size(s); i < n; ++i) {
+            const Interval iv = g.at(s, i);
             Time a, e;
             if (iv.kind == IntervalKind::communication && clip(iv.start, iv.end, a, e)) comm.emplace_back(a, e);
         }
@@ -311,9 +369,11 @@ TimeBreakdown breakdown_in(const GpuRecord& g, Time from, Time to) {
         if (!merged.empty() && c.first <= merged.back().second) merged.back().second = std::max(merged.back().second, c.second);
         else merged.push_back(c);
     }
-    const auto& kernels = g.intervals[static_cast<std::size_t>(StreamKind::compute)];
+    const auto cs = static_cast<std::size_t>(StreamKind::compute);
+    const std::size_t nk = g.size(cs);
     double kernel_time = 0, overlap = 0;
-    for (const auto& k : kernels) {
+    for (std::size_t i = 0; i < nk; ++i) {
+        const Interval k = g.at(cs, i);
         Time a, e;
         if (!clip(k.start, k.end, a, e)) continue;
         const double d = (e - a).seconds();
@@ -323,9 +383,11 @@ TimeBreakdown breakdown_in(const GpuRecord& g, Time from, Time to) {
     // Kernels are in start order (one in-order stream); sweep both lists.
     std::size_t j = 0;
     for (const auto& m : merged) {
-        while (j < kernels.size() && kernels[j].end <= m.first) ++j;
-        for (std::size_t k = j; k < kernels.size() && kernels[k].start < m.second; ++k) {
-            const Time a = std::max(kernels[k].start, m.first), e = std::min(kernels[k].end, m.second);
+        while (j < nk && g.at(cs, j).end <= m.first) ++j;
+        for (std::size_t k = j; k < nk; ++k) {
+            const Interval kv = g.at(cs, k);
+            if (kv.start >= m.second) break;
+            const Time a = std::max(kv.start, m.first), e = std::min(kv.end, m.second);
             if (e > a) overlap += (e - a).seconds();
         }
     }
@@ -334,6 +396,33 @@ TimeBreakdown breakdown_in(const GpuRecord& g, Time from, Time to) {
     b.communication = comm_total - overlap;
     b.idle = std::max(0.0, (to - from).seconds() - kernel_time - b.communication);
     return b;
+}
+
+namespace {
+
+struct RecordView {
+    const GpuRecord& g;
+    std::size_t size(std::size_t s) const { return g.intervals[s].size(); }
+    Interval at(std::size_t s, std::size_t i) const { return g.intervals[s][i]; }
+};
+
+struct PlanView {
+    const Plan& plan;
+    const ExecResult& r;
+    std::uint32_t local;
+    std::size_t size(std::size_t s) const { return plan.streams[local][s].size(); }
+    Interval at(std::size_t s, std::size_t i) const {
+        const std::uint32_t id = plan.streams[local][s][i];
+        return Interval{r.task_start[id], r.task_end[id], id, r.task_kind[id]};
+    }
+};
+
+}  // namespace
+
+TimeBreakdown breakdown_in(const GpuRecord& g, Time from, Time to) { return breakdown_of(RecordView{g}, from, to); }
+
+TimeBreakdown breakdown_in(const Plan& plan, const ExecResult& r, std::uint32_t local, Time from, Time to) {
+    return breakdown_of(PlanView{plan, r, local}, from, to);
 }
 
 ExecResult execute(const Plan& plan, const hw::GpuSpec& gpu, const net::Topology& topo, const hw::CostModel& cm,

@@ -6,12 +6,14 @@
 #pragma once
 
 #include "sim/hw/cost_model.h"
+#include "sim/net/collective_library.h"
 #include "sim/net/flow_network.h"
 #include "sim/net/topology.h"
 #include "sim/parallel/plan.h"
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace sim::exec {
@@ -51,7 +53,11 @@ struct ExecResult {
     Time makespan;
     std::vector<Time> task_start, task_end;
     std::vector<KernelStats> kernel_stats;  // per task (zero for non-kernels)
-    std::vector<GpuRecord> gpus;  // per simulated GPU
+    // Per task: what its interval counts as (a kernel's bound, communication
+    // or host); with the plan's stream order and the start and end times it
+    // gives every GPU's intervals without storing them (breakdown_in below).
+    std::vector<IntervalKind> task_kind;
+    std::vector<GpuRecord> gpus;  // per simulated GPU (intervals: see ExecOptions::record_intervals)
     std::array<double, 3> link_class_bytes{};        // nvlink, pcie, network
     std::array<double, 3> link_class_utilization{};  // average over links that carried traffic
     double max_link_load = 0;
@@ -60,11 +66,19 @@ struct ExecResult {
 };
 
 struct ExecOptions {
-    // SMs a concurrently running collective takes from compute kernels
-    // (NCCL runs one thread block per channel).
-    int comm_sms = 16;
+    // The collective library's calibration (protocols, NVLS, interference;
+    // topologies/collectives/<name>.yaml): the scenario's. Null: the default
+    // library (config::collective_library()).
+    const net::CollectiveLibrary* collectives = nullptr;
+    // SMs a concurrently running collective takes from compute kernels (NCCL
+    // runs one thread block per channel). Unset: the library's comm_sms.
+    std::optional<int> comm_sms;
     // Record per-class link utilisation over time (for trace counters).
     bool record_link_samples = false;
+    // Fill GpuRecord::intervals (for traces). They are derived after the run
+    // from the plan's stream order, so a run that only needs metrics can
+    // leave them out: 24 bytes per task stream entry.
+    bool record_intervals = true;
     // The host thread of each GPU (the software profile's cost,
     // docs/software-profiles.md): it issues the compute stream's tasks in
     // stream order, each kernel taking host_kernel_issue of CPU time, and
@@ -83,6 +97,10 @@ struct ExecOptions {
 
 // The breakdown of GPU `g`'s time within the window [from, to].
 TimeBreakdown breakdown_in(const GpuRecord& g, Time from, Time to);
+// The same from the plan's stream order of simulated GPU `local` and the
+// result's per-task times and kinds (whether or not intervals were recorded);
+// the same arithmetic, so the same numbers.
+TimeBreakdown breakdown_in(const parallel::Plan& plan, const ExecResult& r, std::uint32_t local, Time from, Time to);
 
 ExecResult execute(const parallel::Plan& plan, const hw::GpuSpec& gpu, const net::Topology& topo,
                    const hw::CostModel& cost_model, const ExecOptions& options = {});

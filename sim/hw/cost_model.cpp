@@ -14,18 +14,6 @@ namespace sim::hw {
 
 namespace {
 
-// §3: flash-attention kernels. Query and key blocks of 128 rows (FA2/FA3 on
-// Ampere and Hopper); a kv-loop prologue worth 128 keys and a head_dim
-// half-efficiency point of 64, both fitted to the FlashAttention-3 H100
-// forward points of ../shared/validation/published.yaml (head_dim 64 /
-// 128 / 256 reach 0.77 / 1 / 1.17 of the head_dim-128 rate; seq 512 reaches
-// ~0.75 of seq 16k); the backward kernel at 0.85 of the forward rate, from
-// the FlashAttention-2 A100 fwd+bwd points of the same file.
-constexpr double kAttnBlock = 128.0;
-constexpr double kAttnSeq0 = 128.0;
-constexpr double kAttnHeadDim0 = 64.0;
-constexpr double kAttnRefHeadDim = 128.0;
-constexpr double kAttnBackwardShare = 0.85;
 // Split-K partial sums are FP32.
 constexpr double kAccumBytes = 4.0;
 // Smallest k per split worth a split-K candidate.
@@ -81,34 +69,39 @@ bool has_gemm_shape(const KernelDesc& k) { return k.m > 0 && k.n > 0 && k.k > 0 
 
 // §3: fused attention. Compute at the attention ceiling scaled by head_dim,
 // kv length, the causal diagonal, waves and the backward share.
+// The shape constants are GpuSpec::attention_fit (topologies/kernels/
+// flash-attention.yaml, fitted on kernel measurements).
 Work attention_work(const GpuSpec& gpu, const KernelDesc& kd) {
+    const AttentionFit& fit = gpu.attention_fit;
+    if (!(fit.block > 0) || !(fit.ref_head_dim > 0) || !(fit.backward_share > 0))
+        throw ModelError(fmt::format("GPU {} has no attention fit (topologies/kernels/flash-attention.yaml)", gpu.name));
     const double ceiling = gpu.gemm_ceiling(kd.dtype);
-    const double best = gpu.efficiency.attention.value_or(kDefaultAttentionShare * ceiling);
+    const double best = gpu.efficiency.attention.value_or(fit.default_share * ceiling);
     const double share = kd.attention_kernel == AttentionKernel::flash2 ? gpu.efficiency.attention_flash2.value_or(best)
                                                                          : best;
     double eff = share;
     if (kd.k > 0) {
         const double d = static_cast<double>(kd.k);
-        const double ref = kAttnRefHeadDim / (kAttnRefHeadDim + kAttnHeadDim0);
-        eff = share * (d / (d + kAttnHeadDim0)) / ref;
+        const double ref = fit.ref_head_dim / (fit.ref_head_dim + fit.head_dim0);
+        eff = share * (d / (d + fit.head_dim0)) / ref;
     }
     eff = std::min(eff, ceiling);
     const double m = static_cast<double>(kd.m);
     if (kd.n > 0) {
         const double n = static_cast<double>(kd.n);
         const double kv = kd.causal && kd.m > 0 ? std::max(1.0, n - m / 2.0) : n;
-        eff *= kv / (kv + kAttnSeq0);
+        eff *= kv / (kv + fit.seq0);
     }
-    if (kd.causal && m >= kAttnBlock) {
-        const double qb = std::ceil(m / kAttnBlock);
+    if (kd.causal && m >= fit.block) {
+        const double qb = std::ceil(m / fit.block);
         eff *= qb / (qb + 1.0);
     }
     if (kd.m >= 64 && kd.batch > 0) {
-        const std::int64_t ctas = count(kd, kd.batch, ceil_div(kd.m, static_cast<std::int64_t>(kAttnBlock)));
+        const std::int64_t ctas = count(kd, kd.batch, ceil_div(kd.m, static_cast<std::int64_t>(fit.block)));
         const std::int64_t waves = ceil_div(ctas, gpu.sm_count);
         eff *= static_cast<double>(ctas) / (static_cast<double>(waves) * gpu.sm_count);
     }
-    if (kd.backward) eff *= kAttnBackwardShare;
+    if (kd.backward) eff *= fit.backward_share;
     Work w;
     w.flops = kernel_flops(kd);
     w.efficiency = eff;
@@ -177,6 +170,10 @@ public:
         c.memory_time = transfer_time(c.hbm_bytes, Bandwidth{sustained_hbm(gpu)});
         c.l2_time = transfer_time(c.l2_request_bytes, Bandwidth{sustained_l2(gpu)});
         c.duration = c.launch_overhead + std::max({c.compute_time, c.memory_time, c.l2_time});
+        if (kd.kind == KernelKind::gemm && has_gemm_shape(kd) && gpu.gemm_overlap > 0.0)
+            c.duration = c.launch_overhead +
+                         Time::from_seconds_ceil(gemm_time(c.compute_time.seconds(), c.memory_time.seconds(),
+                                                           c.l2_time.seconds(), gpu.gemm_overlap));
         return c;
     }
 
@@ -202,7 +199,18 @@ const std::vector<Registered>& registry() {
 
 }  // namespace
 
-double GemmPlan::time_s() const { return std::max({compute_s, hbm_s, l2_s}); }
+double GemmPlan::time_s() const { return gemm_time(compute_s, hbm_s, l2_s, overlap); }
+
+// §2: a GEMM near the ridge point neither streams from HBM at the full
+// rate nor computes at the full tensor rate: its loads and MMAs overlap
+// imperfectly. An l_p norm of the compute and HBM times (max() as p grows);
+// the L2 time stays a plain bound.
+double gemm_time(double compute, double hbm, double l2, double overlap) {
+    const double top = std::max(compute, hbm);
+    if (overlap <= 0.0 || top <= 0.0) return std::max(top, l2);
+    const auto term = [&](double t) { return std::pow(t / top, overlap); };
+    return std::max(top * std::pow(term(compute) + term(hbm), 1.0 / overlap), l2);
+}
 
 // §2: one tiling of C[m,n] += A[m,k] B[k,n] (x batch).
 GemmPlan evaluate_gemm_plan(const GpuSpec& gpu, const KernelDesc& kd, int tm, int tn, int s) {
@@ -220,6 +228,7 @@ GemmPlan evaluate_gemm_plan(const GpuSpec& gpu, const KernelDesc& kd, int tm, in
     p.tile_m = tm;
     p.tile_n = tn;
     p.split_k = s;
+    p.overlap = gpu.gemm_overlap;
     const std::int64_t tiles_m = ceil_div(m, tm), tiles_n = ceil_div(n, tn);
     const std::int64_t out_tiles = count(kd, tiles_m, tiles_n);  // per batch element
     p.tiles = count(kd, out_tiles, b, s);
@@ -228,7 +237,7 @@ GemmPlan evaluate_gemm_plan(const GpuSpec& gpu, const KernelDesc& kd, int tm, in
     p.fill_eff = md * nd / (static_cast<double>(tiles_m * tm) * static_cast<double>(tiles_n * tn));
     const std::int64_t k_split = ceil_div(k, s);
     const double ks = static_cast<double>(k_split);
-    p.k_eff = kd_ / (ks * s) * ks / (ks + kGemmK0);
+    p.k_eff = kd_ / (ks * s) * ks / (ks + gpu.gemm_k0);
     p.efficiency = ceiling * p.wave_eff * p.fill_eff * p.k_eff;
     p.compute_s = kernel_flops(kd) / (peak * p.efficiency);
 

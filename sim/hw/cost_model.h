@@ -66,17 +66,24 @@ struct GemmPlan {
     std::int64_t waves = 0;   // ceil(tiles / sm_count)
     double wave_eff = 1.0;    // tiles / (waves * sm_count)
     double fill_eff = 1.0;    // m*n / (padded m * padded n)
-    double k_eff = 1.0;       // k_split / (k_split + kGemmK0)
+    double k_eff = 1.0;       // k_split / (k_split + gpu.gemm_k0)
     double efficiency = 0.0;  // ceiling[dtype] * wave_eff * fill_eff * k_eff
     double l2_request_bytes = 0.0;
     double hbm_read_bytes = 0.0;   // before subtracting cross-kernel L2 residency
     double hbm_write_bytes = 0.0;
     double compute_s = 0.0, hbm_s = 0.0, l2_s = 0.0;
-    double time_s() const;    // max of the three
+    double overlap = 0.0;     // gpu.gemm_overlap
+    double time_s() const;    // gemm_time of the three
 };
 
-// Pipeline prologue/epilogue of a tile expressed in k (see the docs).
+// Pipeline prologue/epilogue of a tile expressed in k for a GPU file without
+// `gemm_curve` (see the docs); GpuSpec::gemm_k0 defaults to it.
 inline constexpr double kGemmK0 = 64.0;
+
+// A GEMM's time from its compute, HBM and L2 times: their max when
+// `overlap` is 0, else (c^p + h^p + l^p)^(1/p) with p = overlap (docs §2).
+double gemm_time(double compute, double hbm, double l2, double overlap);
+
 
 // One given tiling; InternalError for a kernel without a GEMM shape.
 GemmPlan evaluate_gemm_plan(const GpuSpec& gpu, const KernelDesc& k, int tile_m, int tile_n, int split_k);

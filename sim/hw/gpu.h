@@ -24,7 +24,7 @@ struct GpuEfficiency {
     // Fraction of dense fp16/bf16 (or the kernel dtype's) peak that the best
     // fused (flash) attention kernel reaches at head_dim 128 on long
     // sequences. Optional in the GPU file; when absent the cost model uses
-    // kDefaultAttentionShare x the GPU's GEMM ceiling for the dtype.
+    // AttentionFit::default_share x the GPU's GEMM ceiling for the dtype.
     std::optional<double> attention;
     // The same for FlashAttention-2 on a GPU where it is not the best kernel
     // (Hopper: FA2 uses the Ampere mma.sync path, not wgmma/TMA). Optional;
@@ -32,7 +32,18 @@ struct GpuEfficiency {
     std::optional<double> attention_flash2;
 };
 
-inline constexpr double kDefaultAttentionShare = 0.8;
+// The shape factors of the flash-attention cost (docs/hardware-model.md §3),
+// fitted on kernel measurements: loaded from topologies/kernels/
+// flash-attention.yaml (which cites the data of each) into every GPU spec by
+// sim/config. Zero here: a spec built without the file has no attention model.
+struct AttentionFit {
+    double block = 0;           // query (and key) block rows of one CTA
+    double seq0 = 0;            // kv-loop prologue, in keys: seq factor kv / (kv + seq0)
+    double head_dim0 = 0;       // head_dim half-efficiency point: d / (d + head_dim0)
+    double ref_head_dim = 0;    // the head_dim efficiency.attention is measured at
+    double backward_share = 0;  // backward kernel's rate over the forward's
+    double default_share = 0;   // efficiency.attention when the GPU file has none, x the GEMM ceiling
+};
 
 struct GpuSpec {
     std::string name;           // catalog name, e.g. "h100-sxm"
@@ -52,6 +63,7 @@ struct GpuSpec {
     int pcie_generation = 0;
     Bandwidth pcie_bandwidth;   // per direction, x16
     GpuEfficiency efficiency;
+    AttentionFit attention_fit;
     int gemm_tile_m = 128;
     int gemm_tile_n = 128;
     // CTAs per thread-block cluster along m that receive each B tile once
@@ -59,6 +71,13 @@ struct GpuSpec {
     // L2 reads of B panels. Optional in the GPU file (gemm_tile.cluster); the
     // loader defaults it by architecture.
     int gemm_cluster = 1;
+    // The GEMM efficiency curve (docs/hardware-model.md §2): a tile's
+    // pipeline prologue/epilogue worth `gemm_k0` of k. Optional in the GPU
+    // file (gemm_curve); the defaults are the model before the curve was fitted.
+    double gemm_k0 = 64.0;  // = kGemmK0 (cost_model.h)
+    // Overlap exponent p of a GEMM's compute and memory times: the kernel
+    // takes (compute^p + hbm^p + l2^p)^(1/p); 0 means max() (perfect overlap).
+    double gemm_overlap = 0.0;
 
     bool supports(DType t) const { return peak[static_cast<std::size_t>(t)].has_value(); }
     // Peak for `t`; ModelError naming the GPU and dtype when unsupported.

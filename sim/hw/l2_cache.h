@@ -8,8 +8,6 @@
 #include "sim/hw/kernel.h"
 
 #include <cstdint>
-#include <list>
-#include <unordered_map>
 #include <vector>
 
 namespace sim::hw {
@@ -30,12 +28,35 @@ public:
     double hit_rate() const { return requested_bytes_ > 0 ? hit_bytes_ / requested_bytes_ : 0.0; }
 
 private:
+    static constexpr std::uint32_t kNil = UINT32_MAX;
+    // The LRU list lives in a node pool (indices, a free list) and the
+    // id -> node map is open addressing with linear probing: once the pool
+    // and the table have grown to the resident set, nothing is allocated,
+    // which a simulation calling this for every kernel needs.
+    struct Node {
+        std::uint64_t id = 0, size = 0;
+        std::uint32_t prev = kNil, next = kNil;  // prev: towards the most recent
+    };
+    struct Slot {
+        std::uint64_t id = 0;
+        std::uint32_t node = kNil;  // kNil: empty
+    };
+
     void touch(std::uint64_t id, std::uint64_t size);
+    std::size_t home(std::uint64_t id) const;
+    std::uint32_t find(std::uint64_t id) const;  // node or kNil
+    void insert_slot(std::uint64_t id, std::uint32_t node);
+    void erase_slot(std::uint64_t id);
+    void unlink(std::uint32_t n);
+    void clear();
 
     Bytes capacity_;
     std::uint64_t used_ = 0;
-    std::list<std::pair<std::uint64_t, std::uint64_t>> lru_;  // front = most recent (id, size)
-    std::unordered_map<std::uint64_t, std::list<std::pair<std::uint64_t, std::uint64_t>>::iterator> where_;
+    std::vector<Node> nodes_;
+    std::uint32_t free_ = kNil;                     // free nodes, chained by next
+    std::uint32_t head_ = kNil, tail_ = kNil;      // most / least recently used
+    std::vector<Slot> slots_;                       // size 0 or a power of two
+    std::size_t count_ = 0;                         // resident tensors
     double hit_bytes_ = 0.0;
     double requested_bytes_ = 0.0;
 };

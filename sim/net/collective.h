@@ -37,13 +37,14 @@
 #include "sim/core/simulation.h"
 #include "sim/net/flow_network.h"
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace sim::net {
 
-enum class CollectiveOp { all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, send_recv };
+enum class CollectiveOp : std::uint8_t { all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, send_recv };
 const char* to_string(CollectiveOp op);
 
 // One NCCL protocol (LL, LL128, Simple): the share of the link rate it

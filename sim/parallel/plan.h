@@ -38,21 +38,24 @@ const char* to_string(Phase p);
 inline constexpr std::uint32_t kNone = UINT32_MAX;
 
 struct Task {
+    // Fields ordered so the record packs into 56 bytes with no padding: a
+    // plan of every GPU holds tens of millions of them.
     TaskKind kind = TaskKind::kernel;
     Phase phase = Phase::forward;
     StreamKind stream = StreamKind::compute;
+    net::CollectiveOp op = net::CollectiveOp::all_reduce;
     std::uint32_t gpu = 0;          // local index of the simulated GPU that owns it
     std::uint32_t kernel = kNone;   // kernel: index into Plan::kernels
     std::uint32_t group = kNone;    // collective: index into Plan::groups
-    net::CollectiveOp op = net::CollectiveOp::all_reduce;
     std::uint32_t peer = kNone;     // transfer: real GPU id of the receiver
+    std::int32_t microbatch = -1;
     Bytes bytes;                    // transfer / collective size (per rank)
     Time host_time{};               // host: duration
-    std::int32_t microbatch = -1;
     std::int32_t layer = -1;
     std::int32_t step = -1;         // decode step
     std::uint32_t dep_begin = 0, dep_count = 0;  // into Plan::deps
 };
+static_assert(sizeof(Task) <= 56, "Task grew: every task of an uncollapsed plan pays for it");
 
 struct Group {
     std::vector<int> gpus;                // real GPU ids, rank order

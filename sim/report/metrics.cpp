@@ -88,9 +88,11 @@ RunMetrics compute_metrics(const config::ScenarioSpec& sc, const parallel::PlanB
         flops += weight[t] * k.flops;
     }
     exec::TimeBreakdown sum;
-    for (const auto& g : ex.gpus)
+    for (std::uint32_t g = 0; g < ex.gpus.size(); ++g)
         for (const auto& w : windows) {
-            const auto b = exec::breakdown_in(g, w.from, w.to);
+            // The whole run's breakdown is the executor's own (same arithmetic).
+            const auto b = w.from == Time{} && w.to == ex.makespan ? ex.gpus[g].breakdown
+                                                                   : exec::breakdown_in(build.plan, ex, g, w.from, w.to);
             sum.compute += b.compute * w.scale;
             sum.memory += b.memory * w.scale;
             sum.communication += b.communication * w.scale;

@@ -34,9 +34,11 @@ StrategyRun run_strategy(const config::ScenarioSpec& sc, const config::StrategyS
     const net::Topology topo(sc.cluster, sc.gpus);
     exec::ExecOptions eo;
     eo.record_link_samples = options.want_trace;
+    eo.record_intervals = options.want_trace;  // the metrics read the stream order instead
     eo.host_kernel_issue = sc.profile.kernel_issue;
     eo.launch_queue_depth = sc.profile.launch_queue_depth;
     eo.kernel_efficiency = sc.profile.kernel_efficiency;
+    eo.collectives = sc.collectives;
     exec::ExecResult result;
     try {
         result = exec::execute(build.plan, sc.gpu, topo, *cost_model, eo);

@@ -73,19 +73,30 @@ double iteration_lower_bound(const config::ScenarioSpec& sc, const config::Strat
     const auto opt = parallel::operator_options(sc, rs);
     const auto shape = parallel::shapes_for(sc, rs.microbatch_sizes.front()).train;
     // Every transformer layer of a ModelSpec has the same shape, so one
-    // layer's forward and backward stand for each (embedding and head are
-    // left out: the bound may only leave work out, never add it).
-    const double f_layer = ops_lower_bound(sc, rs, spec.placement, workload::layer_forward(sc.model, 0, 0, shape, opt), cm);
-    const double b_layer =
-        ops_lower_bound(sc, rs, spec.placement, workload::layer_backward(sc.model, 0, 0, shape, opt, sc.workload.recompute), cm);
+    // layer's forward and backward stand for each.
+    const auto bound = [&](const std::vector<workload::Operator>& ops) {
+        return ops_lower_bound(sc, rs, spec.placement, ops, cm);
+    };
+    const double f_layer = bound(workload::layer_forward(sc.model, 0, 0, shape, opt));
+    const double b_layer = bound(workload::layer_backward(sc.model, 0, 0, shape, opt, sc.workload.recompute));
     const std::size_t nv = vstages.size();
     std::vector<double> fwd(nv), bwd(nv), stage_work(static_cast<std::size_t>(rs.pp), 0.0);
     for (std::size_t v = 0; v < nv; ++v) {
         const double layers = vstages[v].second - vstages[v].first;
         fwd[v] = f_layer * layers;
         bwd[v] = b_layer * layers;
-        stage_work[v % static_cast<std::size_t>(rs.pp)] += fwd[v] + bwd[v];
     }
+    // The emitter (parallel/emit_training.cpp) runs the embedding's forward
+    // and backward in every micro-batch's pass through virtual stage 0, and
+    // the final norm, LM head and loss in its pass through the last one, on
+    // the same compute stream as that stage's layers: their least times
+    // belong to those virtual stages. On a deep pipeline the head alone
+    // adds a tenth to the last stage's work.
+    fwd.front() += bound(workload::embedding_forward(sc.model, 0, shape, opt));
+    bwd.front() += bound(workload::embedding_backward(sc.model, 0, shape, opt));
+    fwd.back() += bound(workload::head_forward(sc.model, 0, shape, opt, true));
+    bwd.back() += bound(workload::head_backward(sc.model, 0, shape, opt));
+    for (std::size_t v = 0; v < nv; ++v) stage_work[v % static_cast<std::size_t>(rs.pp)] += fwd[v] + bwd[v];
     const double m = rs.microbatches;
     // (1) The busiest stage runs every micro-batch's forward and backward.
     const double busiest = m * *std::max_element(stage_work.begin(), stage_work.end());

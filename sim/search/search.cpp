@@ -1,11 +1,13 @@
 // The plan search of search.h: enumeration, the checks `run` applies, the
-// memory and bound filters, and the best-first simulation in waves.
+// memory and bound filters, and the best-first simulation (SearchWork, work.h).
 #include "sim/search/search.h"
 
 #include "sim/core/limits.h"
 #include "sim/parallel/strategy.h"
 #include "sim/report/runner.h"
 #include "sim/search/bound.h"
+#include "sim/search/wire.h"
+#include "sim/search/work.h"
 
 #include <fmt/format.h>
 #include <tbb/global_control.h>
@@ -14,8 +16,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <memory>
-#include <mutex>
 
 namespace sim::search {
 
@@ -190,6 +192,108 @@ std::optional<double> objective_value(const SearchSpec& spec, const config::Scen
     return std::nullopt;
 }
 
+namespace {
+
+// The simulations of a search as OrderedWork (work.h): position k is
+// candidate order[k]; a result is its run metrics' bytes (wire.h).
+class SearchWork final : public OrderedWork {
+public:
+    SearchWork(const config::ScenarioSpec& sc, const SearchSpec& spec, const SearchOptions& options,
+               std::vector<Outcome>& outcomes, const std::vector<std::size_t>& order)
+        : sc_(sc), spec_(spec), options_(options), outcomes_(outcomes), order_(order), accepted_(order.size(), false) {}
+
+    std::size_t size() const override { return order_.size(); }
+
+    // The rule with the values known for positions before k: a subset of
+    // all of them, so its keep-th best is at most the true one, and a
+    // position it refuses the rule refuses too.
+    bool wanted(std::size_t k) override {
+        planned_ = std::max(planned_, k + 1);
+        if (!options_.prune) return true;
+        const std::size_t keep = keep_count();
+        std::vector<double> best;  // descending, at most keep
+        for (const std::size_t j : accepted_list_) {
+            if (j >= k) continue;
+            if (const auto& v = outcomes_[order_[j]].value) {
+                best.insert(std::upper_bound(best.begin(), best.end(), *v, std::greater<>()), *v);
+                if (best.size() > keep) best.pop_back();
+            }
+        }
+        return !(best.size() >= keep && outcomes_[order_[k]].optimistic < best[keep - 1]);
+    }
+
+    std::string run(std::size_t k) const override {
+        const Outcome& o = outcomes_[order_[k]];
+        const auto csc = candidate_scenario(sc_, o.candidate);
+        report::RunOptions ro;
+        ro.tolerate_unformable = true;
+        return encode_runs({report::run_strategy(csc, o.candidate.strategy, ro).metrics});
+    }
+
+    void accept(std::size_t k, const std::string& result) override {
+        auto runs = decode_runs(result);
+        if (runs.size() != 1) throw InternalError("plan search: one run expected per candidate");
+        Outcome& o = outcomes_[order_[k]];
+        o.metrics = std::move(runs.front());
+        o.verdict = Verdict::simulated;
+        judge(o);
+        accepted_[k] = true;
+        accepted_list_.push_back(k);
+        if (options_.progress) options_.progress(accepted_list_.size(), planned_);
+    }
+
+    // Applies the rule in order with every value: positions from the first
+    // refused one on are pruned, even those simulated ahead of time.
+    void replay() {
+        std::vector<double> best;
+        const std::size_t keep = keep_count();
+        std::size_t k = 0;
+        for (; k < order_.size(); ++k) {
+            const Outcome& o = outcomes_[order_[k]];
+            if (options_.prune && best.size() >= keep && o.optimistic < best[keep - 1]) break;
+            if (!accepted_[k]) throw InternalError("plan search: a wanted candidate was not simulated");
+            if (o.value) best.insert(std::upper_bound(best.begin(), best.end(), *o.value, std::greater<>()), *o.value);
+        }
+        for (; k < order_.size(); ++k) {
+            Outcome& o = outcomes_[order_[k]];
+            o.verdict = Verdict::pruned;
+            o.metrics.reset();
+            o.value.reset();
+            o.violated.clear();
+        }
+    }
+
+private:
+    std::size_t keep_count() const { return static_cast<std::size_t>(std::max(1, options_.keep)); }
+
+    // The constraint a simulated plan misses, or its objective value.
+    void judge(Outcome& o) const {
+        const auto& m = *o.metrics;
+        if (!m.feasible) {
+            o.violated = m.memory.oom ? "memory: " + m.memory.explanation : m.note;
+        } else if (spec_.ttft_ms && m.ttft_ms && *m.ttft_ms > *spec_.ttft_ms) {
+            o.violated = fmt::format("ttft_ms: {:.1f} ms > {:g} ms", *m.ttft_ms, *spec_.ttft_ms);
+        } else if (spec_.tpot_ms && m.tpot_ms && *m.tpot_ms > *spec_.tpot_ms) {
+            o.violated = fmt::format("tpot_ms: {:.2f} ms > {:g} ms", *m.tpot_ms, *spec_.tpot_ms);
+        }
+        if (o.violated.empty()) {
+            o.value = objective_value(spec_, candidate_scenario(sc_, o.candidate), o.candidate, m);
+            if (!o.value) o.violated = "no throughput reported";
+        }
+    }
+
+    const config::ScenarioSpec& sc_;
+    const SearchSpec& spec_;
+    const SearchOptions& options_;
+    std::vector<Outcome>& outcomes_;
+    const std::vector<std::size_t>& order_;
+    std::vector<bool> accepted_;
+    std::vector<std::size_t> accepted_list_;
+    std::size_t planned_ = 0;
+};
+
+}  // namespace
+
 SearchResult run_search(const config::ScenarioSpec& sc, const SearchOptions& options) {
     SearchResult res;
     res.spec = read_search(sc);
@@ -203,6 +307,9 @@ SearchResult run_search(const config::ScenarioSpec& sc, const SearchOptions& opt
 
     // Checks and bounds: cheap, each candidate on its own (parallel, stored by id).
     res.outcomes.resize(cands.size());
+    // Each survivor's layer split (by virtual stage), to find hand-given
+    // first/last stage layers that give the even split anyway.
+    std::vector<std::vector<parallel::LayerRange>> splits(cands.size());
     std::unique_ptr<tbb::global_control> limit;
     if (options.threads > 0)
         limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
@@ -260,11 +367,33 @@ SearchResult run_search(const config::ScenarioSpec& sc, const SearchOptions& opt
                 continue;
             }
             o.bound_s = iteration_lower_bound(work, c.strategy, rs, vstages, *cm);
+            splits[i] = vstages;
             o.optimistic = optimistic_value(spec, work, c.gpus, o.bound_s);
             o.verdict = Verdict::pruned;  // until simulated
         }
     });
 
+    // Candidates that differ only in first/last stage layers are the same
+    // plan when their layer splits are equal (126 layers on 16 stages split
+    // evenly already puts 7 on the first and last): the first in
+    // enumeration order stands for them.
+    {
+        std::map<std::string, std::size_t> seen;
+        for (auto& o : res.outcomes) {
+            if (o.verdict != Verdict::pruned) continue;
+            const auto& c = o.candidate;
+            std::string key = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|", c.gpus, c.strategy.tp, c.strategy.cp,
+                                          c.strategy.pp, c.strategy.dp, c.strategy.sp, c.strategy.zero,
+                                          c.strategy.schedule->name(), c.strategy.virtual_stages, c.micro_batch,
+                                          to_string(c.recompute), c.batch, c.strategy.ep);
+            for (const auto& [a, b] : splits[c.id]) key += fmt::format("{}-{},", a, b);
+            const auto [it, fresh] = seen.emplace(std::move(key), c.id);
+            if (!fresh) {
+                o.verdict = Verdict::equivalent;
+                o.note = fmt::format("the same layer split as #{}", it->second);
+            }
+        }
+    }
     std::vector<std::size_t> order;
     for (const auto& o : res.outcomes) {
         if (o.verdict == Verdict::equivalent) ++res.equivalent;
@@ -276,45 +405,19 @@ SearchResult run_search(const config::ScenarioSpec& sc, const SearchOptions& opt
         return res.outcomes[a].optimistic > res.outcomes[b].optimistic;
     });
 
-    // Best first, in waves of a fixed size: a wave is simulated in parallel,
-    // then the k-th best value decides whether the next candidate's
-    // optimistic value can still enter the top k.
-    std::vector<double> best;  // values of plans meeting every constraint, descending
-    const std::size_t keep = static_cast<std::size_t>(std::max(1, options.keep));
-    std::size_t planned = 0, done = 0;
-    std::mutex progress_mutex;
-    const std::size_t wave = std::max<std::size_t>(1, options.wave);
-    for (std::size_t at = 0; at < order.size(); at += wave) {
-        if (options.prune && best.size() >= keep && res.outcomes[order[at]].optimistic < best[keep - 1]) break;
-        const std::size_t end = std::min(order.size(), at + wave);
-        planned = end;
-        tbb::parallel_for(at, end, [&](std::size_t k) {
-            Outcome& o = res.outcomes[order[k]];
-            const auto csc = candidate_scenario(sc, o.candidate);
-            report::RunOptions ro;
-            ro.tolerate_unformable = true;
-            o.metrics = report::run_strategy(csc, o.candidate.strategy, ro).metrics;
-            o.verdict = Verdict::simulated;
-            const auto& m = *o.metrics;
-            if (!m.feasible) {
-                o.violated = m.memory.oom ? "memory: " + m.memory.explanation : m.note;
-            } else if (spec.ttft_ms && m.ttft_ms && *m.ttft_ms > *spec.ttft_ms) {
-                o.violated = fmt::format("ttft_ms: {:.1f} ms > {:g} ms", *m.ttft_ms, *spec.ttft_ms);
-            } else if (spec.tpot_ms && m.tpot_ms && *m.tpot_ms > *spec.tpot_ms) {
-                o.violated = fmt::format("tpot_ms: {:.2f} ms > {:g} ms", *m.tpot_ms, *spec.tpot_ms);
-            }
-            if (o.violated.empty()) {
-                o.value = objective_value(spec, csc, o.candidate, m);
-                if (!o.value) o.violated = "no throughput reported";
-            }
-            if (options.progress) {
-                std::lock_guard<std::mutex> lock(progress_mutex);
-                options.progress(++done, planned);
-            }
-        });
-        for (std::size_t k = at; k < end; ++k)
-            if (const auto& v = res.outcomes[order[k]].value) best.insert(std::upper_bound(best.begin(), best.end(), *v, std::greater<>()), *v);
+    // Best first: position k of `order` is simulated unless at least `keep`
+    // plans before it meet every constraint and the keep-th best of them
+    // beats k's optimistic value (then no later position can enter the top
+    // keep either: optimistic values only fall along `order`). An executor
+    // may run positions ahead of that decision; replay() applies the rule
+    // in order afterwards, so the outcome is the same for any executor.
+    SearchWork work(sc, spec, options, res.outcomes, order);
+    const bool complete = options.executor ? options.executor(work) : (run_local(work, options.threads), true);
+    if (!complete) {
+        res.complete = false;
+        return res;
     }
+    work.replay();
     for (const auto& o : res.outcomes) {
         if (o.verdict == Verdict::pruned) ++res.pruned;
         if (o.verdict == Verdict::simulated) ++res.simulated;

@@ -2,14 +2,15 @@
 // scenario's search: block, keep those `run` can form (the same rules,
 // parallel::try_resolve_degrees) and whose analytic memory fits with the
 // headroom, order them by an optimistic objective from a lower bound on the
-// iteration time, and simulate them best-first in fixed-size waves on
-// oneTBB until no remaining candidate's bound can beat the k-th best
-// result. Results never depend on the thread count.
+// iteration time, and simulate them best-first (threads, or MPI ranks
+// through an executor, work.h) until no remaining candidate's bound can beat
+// the k-th best result. Results never depend on the thread or rank count.
 #pragma once
 
 #include "sim/config/scenario.h"
 #include "sim/report/metrics.h"
 #include "sim/search/space.h"
+#include "sim/search/work.h"
 
 #include <cstdint>
 #include <functional>
@@ -53,15 +54,19 @@ struct SearchOptions {
     bool prune = true;     // false: simulate every candidate that fits memory
     int keep = 5;          // k: prune against the k-th best
     int threads = 0;       // 0: all cores
-    std::size_t wave = 8;  // candidates simulated per wave (fixed, so results do not depend on threads)
-    // Called after each simulation (from worker threads, serialised): done, planned so far.
+    // Called after each simulation (serialised): done, handed out so far.
     std::function<void(std::size_t, std::size_t)> progress;
+    // Runs the simulations (work.h); returns whether this process holds the
+    // results (false on the helper ranks of an MPI run). Default: run_local
+    // on `threads` threads.
+    std::function<bool(OrderedWork&)> executor;
 };
 
 struct SearchResult {
     SearchSpec spec;
     std::vector<Outcome> outcomes;  // every candidate, by id
     std::vector<std::size_t> ranked;  // ids of plans meeting every constraint, best first
+    bool complete = true;  // false where an executor ran the work for another process
     std::size_t generated = 0, equivalent = 0, invalid = 0, over_memory = 0, pruned = 0, simulated = 0;
 };
 

@@ -17,6 +17,7 @@ IterationCost::IterationCost(const config::ScenarioSpec& sc, const parallel::Pla
     eo_.host_kernel_issue = sc.profile.kernel_issue;
     eo_.launch_queue_depth = sc.profile.launch_queue_depth;
     eo_.kernel_efficiency = sc.profile.kernel_efficiency;
+    eo_.collectives = sc.collectives;
 }
 
 Time IterationCost::time(const parallel::IterationBatch& batch) {

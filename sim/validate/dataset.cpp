@@ -5,8 +5,8 @@
 #include "sim/config/cluster_loader.h"
 #include "sim/config/model_loader.h"
 #include "sim/config/run_details.h"
-#include "sim/net/collective/i_collective.h"
 #include "sim/core/checked.h"
+#include "sim/net/collective/i_collective.h"
 
 #include <fmt/format.h>
 
@@ -98,9 +98,10 @@ HardwareSpec read_hardware(const Node& node, std::vector<std::string>& defaults)
     }
     r.finish();
     if (h.gpus > h.gpus_per_node && !h.network)
-        node.fail(fmt::format("{} GPUs in nodes of {} need a network between the nodes: give "
-                              "network: {{kind: infiniband, bandwidth_per_gpu: ...}}",
-                              h.gpus, h.gpus_per_node));
+        node.fail(
+            fmt::format("{} GPUs in nodes of {} need a network between the nodes: give "
+                        "network: {{kind: infiniband, bandwidth_per_gpu: ...}}",
+                        h.gpus, h.gpus_per_node));
     return h;
 }
 
@@ -114,8 +115,8 @@ workload::ModelSpec read_model(const Node& node, const std::string& id, std::int
     MapReader r(node);
     YAML::Node map(YAML::NodeType::Map);
     map["name"] = id;
-    for (const char* key : {"layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "ffn_kind", "vocab",
-                            "max_seq", "norm", "position", "bias", "tied_embeddings"}) {
+    for (const char* key : {"layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "ffn_kind", "vocab", "max_seq",
+                            "norm", "position", "bias", "tied_embeddings"}) {
         if (auto n = r.optional(key)) map[key] = n->yaml();
     }
     std::optional<Node> experts = r.optional("experts"), top_k = r.optional("top_k");
@@ -140,7 +141,8 @@ workload::ModelSpec read_model(const Node& node, const std::string& id, std::int
     } else if (k > 0) {
         top_k->fail("top_k without experts");
     }
-    workload::ModelSpec m = config::load_model(Node(map, std::make_shared<const std::string>(node.file()), node.path()));
+    workload::ModelSpec m =
+        config::load_model(Node(map, std::make_shared<const std::string>(node.file()), node.path()));
     m.where = node.location();
     return m;
 }
@@ -149,10 +151,7 @@ config::WorkloadSpec read_workload(const Node& node, Kind kind, std::vector<std:
     MapReader r(node);
     config::WorkloadSpec w;
     w.mode = kind == Kind::training ? config::Mode::training : config::Mode::inference;
-    w.precision.compute = read_dtype(r.required("dtype"), kDTypes);
-    w.precision.weights = w.precision.compute == hw::DType::tf32 ? hw::DType::fp32 : w.precision.compute;
-    w.precision.kv = w.precision.weights;
-    if (auto n = r.optional("kv_dtype")) w.precision.kv = read_dtype(*n, kDTypes);
+    w.precision = config::read_precision(r, false);
     const std::optional<Node> flash = r.optional("flash_attention"), attention = r.optional("attention");
     config::apply_attention(w, attention, flash);
     if (!flash && !attention) defaults.push_back("flash_attention=true");
@@ -166,10 +165,7 @@ config::WorkloadSpec read_workload(const Node& node, Kind kind, std::vector<std:
             defaults.push_back("micro_batch=1");
         }
         if (auto n = r.optional("recompute")) {
-            const std::string v = n->as_enum({"none", "selective", "full"});
-            w.recompute = v == "none" ? workload::Recompute::none
-                        : v == "selective" ? workload::Recompute::selective
-                                           : workload::Recompute::full;
+            w.recompute = config::read_recompute(*n);
         } else {
             w.recompute = workload::Recompute::none;
             defaults.push_back("recompute=none");
@@ -244,10 +240,10 @@ ParallelismSpec read_parallelism(const std::optional<Node>& node, const Point& p
     // set, so a point that gives them and no schedule ran that one.
     const parallel::IPipelineSchedule& interleaved = parallel::pipeline_schedule("interleaved-1f1b");
     if (schedule) {
-        s.schedule = &parallel::pipeline_schedule(schedule->as_enum(parallel::pipeline_schedule_names()));
+        s.schedule = &config::read_schedule(*schedule);
         if (!s.schedule->uses_virtual_stages() && s.virtual_stages > 1)
-            vstages->fail(fmt::format("virtual_stages={} needs schedule {}, not {}", s.virtual_stages, interleaved.name(),
-                                      s.schedule->name()));
+            vstages->fail(fmt::format("virtual_stages={} needs schedule {}, not {}", s.virtual_stages,
+                                      interleaved.name(), s.schedule->name()));
     } else if (s.virtual_stages > 1) {
         s.schedule = &interleaved;
         defaults.push_back(fmt::format("schedule={} (virtual_stages > 1)", interleaved.name()));
@@ -279,9 +275,9 @@ void read_op(const Node& node, Point& p) {
             p.gemm.n = r.required("n").as_int(1, kMaxDim);
             p.gemm.k = r.required("k").as_int(1, kMaxDim);
             p.gemm.dtype = read_dtype(r.required("dtype"), kDTypes);
-            for (const auto& [rows, cols, name] : {std::tuple{p.gemm.m, p.gemm.k, "m x k"},
-                                                   std::tuple{p.gemm.k, p.gemm.n, "k x n"},
-                                                   std::tuple{p.gemm.m, p.gemm.n, "m x n"}}) {
+            for (const auto& [rows, cols, name] :
+                 {std::tuple{p.gemm.m, p.gemm.k, "m x k"}, std::tuple{p.gemm.k, p.gemm.n, "k x n"},
+                  std::tuple{p.gemm.m, p.gemm.n, "m x n"}}) {
                 const auto elements = checked_mul(rows, cols);
                 if (!elements || *elements > kMaxMatrixElements)
                     node.fail(fmt::format("{} = {} x {} elements is more than 2^48", name, rows, cols));
@@ -302,10 +298,11 @@ void read_op(const Node& node, Point& p) {
         }
         case Kind::collective: {
             auto& c = p.collective;
-            const std::string op = r.required("op").as_enum({"all_reduce", "all_gather", "reduce_scatter", "all_to_all"});
+            const std::string op =
+                r.required("op").as_enum({"all_reduce", "all_gather", "reduce_scatter", "all_to_all"});
             c.op = op == "all_reduce"       ? net::CollectiveOp::all_reduce
-                 : op == "all_gather"       ? net::CollectiveOp::all_gather
-                 : op == "reduce_scatter"   ? net::CollectiveOp::reduce_scatter
+                   : op == "all_gather"     ? net::CollectiveOp::all_gather
+                   : op == "reduce_scatter" ? net::CollectiveOp::reduce_scatter
                                             : net::CollectiveOp::all_to_all;
             c.bytes = read_bytes(r.required("bytes"));
             if (auto n = r.optional("algorithm")) {
@@ -322,10 +319,10 @@ void read_op(const Node& node, Point& p) {
         }
         case Kind::memory: {
             const std::string op = r.required("op").as_enum({"copy", "read", "write", "triad"});
-            p.memory.op = op == "copy"   ? MemoryOpKind::copy
-                        : op == "read"   ? MemoryOpKind::read
-                        : op == "write"  ? MemoryOpKind::write
-                                         : MemoryOpKind::triad;
+            p.memory.op = op == "copy"    ? MemoryOpKind::copy
+                          : op == "read"  ? MemoryOpKind::read
+                          : op == "write" ? MemoryOpKind::write
+                                          : MemoryOpKind::triad;
             p.memory.bytes = read_bytes(r.required("bytes"));
             break;
         }
@@ -357,13 +354,14 @@ Point read_point(const Node& node) {
         if (!workload) node.fail(fmt::format("a {} point needs 'workload'", to_string(p.kind)));
         if (op) op->fail(fmt::format("a {} point has no 'op' (that is for kernel points)", to_string(p.kind)));
         p.workload = read_workload(*workload, p.kind, p.defaults);
-        const std::int64_t max_seq = p.kind == Kind::training ? p.workload.seq_len
-                                                              : p.workload.prompt_tokens + p.workload.output_tokens;
+        const std::int64_t max_seq =
+            p.kind == Kind::training ? p.workload.seq_len : p.workload.prompt_tokens + p.workload.output_tokens;
         p.model = read_model(*model, p.id, max_seq);
         p.parallelism = read_parallelism(parallelism, p, p.defaults);
     } else {
         for (const auto* extra : {&model, &workload, &parallelism})
-            if (*extra) (*extra)->fail(fmt::format("a {} point is a single kernel: give 'op', not this", to_string(p.kind)));
+            if (*extra)
+                (*extra)->fail(fmt::format("a {} point is a single kernel: give 'op', not this", to_string(p.kind)));
         if (!op) node.fail(fmt::format("a {} point needs 'op'", to_string(p.kind)));
         read_op(*op, p);
     }

@@ -1,5 +1,5 @@
-// Datasets of published measurements (the format of
-// ../shared/validation/README.md, documented in docs/validation.md):
+// Datasets of published measurements (the format of parasim's reference
+// set of published measurements, documented in docs/validation.md):
 // training runs, inference runs, single GEMMs, attention kernels,
 // collectives and memory-bandwidth runs, each with its hardware, its setup
 // and the measured value.
@@ -51,13 +51,13 @@ enum class Metric {
 const char* to_string(Metric m);
 
 struct HardwareSpec {
-    std::string gpu;                 // catalog name; unknown names are skipped, not errors
-    int gpus = 1;                    // GPUs in the run
-    int gpus_per_node = 0;           // 0 until defaulted
-    std::string intra_node;          // nvswitch | nvlink-bridge | pcie
-    bool network = false;            // a network between nodes was given
-    std::string network_kind;        // infiniband | ethernet-roce
-    Bandwidth network_bandwidth;     // per GPU, per direction
+    std::string gpu;              // catalog name; unknown names are skipped, not errors
+    int gpus = 1;                 // GPUs in the run
+    int gpus_per_node = 0;        // 0 until defaulted
+    std::string intra_node;       // nvswitch | nvlink-bridge | pcie
+    bool network = false;         // a network between nodes was given
+    std::string network_kind;     // infiniband | ethernet-roce
+    Bandwidth network_bandwidth;  // per GPU, per direction
     SourceLocation where;
 };
 
@@ -67,7 +67,7 @@ struct ParallelismSpec {
     int zero = 0;
     const parallel::IPipelineSchedule* schedule = &parallel::default_pipeline_schedule();
     int virtual_stages = 1;
-    config::Overlap overlap;                     // the defaults unless the point states them
+    config::Overlap overlap;                            // the defaults unless the point states them
     int first_stage_layers = 0, last_stage_layers = 0;  // 0: an even pipeline split
     SourceLocation where;
 };
@@ -83,7 +83,7 @@ struct AttentionOp {
     bool causal = false;
     hw::DType dtype = hw::DType::bf16;
     AttentionImpl impl = AttentionImpl::flash2;
-    bool backward = false;           // pass: fwd_bwd (forward then backward kernel)
+    bool backward = false;  // pass: fwd_bwd (forward then backward kernel)
 };
 
 struct CollectiveSpec {
@@ -95,7 +95,7 @@ struct CollectiveSpec {
 enum class MemoryOpKind { copy, read, write, triad };
 struct MemoryOp {
     MemoryOpKind op = MemoryOpKind::copy;
-    Bytes bytes;                     // bytes the kernel moves in all (read + written)
+    Bytes bytes;  // bytes the kernel moves in all (read + written)
 };
 
 struct Point {
@@ -112,7 +112,7 @@ struct Point {
     AttentionOp attention;
     CollectiveSpec collective;
     MemoryOp memory;
-    config::SoftwareSpec software;   // the stack that ran, when the point says
+    config::SoftwareSpec software;  // the stack that ran, when the point says
     Metric metric = Metric::iteration_s;
     double measured = 0;
     // "micro_batch=1", ...: the defaults the loader applied for fields the point left out.

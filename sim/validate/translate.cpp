@@ -1,8 +1,8 @@
 // Point -> cluster, scenario, strategy or kernels (see translate.h).
 #include "sim/validate/translate.h"
 
+#include "sim/config/calibration_loader.h"
 #include "sim/config/cluster_loader.h"
-#include "sim/exec/comm_tuning.h"
 #include "sim/workload/operators.h"
 
 #include <fmt/format.h>
@@ -16,7 +16,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The switch radix the generated fat trees use (Quantum-2: 64 x 400 Gb/s ports, hardware.md §5.5).
+// The switch radix the generated fat trees use (NVIDIA Quantum-2 NDR: 64 x
+// 400 Gb/s ports; stas00/ml-engineering network/README.md).
 constexpr int kLeafPorts = 64;
 
 net::IntraNode intra_kind(const std::string& s) {
@@ -96,10 +97,23 @@ hw::KernelDesc memory_kernel(const MemoryOp& mem) {
     const double b = mem.bytes.as_double();
     double read = 0, written = 0;
     switch (mem.op) {
-        case MemoryOpKind::copy: read = written = b / 2; k.name = "copy"; break;      // b = a
-        case MemoryOpKind::read: read = b; k.name = "read"; break;
-        case MemoryOpKind::write: written = b; k.name = "write"; break;
-        case MemoryOpKind::triad: read = 2 * b / 3; written = b / 3; k.name = "triad"; break;  // a = b + s c
+        case MemoryOpKind::copy:
+            read = written = b / 2;
+            k.name = "copy";
+            break;  // b = a
+        case MemoryOpKind::read:
+            read = b;
+            k.name = "read";
+            break;
+        case MemoryOpKind::write:
+            written = b;
+            k.name = "write";
+            break;
+        case MemoryOpKind::triad:
+            read = 2 * b / 3;
+            written = b / 3;
+            k.name = "triad";
+            break;  // a = b + s c
     }
     k.bytes_read = Bytes::ceil(read);
     k.bytes_written = Bytes::ceil(written);
@@ -149,15 +163,19 @@ net::ClusterSpec make_cluster(const HardwareSpec& h, const std::string& intra, c
         c.pcie_switches_per_node = std::min(match->pcie_switches_per_node, c.gpus_per_node);
     } else {
         source = fmt::format("topologies/gpus/{}.yaml", gpu.name);
-        // NVLink SHARP arrived with the third-generation NVSwitch (NVLink 4), hardware.md §5.3.
+        // NVLink SHARP arrived with the third-generation NVSwitch (NVLink 4): NVIDIA Technical
+        // Blog, "Upgrading Multi-GPU Interconnectivity with the Third-Generation NVIDIA NVSwitch" (2022).
         c.in_switch_reduction = c.intra_node == net::IntraNode::nvswitch && gpu.nvlink_generation >= 4;
         c.pcie_switches_per_node = std::max(1, c.gpus_per_node / 2);
     }
+    // Links the shipped clusters do not give take the collective library's
+    // per-step hardware latency (the same figures the cluster files use).
+    const net::CollectiveLibrary& lib = config::collective_library();
     if (!nvlink && gpu.nvlink_generation > 0 && c.intra_node != net::IntraNode::pcie)
-        nvlink = net::LinkClassSpec{gpu.nvlink_bandwidth, exec::nccl_link_latency(LinkClass::nvlink)};
-    if (!pcie) pcie = net::LinkClassSpec{gpu.pcie_bandwidth, exec::nccl_link_latency(LinkClass::pcie)};
+        nvlink = net::LinkClassSpec{gpu.nvlink_bandwidth, lib.link_latency(LinkClass::nvlink)};
+    if (!pcie) pcie = net::LinkClassSpec{gpu.pcie_bandwidth, lib.link_latency(LinkClass::pcie)};
     if (c.nodes > 1) {
-        Time latency = exec::nccl_link_latency(LinkClass::network);
+        Time latency = lib.link_latency(LinkClass::network);
         for (const auto& s : shipped.all())
             if (s.gpu == gpu.name && s.link(LinkClass::network)) {
                 latency = s.link(LinkClass::network)->latency;
@@ -165,13 +183,15 @@ net::ClusterSpec make_cluster(const HardwareSpec& h, const std::string& intra, c
             }
         network = net::LinkClassSpec{h.network_bandwidth, latency};
         c.nics_per_node = c.gpus_per_node;  // bandwidth_per_gpu: one NIC's worth per GPU
-        c.inter_node = c.nodes * c.gpus_per_node <= kLeafPorts ? net::InterNode::single_switch : net::InterNode::fat_tree;
+        c.inter_node =
+            c.nodes * c.gpus_per_node <= kLeafPorts ? net::InterNode::single_switch : net::InterNode::fat_tree;
         c.leaf_switch_ports = kLeafPorts;
     }
     return c;
 }
 
-Setup translate(const Point& p, config::GpuCatalog& gpus, const ShippedClusters& shipped, const std::string& software_dir) {
+Setup translate(const Point& p, config::GpuCatalog& gpus, const ShippedClusters& shipped,
+                const std::string& software_dir) {
     Setup s;
     s.defaults = p.defaults;
     const auto skip = [&](std::string why) {
@@ -198,6 +218,7 @@ Setup translate(const Point& p, config::GpuCatalog& gpus, const ShippedClusters&
     sc.name = p.id;
     sc.gpu = gpu;
     sc.gpus = p.hardware.gpus;
+    sc.collectives = &config::collective_library();
     sc.cluster = make_cluster(p.hardware, intra, gpu, shipped, s.link_source);
 
     switch (p.kind) {
@@ -216,8 +237,8 @@ Setup translate(const Point& p, config::GpuCatalog& gpus, const ShippedClusters&
             const auto& pr = p.workload.precision;
             if (auto why = check_dtypes(gpu, {pr.compute, pr.weights, pr.kv})) return skip(*why);
             if (p.workload.attention == workload::AttentionImpl::flash3 && gpu.architecture != "hopper")
-                return skip(fmt::format("FlashAttention-3 runs on Hopper only, not on {} ({})", gpu.name,
-                                        gpu.architecture));
+                return skip(
+                    fmt::format("FlashAttention-3 runs on Hopper only, not on {} ({})", gpu.name, gpu.architecture));
             sc.model = p.model;
             sc.workload = p.workload;
             sc.software = p.software;
@@ -247,8 +268,8 @@ Setup translate(const Point& p, config::GpuCatalog& gpus, const ShippedClusters&
         case Kind::attention:
             if (auto why = check_dtypes(gpu, {p.attention.dtype})) return skip(*why);
             if (p.attention.impl == AttentionImpl::flash3 && gpu.architecture != "hopper")
-                return skip(fmt::format("FlashAttention-3 runs on Hopper only, not on {} ({})", gpu.name,
-                                        gpu.architecture));
+                return skip(
+                    fmt::format("FlashAttention-3 runs on Hopper only, not on {} ({})", gpu.name, gpu.architecture));
             s.kernels = attention_kernels(p.attention);
             break;
         case Kind::memory: s.kernels.push_back(memory_kernel(p.memory)); break;
@@ -276,17 +297,20 @@ std::string scenario_yaml(const Point& p, const Setup& s) {
     const auto& st = s.strategy;
     std::string y = fmt::format("# Point '{}' ({}) of a parasim validate dataset: measured {} = {:g}.\n", p.id,
                                 to_string(p.kind), to_string(p.metric), p.measured);
-    y += fmt::format("# Source: {}\n# Written by 'parasim validate --scenarios'; 'parasim run' on it simulates the point.\n",
-                     p.source);
+    y += fmt::format(
+        "# Source: {}\n# Written by 'parasim validate --scenarios'; 'parasim run' on it simulates the point.\n",
+        p.source);
     if (!s.defaults.empty()) {
         y += "# Defaults applied (not stated by the source):";
         for (const auto& d : s.defaults) y += " " + d + ";";
         y += "\n";
     }
     y += fmt::format("name: {}\n", p.id);
-    if (sc.software.given()) y += fmt::format("software: {{name: {}, version: '{}'}}\n", sc.software.name, sc.software.version);  // version: no quote or control character (read_software)
-    y += fmt::format("cluster:\n  name: {}\n  gpu: {}\n  nodes: {}\n  gpus_per_node: {}\n", c.name,
-                     c.gpu, c.nodes, c.gpus_per_node);
+    if (sc.software.given())
+        y += fmt::format("software: {{name: {}, version: '{}'}}\n", sc.software.name,
+                         sc.software.version);  // version: no quote or control character (read_software)
+    y += fmt::format("cluster:\n  name: {}\n  gpu: {}\n  nodes: {}\n  gpus_per_node: {}\n", c.name, c.gpu, c.nodes,
+                     c.gpus_per_node);
     y += fmt::format("  intra_node: {}\n  in_switch_reduction: {}\n  pcie_switches_per_node: {}\n  inter_node: {}\n",
                      net::to_string(c.intra_node), yes(c.in_switch_reduction), c.pcie_switches_per_node,
                      net::to_string(c.inter_node));
@@ -303,8 +327,12 @@ std::string scenario_yaml(const Point& p, const Setup& s) {
     y += fmt::format("  ffn: {}\n  ffn_kind: {}\n  vocab: {}\n  max_seq: {}\n  norm: {}\n  tied_embeddings: {}\n",
                      m.ffn, m.ffn_kind == workload::FfnKind::gelu ? "gelu" : "swiglu", m.vocab, m.max_seq,
                      m.norm == workload::NormKind::layernorm ? "layernorm" : "rmsnorm", yes(m.tied_embeddings));
-    y += fmt::format("  position: {}\n  bias: {}\n", m.position == workload::PositionKind::rope ? "rope" : "learned",
-                     yes(m.bias));
+    y += fmt::format("  position: {}\n", m.position == workload::PositionKind::rope ? "rope" : "learned");
+    const workload::Biases& b = m.bias;
+    if (b.qkv == b.out && b.out == b.mlp)
+        y += fmt::format("  bias: {}\n", yes(b.qkv));
+    else
+        y += fmt::format("  bias: {{qkv: {}, out: {}, mlp: {}}}\n", yes(b.qkv), yes(b.out), yes(b.mlp));
     if (m.experts > 0) y += fmt::format("  moe: {{experts: {}, top_k: {}}}\n", m.experts, m.top_k);
     const bool training = w.mode == config::Mode::training;
     y += fmt::format("workload:\n  mode: {}\n  dtype: {}\n  weight_dtype: {}\n  kv_dtype: {}\n  flash_attention: {}\n",

@@ -31,11 +31,11 @@ private:
 };
 
 struct Setup {
-    std::optional<std::string> skip;  // why the point cannot be simulated
-    std::vector<std::string> defaults;  // defaults applied (the loader's, then the translation's)
-    std::string link_source;            // the shipped cluster whose link figures were used, or the GPU file
-    config::ScenarioSpec scenario;      // cluster, GPU and GPU count (all kinds); model and workload (runs)
-    config::StrategySpec strategy;      // runs only
+    std::optional<std::string> skip;      // why the point cannot be simulated
+    std::vector<std::string> defaults;    // defaults applied (the loader's, then the translation's)
+    std::string link_source;              // the shipped cluster whose link figures were used, or the GPU file
+    config::ScenarioSpec scenario;        // cluster, GPU and GPU count (all kinds); model and workload (runs)
+    config::StrategySpec strategy;        // runs only
     std::vector<hw::KernelDesc> kernels;  // gemm, attention, memory: run one after another on GPU 0
 };
 

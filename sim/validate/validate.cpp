@@ -4,9 +4,9 @@
 #include "sim/core/simulation.h"
 #include "sim/exec/comm_tuning.h"
 #include "sim/exec/executor.h"
-#include "sim/net/flow_network.h"
 #include "sim/hw/cost_model.h"
 #include "sim/net/collective.h"
+#include "sim/net/flow_network.h"
 #include "sim/net/topology.h"
 #include "sim/parallel/plan.h"
 #include "sim/report/metrics.h"
@@ -82,7 +82,9 @@ Time run_collective(const Setup& s, const CollectiveSpec& c, const hw::CostModel
     t.bytes = c.bytes;
     plan.add(t, {});
     const net::Topology topo(s.scenario.cluster, n);
-    return exec::execute(plan, s.scenario.gpu, topo, cm).makespan;
+    exec::ExecOptions eo;
+    eo.collectives = s.scenario.collectives;
+    return exec::execute(plan, s.scenario.gpu, topo, cm, eo).makespan;
 }
 
 // The algorithm and protocol the collective runs with (as the executor's request resolves).
@@ -92,7 +94,7 @@ std::string collective_choice(const Setup& s, const CollectiveSpec& c) {
     Simulation sim;
     net::FlowNetwork flows(sim, topo);
     const net::CollectiveEngine engine(sim, flows, topo);
-    net::CollectiveRequest req = exec::make_request(s.scenario.gpu, s.scenario.cluster);
+    net::CollectiveRequest req = exec::make_request(s.scenario.gpu, s.scenario.cluster, *s.scenario.collectives);
     req.op = c.op;
     for (int i = 0; i < n; ++i) req.gpus.push_back(i);
     req.size = c.bytes;
@@ -147,11 +149,13 @@ Outcome simulate_point(const Point& p, config::GpuCatalog& catalog, const Shippe
                 const auto& m = run.metrics;
                 if (!m.feasible) return skip("parasim cannot run it as published: " + m.note);
                 const auto v = run_metric(m, p.metric, p.hardware.gpus);
-                if (!v) return skip(fmt::format("the simulation does not produce {} for this workload", to_string(p.metric)));
+                if (!v)
+                    return skip(
+                        fmt::format("the simulation does not produce {} for this workload", to_string(p.metric)));
                 value = *v;
                 const auto& r = m.resolved;
-                o.detail = fmt::format("tp{} pp{} dp{}{}{}{}{}, {} micro-batches, cluster {} (links of {})", r.tp,
-                                       r.pp, r.dp, r.cp > 1 ? fmt::format(" cp{}", r.cp) : "", r.sp ? " sp" : "",
+                o.detail = fmt::format("tp{} pp{} dp{}{}{}{}{}, {} micro-batches, cluster {} (links of {})", r.tp, r.pp,
+                                       r.dp, r.cp > 1 ? fmt::format(" cp{}", r.cp) : "", r.sp ? " sp" : "",
                                        r.zero > 0 ? fmt::format(" zero{}", r.zero) : "",
                                        r.virtual_stages > 1 ? fmt::format(" v{}", r.virtual_stages) : "",
                                        r.microbatches, s.scenario.cluster.name, s.link_source);
@@ -252,12 +256,14 @@ Report validate(const Dataset& d, const ValidateOptions& options) {
     r.dataset = d.file;
     std::vector<const Point*> todo;
     for (const auto& p : d.points) {
-        if (!options.ids.empty() && std::find(options.ids.begin(), options.ids.end(), p.id) == options.ids.end()) continue;
-        if (!options.kinds.empty() && std::find(options.kinds.begin(), options.kinds.end(), p.kind) == options.kinds.end())
+        if (!options.ids.empty() && std::find(options.ids.begin(), options.ids.end(), p.id) == options.ids.end())
+            continue;
+        if (!options.kinds.empty() &&
+            std::find(options.kinds.begin(), options.kinds.end(), p.kind) == options.kinds.end())
             continue;
         todo.push_back(&p);
     }
-    config::GpuCatalog catalog;
+    config::GpuCatalog catalog(options.gpu_dir.empty() ? config::default_gpu_dir() : options.gpu_dir);
     const ShippedClusters shipped;
     r.outcomes.resize(todo.size());
     std::atomic<std::size_t> next{0};
@@ -313,8 +319,9 @@ std::string format_table(const Report& r) {
         out += std::string(89, '-') + "\n";
         for (const auto& st : r.by_software) {
             const auto& k = st.summary;
-            out += fmt::format("{:<28}  {:>9}  {:>7}  {:>7}  {}\n", fmt::format("{} / {}", to_string(st.kind), st.software),
-                               k.simulated, k.skipped, k.mape ? fmt::format("{:.1f}%", *k.mape * 100) : "-",
+            out += fmt::format("{:<28}  {:>9}  {:>7}  {:>7}  {}\n",
+                               fmt::format("{} / {}", to_string(st.kind), st.software), k.simulated, k.skipped,
+                               k.mape ? fmt::format("{:.1f}%", *k.mape * 100) : "-",
                                k.worst_id.empty() ? "-" : fmt::format("{} ({})", k.worst_id, percent(k.worst_error)));
         }
     }
@@ -372,16 +379,16 @@ std::string format_json(const Report& r) {
     out += "},\"counts\":{";
     for (std::size_t i = 0; i < kKindCount; ++i) {
         const auto& s = r.kinds[i];
-        out += fmt::format("{}{}:{{\"simulated\":{},\"skipped\":{}}}", i ? "," : "", json_string(to_string(kAllKinds[i])),
-                           s.simulated, s.skipped);
+        out += fmt::format("{}{}:{{\"simulated\":{},\"skipped\":{}}}", i ? "," : "",
+                           json_string(to_string(kAllKinds[i])), s.simulated, s.skipped);
     }
     out += fmt::format(",\"all\":{{\"simulated\":{},\"skipped\":{}}}}}", r.all.simulated, r.all.skipped);
     out += ",\"by_software\":[";
     for (std::size_t i = 0; i < r.by_software.size(); ++i) {
         const auto& st = r.by_software[i];
-        out += fmt::format("{}{{\"kind\":{},\"software\":{},\"simulated\":{},\"skipped\":{},\"mape\":{}}}", i ? "," : "",
-                           json_string(to_string(st.kind)), json_string(st.software), st.summary.simulated,
-                           st.summary.skipped, json_number(st.summary.mape));
+        out += fmt::format("{}{{\"kind\":{},\"software\":{},\"simulated\":{},\"skipped\":{},\"mape\":{}}}",
+                           i ? "," : "", json_string(to_string(st.kind)), json_string(st.software),
+                           st.summary.simulated, st.summary.skipped, json_number(st.summary.mape));
     }
     out += "]}\n";
     return out;

@@ -30,26 +30,26 @@ struct Outcome {
     Metric metric = Metric::iteration_s;
     double measured = 0;
     bool skipped = false;
-    std::string reason;                  // why skipped
+    std::string reason;  // why skipped
     double simulated = 0;
-    double error = 0;                    // signed fraction
-    std::vector<std::string> defaults;   // defaults applied to fields the point left out
-    std::string detail;                  // what the simulation did (strategy, algorithm, ...)
-    std::string software;                // the point's software.name ("" when it does not say)
-    std::string gpu;                     // the point's hardware.gpu (catalog name)
+    double error = 0;                   // signed fraction
+    std::vector<std::string> defaults;  // defaults applied to fields the point left out
+    std::string detail;                 // what the simulation did (strategy, algorithm, ...)
+    std::string software;               // the point's software.name ("" when it does not say)
+    std::string gpu;                    // the point's hardware.gpu (catalog name)
 };
 
 struct KindSummary {
     int simulated = 0;
     int skipped = 0;
-    std::optional<double> mape;          // fraction; empty when nothing was simulated
+    std::optional<double> mape;  // fraction; empty when nothing was simulated
     std::string worst_id;
-    double worst_error = 0;              // signed fraction of the worst point
+    double worst_error = 0;  // signed fraction of the worst point
 };
 
 struct Report {
     std::string dataset;
-    std::vector<Outcome> outcomes;       // dataset order
+    std::vector<Outcome> outcomes;  // dataset order
     std::array<KindSummary, kKindCount> kinds;
     KindSummary all;
     // Whole runs (training, inference) by software stack, "unstated" where a
@@ -66,6 +66,7 @@ struct ValidateOptions {
     int jobs = 0;                        // worker threads; 0 = hardware concurrency
     std::vector<std::string> ids;        // only these points (empty: all)
     std::vector<Kind> kinds;             // only these kinds (empty: all)
+    std::string gpu_dir;                 // GPU files ("" = topologies/gpus; tools/fit-gemms.py sets it)
     std::string software_dir;            // software profiles ("" = topologies/software; tools/fit-profiles.py sets it)
 };
 

@@ -8,31 +8,36 @@ namespace sim::workload::ops {
 
 // ---- the attention core -------------------------------------------------------
 
-double q_bytes(const Dims& x) { return static_cast<double>(x.T * x.a_p * x.d) * x.ab; }
+double q_bytes(const Dims& x) { return static_cast<double>(x.T * x.a_p * x.dq) * x.ab; }
+double o_bytes(const Dims& x) { return static_cast<double>(x.T * x.a_p * x.dv) * x.ab; }
 double kv_bytes(const Dims& x) {
-    return 2.0 * static_cast<double>(x.s.batch * x.s.context * x.g_p * x.d) * x.kb / static_cast<double>(x.cp);
+    return static_cast<double>(x.s.batch * x.s.context * x.g_p * x.kv_row) * x.kb / static_cast<double>(x.cp);
+}
+double k_bytes(const Dims& x) {
+    return static_cast<double>(x.s.batch * x.s.context * x.g_p * x.dq) * x.kb / static_cast<double>(x.cp);
 }
 
 AttentionTensors attention_tensors(const Dims& x) {
     AttentionTensors t;
-    t.q = use(x.act(aslot::q), q_bytes(x));
-    t.o = use(x.act(aslot::attn), q_bytes(x));
+    t.q = use(x.act(x.q_slot), q_bytes(x));
+    t.o = use(x.act(x.o_slot), o_bytes(x));
     t.lse = use(x.act(aslot::lse), static_cast<double>(x.T * x.a_p) * 4.0);
-    const double kv = kv_bytes(x);
-    if (x.kv_mode) {
+    const double kv = kv_bytes(x), k = k_bytes(x);
+    if (x.kv_from_cache) {
         const std::uint64_t id = kv_tensor_id(x.layer, x.mb);
         t.kv = {use(id, kv)};
-        t.k = {use(flagged(id, 1), kv / 2)};
-        t.v = {use(flagged(id, 2), kv / 2)};
+        t.k = {use(flagged(id, 1), k)};
+        t.v = {use(flagged(id, 2), kv - k)};
     } else {
         t.kv = {use(x.act(aslot::kv), kv)};
-        t.k = {use(x.act(aslot::k), kv / 2)};
-        t.v = {use(x.act(aslot::v), kv / 2)};
+        t.k = {use(x.act(aslot::k), k)};
+        t.v = {use(x.act(aslot::v), kv - k)};
     }
     return t;
 }
 
-// 4 * b * heads * pairs * head_dim, pairs = (query, key) pairs computed.
+// 2 * b * heads * pairs * (dq + dv) (scores and values; 4 * ... * head_dim
+// when dq == dv), pairs = (query, key) pairs computed.
 // Causal: new_tokens == context (prefill, training) computes half the square;
 // decode (one new token) attends the whole context; a chunk of t new tokens
 // after c - t cached ones attends t * (c - t) + t^2 / 2 pairs.
@@ -44,10 +49,14 @@ double flash_forward_flops(const Dims& x, bool causal) {
     } else if (causal && x.s.new_tokens > 1) {
         pairs = t * (c - t) + t * t / 2;
     }
-    return 4.0 * static_cast<double>(x.s.batch * x.a_p) * pairs * static_cast<double>(x.d);
+    return 2.0 * static_cast<double>(x.s.batch * x.a_p) * pairs * static_cast<double>(x.dq + x.dv);
 }
 
 namespace {
+
+// The head dim that times a fused kernel: the mean of the query/key and
+// value widths (head_dim when they agree).
+std::int64_t core_head_dim(const Dims& x) { return (x.dq + x.dv) / 2; }
 
 // ---- ring attention (context parallelism) ---------------------------------------
 // Megatron-Core's load-balanced causal split: the sequence is cut into 2 cp
@@ -70,7 +79,7 @@ void set_ring_step(const Dims& x, Operator& op, std::int64_t k, double ring_byte
     const std::int64_t local = x.s.new_tokens / x.cp;
     op.kernel.m = local;
     op.kernel.n = k == 0 ? local : local / 2;
-    op.kernel.k = x.d;
+    op.kernel.k = core_head_dim(x);
     op.kernel.batch = x.s.batch * x.a_p;
     op.kernel.causal = k == 0 && x.o->causal;
     op.cp_step = static_cast<int>(k);
@@ -78,7 +87,7 @@ void set_ring_step(const Dims& x, Operator& op, std::int64_t k, double ring_byte
 }
 
 void ring_attention_forward(const Dims& x, const AttentionTensors& t, std::vector<Operator>& ops) {
-    const double q = q_bytes(x), kv = kv_bytes(x), lse = t.lse.size.as_double();
+    const double q = q_bytes(x), o = o_bytes(x), kv = kv_bytes(x), lse = t.lse.size.as_double();
     const double step_flops = flash_forward_flops(x, x.o->causal) / static_cast<double>(x.cp * x.cp);
     for (std::int64_t k = 0; k < x.cp; ++k) {
         std::vector<TensorUse> uses{t.q};
@@ -89,7 +98,7 @@ void ring_attention_forward(const Dims& x, const AttentionTensors& t, std::vecto
         uses.push_back(TensorUse{t.o.id, t.o.size, true});
         uses.push_back(TensorUse{t.lse.id, t.lse.size, true});
         Operator op = make_op("attention", KernelKind::attention, x.attn_dt, step_flops,
-                              q + kv + (k > 0 ? q + lse : 0.0), q + lse, std::move(uses));
+                              q + kv + (k > 0 ? o + lse : 0.0), o + lse, std::move(uses));
         set_ring_step(x, op, k, kv);
         ops.push_back(std::move(op));
     }
@@ -99,7 +108,7 @@ void ring_attention_forward(const Dims& x, const AttentionTensors& t, std::vecto
 // (accumulated locally) and a dK/dV partial that travels the ring with the
 // next step's K/V (so a backward step moves twice the forward bytes).
 void ring_attention_backward(const Dims& x, const AttentionTensors& t, std::vector<Operator>& ops) {
-    const double q = q_bytes(x), kv = kv_bytes(x), lse = t.lse.size.as_double();
+    const double q = q_bytes(x), o = o_bytes(x), kv = kv_bytes(x), lse = t.lse.size.as_double();
     const double step_flops =
         kFlashBackwardFactor * flash_forward_flops(x, x.o->causal) / static_cast<double>(x.cp * x.cp);
     const TensorUse dO{flagged(t.o.id, kGrad), t.o.size, false};
@@ -111,7 +120,7 @@ void ring_attention_backward(const Dims& x, const AttentionTensors& t, std::vect
         const auto dkv = grads_of(kvs, true);
         uses.insert(uses.end(), dkv.begin(), dkv.end());
         Operator op = make_op("attention_bwd", KernelKind::attention, x.attn_dt, step_flops,
-                              3 * q + kv + lse + (k > 0 ? q : 0.0), q + kv, std::move(uses));
+                              q + 2 * o + kv + lse + (k > 0 ? q : 0.0), q + kv, std::move(uses));
         op.kernel.backward = true;
         set_ring_step(x, op, k, 2 * kv);
         ops.push_back(std::move(op));
@@ -156,10 +165,10 @@ void attention_forward(const Dims& x, std::vector<Operator>& ops) {
         const double lse = x.kv_mode ? 0.0 : t.lse.size.as_double();
         if (!x.kv_mode) uses.push_back(TensorUse{t.lse.id, t.lse.size, true});
         Operator op = make_op("attention", KernelKind::attention, x.attn_dt, flash_forward_flops(x, x.o->causal),
-                              q + kv, q + lse, std::move(uses));
+                              q + kv, o_bytes(x) + lse, std::move(uses));
         op.kernel.m = tq;
         op.kernel.n = c;
-        op.kernel.k = x.d;
+        op.kernel.k = core_head_dim(x);
         op.kernel.batch = b * x.a_p;
         op.kernel.causal = x.o->causal;
         ops.push_back(std::move(op));
@@ -193,10 +202,10 @@ void attention_backward(const Dims& x, std::vector<Operator>& ops) {
         uses.insert(uses.end(), dkv.begin(), dkv.end());
         Operator op = make_op("attention_bwd", KernelKind::attention, x.attn_dt,
                               kFlashBackwardFactor * flash_forward_flops(x, x.o->causal),
-                              3 * q + kv + t.lse.size.as_double(), q + kv, std::move(uses));
+                              q + 2 * o_bytes(x) + kv + t.lse.size.as_double(), q + kv, std::move(uses));
         op.kernel.m = tq;
         op.kernel.n = c;
-        op.kernel.k = x.d;
+        op.kernel.k = core_head_dim(x);
         op.kernel.batch = b * x.a_p;
         op.kernel.causal = x.o->causal;
         op.kernel.backward = true;

@@ -27,26 +27,26 @@ namespace {
 double mlp_params_per_shard(const ModelSpec& m, std::int64_t ffn, int tp) {
     const double h = as_d(m.hidden);
     const double f_p = as_d(ceil_div(ffn, tp)), fup_p = (m.ffn_kind == FfnKind::swiglu ? 2 : 1) * f_p;
-    return h * fup_p + f_p * h + (m.bias ? fup_p + h : 0.0);
+    return h * fup_p + f_p * h + (m.bias.mlp ? fup_p + h : 0.0);
 }
 }  // namespace
 
 double layer_params_per_shard(const ModelSpec& m, const OperatorOptions& opt, std::int64_t layer) {
     const double a_p = as_d(heads_per_shard(m, opt.tp)), g_p = as_d(kv_heads_per_shard(m, opt.tp));
     const double d = as_d(m.head_dim), h = as_d(m.hidden);
-    const double biases = m.bias ? (a_p + 2 * g_p) * d + h : m.qkv_bias ? (a_p + 2 * g_p) * d : 0.0;
-    double attn = h * (a_p + 2 * g_p) * d + a_p * d * h + biases + (m.qk_norm ? 2 * d : 0.0);
-    if (m.is_mla()) {
+    const double biases = (m.bias.qkv ? (a_p + 2 * g_p) * d : 0.0) + (m.bias.out ? h : 0.0);
+    double attn = h * (a_p + 2 * g_p) * d + a_p * d * h + biases + (m.qk_norm() ? 2 * d : 0.0);
+    if (const auto* mla = m.mla()) {
         // MLA (model.cpp, mla_params): the down projections and their norms
         // replicated on every TP rank, the up and output projections split by head.
-        const auto& x = m.mla;
+        const auto& x = *mla;
         const double q_lora = as_d(x.q_lora_rank), kv_lora = as_d(x.kv_lora_rank);
         const double qk = as_d(x.qk_nope_head_dim + x.qk_rope_head_dim);
         const double q = x.q_lora_rank > 0 ? h * q_lora + q_lora + q_lora * a_p * qk : h * a_p * qk;
         attn = q + h * (kv_lora + as_d(x.qk_rope_head_dim)) + kv_lora +
                kv_lora * a_p * as_d(x.qk_nope_head_dim + x.v_head_dim) + a_p * as_d(x.v_head_dim) * h;
     }
-    const double norms = 2 * norm_params(m);
+    const double norms = as_d(m.norms_per_layer()) * norm_params(m);
     if (m.experts > 0 && m.is_moe_layer(layer)) {
         // Shared experts run on every token like a dense MLP: they stay with the dense part.
         const double shared = as_d(m.shared_experts) * mlp_params_per_shard(m, m.expert_ffn(), opt.tp);
@@ -80,9 +80,8 @@ double head_weight_bytes(const ModelSpec& m, const OperatorOptions& opt) {
 double layer_kv_bytes(const ModelSpec& m, std::int64_t batch, std::int64_t context, const OperatorOptions& opt) {
     // MLA caches the compressed latent and the shared rope key per token,
     // the same on every TP rank (DeepSeek-V2 section 2.1.2).
-    if (m.is_mla())
-        return as_d(batch) * as_d(context) * as_d(m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) *
-               hw::bytes_per_element(opt.precision.kv);
+    if (const auto* x = m.mla())
+        return as_d(batch) * as_d(context) * as_d(x->cache_width()) * hw::bytes_per_element(opt.precision.kv);
     return 2.0 * as_d(batch) * as_d(context) * as_d(kv_heads_per_shard(m, opt.tp)) * as_d(m.head_dim) *
            hw::bytes_per_element(opt.precision.kv);
 }
@@ -119,13 +118,25 @@ double layer_activation_bytes(const ModelSpec& m, const PassShape& shape, const 
         const auto t = std::max<std::int64_t>(1, shape.batch * shape.new_tokens / opt.cp);
         k = as_d(expert_load(m.experts, m.top_k, opt.ep, t, opt.moe).hot_tokens) / as_d(t);
     }
-    const double replicated = 2 * ab * h + ab * h + k * ab * h + 2 * h;
-    const double split = ab * (a_p + g_p) * d + ab * g_p * d + ab * a_p * d +
-                         k * ab * as_d(ffn_up_per_shard(m, opt.tp) + ffn_per_shard(m, opt.tp));
+    // The parallel block stores one norm input and one norm output, which
+    // both branches read.
+    const double replicated =
+        m.block == BlockLayout::parallel ? ab * h + ab * h + 2 * h : 2 * ab * h + ab * h + k * ab * h + 2 * h;
+    double split = ab * (a_p + g_p) * d + ab * g_p * d + ab * a_p * d +
+                   k * ab * as_d(ffn_up_per_shard(m, opt.tp) + ffn_per_shard(m, opt.tp));
+    double latents = 0;
+    if (const auto* x = m.mla()) {
+        // MLA (mla_ops.cpp): the q latent before and after its norm, the kv
+        // latent (+ rope key) and its normed latent, replicated over TP;
+        // per head Q and K of qk_nope + qk_rope, V and the output of v_head_dim.
+        const double dq = as_d(x->qk_head_dim()), dv = as_d(x->v_head_dim);
+        latents = ab * (2 * as_d(x->q_lora_rank) + as_d(x->cache_width()) + as_d(x->kv_lora_rank));
+        split = ab * a_p * (2 * dq + 2 * dv) + k * ab * as_d(ffn_up_per_shard(m, opt.tp) + ffn_per_shard(m, opt.tp));
+    }
     const double router = m.experts > 0 ? ab * as_d(m.experts) : 0.0;
     const bool scores_stored = !opt.flash_attention && recompute == Recompute::none;
     const double scores = scores_stored ? (2 * ab + 1) * a_p * as_d(shape.context) : 0.0;
-    return tokens * ((replicated + router) / sp + split + scores);
+    return tokens * ((replicated + router) / sp + split + scores + latents);
 }
 
 double workspace_bytes(const ModelSpec& m, const PassShape& shape, const OperatorOptions& opt, bool training) {
@@ -138,7 +149,9 @@ double workspace_bytes(const ModelSpec& m, const PassShape& shape, const Operato
     if (!training) {
         // One layer's live intermediates: residual, QKV output, MLP up output and activation.
         const double a_p = as_d(heads_per_shard(m, opt.tp)), g_p = as_d(kv_heads_per_shard(m, opt.tp));
-        const double qkv = (a_p + 2 * g_p) * as_d(m.head_dim);
+        // MLA: the queries and the expanded keys and values of a prompt.
+        const auto* x = m.mla();
+        const double qkv = x ? a_p * as_d(2 * x->qk_head_dim() + x->v_head_dim) : (a_p + 2 * g_p) * as_d(m.head_dim);
         const double e = m.experts > 0 ? as_d(m.top_k) : 1.0;
         double layer =
             tokens * ab * (2 * as_d(m.hidden) + qkv + e * as_d(ffn_up_per_shard(m, opt.tp) + ffn_per_shard(m, opt.tp)));

@@ -17,17 +17,16 @@ double norm_params(const ModelSpec& m) {
 double mlp_params(const ModelSpec& m, std::int64_t ffn) {
     const double h = static_cast<double>(m.hidden);
     const double f = static_cast<double>(ffn);
-    if (m.ffn_kind == FfnKind::swiglu) return 3.0 * h * f + (m.bias ? 2.0 * f + h : 0.0);
-    return 2.0 * h * f + (m.bias ? f + h : 0.0);
+    if (m.ffn_kind == FfnKind::swiglu) return 3.0 * h * f + (m.bias.mlp ? 2.0 * f + h : 0.0);
+    return 2.0 * h * f + (m.bias.mlp ? f + h : 0.0);
 }
 
 // Multi-head latent attention (DeepSeek-V2 section 2.1): q down (+ its
 // RMSNorm) and up, or one q projection; kv down to the latent plus the
 // shared rope key (+ the latent's RMSNorm); kv up to per-head nope keys
 // and values; the output projection from heads x v_head_dim.
-double mla_params(const ModelSpec& m) {
+double mla_params(const ModelSpec& m, const MlaAttention& x) {
     const double h = static_cast<double>(m.hidden), a = static_cast<double>(m.heads);
-    const auto& x = m.mla;
     const double qk = static_cast<double>(x.qk_nope_head_dim + x.qk_rope_head_dim);
     const double q_lora = static_cast<double>(x.q_lora_rank), kv_lora = static_cast<double>(x.kv_lora_rank);
     const double q = x.q_lora_rank > 0 ? h * q_lora + q_lora + q_lora * a * qk : h * a * qk;
@@ -36,13 +35,19 @@ double mla_params(const ModelSpec& m) {
     return q + kv + a * static_cast<double>(x.v_head_dim) * h;
 }
 
-double attention_params(const ModelSpec& m) {
-    if (m.is_mla()) return mla_params(m);
+// Grouped-query attention: the fused QKV projection, the output
+// projection, their biases and the per-head q/k norms.
+double gqa_params(const ModelSpec& m, const GqaAttention& g) {
     const double h = static_cast<double>(m.hidden);
     const double q = static_cast<double>(m.heads * m.head_dim);
     const double kv = static_cast<double>(m.kv_heads * m.head_dim);
-    return h * (q + 2.0 * kv) + q * h + (m.bias ? q + 2.0 * kv + h : 0.0) + (m.qkv_bias && !m.bias ? q + 2.0 * kv : 0.0) +
-           (m.qk_norm ? 2.0 * static_cast<double>(m.head_dim) : 0.0);
+    return h * (q + 2.0 * kv) + q * h + (m.bias.qkv ? q + 2.0 * kv : 0.0) + (m.bias.out ? h : 0.0) +
+           (g.qk_norm ? 2.0 * static_cast<double>(m.head_dim) : 0.0);
+}
+
+double attention_params(const ModelSpec& m) {
+    if (const auto* x = m.mla()) return mla_params(m, *x);
+    return gqa_params(m, std::get<GqaAttention>(m.attention));
 }
 
 }  // namespace
@@ -50,15 +55,14 @@ double attention_params(const ModelSpec& m) {
 std::int64_t attention_width(const ModelSpec& m) {
     // MLA: scores over qk_nope + qk_rope per head, values of v_head_dim: the
     // mean of the two stands for both matmuls of the FLOP rule.
-    if (m.is_mla())
-        return m.heads * (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim + m.mla.v_head_dim) / 2;
+    if (const auto* x = m.mla()) return m.heads * (x->qk_head_dim() + x->v_head_dim) / 2;
     return m.heads * m.head_dim;
 }
 
 ParamCount count_parameters(const ModelSpec& m) {
     ParamCount c;
     const double h = static_cast<double>(m.hidden);
-    const double shared = attention_params(m) + 2.0 * norm_params(m);
+    const double shared = attention_params(m) + static_cast<double>(m.norms_per_layer()) * norm_params(m);
     double layers_total = 0, layers_active = 0;  // summed over the layers
     const double layers = static_cast<double>(m.layers);
     if (m.experts > 0) {

@@ -7,12 +7,50 @@
 
 #include <cstdint>
 #include <string>
+#include <variant>
 
 namespace sim::workload {
 
 enum class FfnKind { gelu, swiglu };
 enum class NormKind { layernorm, rmsnorm };
 enum class PositionKind { rope, learned };
+
+// ---- model blocks (docs/workload-model.md, "Model blocks") -----------------
+// The attention of a layer is one of these kinds; each knows its own
+// projections, and the operator builders, parameter counts and memory
+// closed forms visit it.
+//
+// Grouped-query attention: one fused QKV projection to heads query heads and
+// kv_heads key/value heads of head_dim (multi-head when kv_heads == heads,
+// multi-query when 1).
+struct GqaAttention {
+    bool qk_norm = false;  // RMSNorm of each query and key head (Qwen3 "q_norm"/"k_norm")
+};
+// Multi-head latent attention (DeepSeek-V2/V3, arXiv:2405.04434 section
+// 2.1): queries through a low-rank q_lora_rank bottleneck (0: a plain
+// projection), keys and values from a kv_lora_rank latent plus a shared
+// rope key of qk_rope_head_dim; per head a query/key of qk_nope + qk_rope
+// and a value of v_head_dim. The KV cache holds the latent and the rope key.
+struct MlaAttention {
+    std::int64_t q_lora_rank = 0, kv_lora_rank = 0, qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+    std::int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+    // Elements the cache holds per token and layer: the latent and the rope key.
+    std::int64_t cache_width() const { return kv_lora_rank + qk_rope_head_dim; }
+};
+using AttentionBlock = std::variant<GqaAttention, MlaAttention>;
+
+// Which linears carry biases (a model file's `bias:` is all of them or a map).
+struct Biases {
+    bool qkv = false;  // the Q, K, V projections (Qwen2 has these only)
+    bool out = false;  // the attention output projection
+    bool mlp = false;  // the MLP's up and down projections (not the experts': parasim's MoE models have none)
+    bool any() const { return qkv || out || mlp; }
+};
+
+// How a layer arranges its two branches. sequential: x + attn(norm1(x)),
+// then + mlp(norm2(.)) (GPT-2, Llama). parallel: x + attn(norm(x)) +
+// mlp(norm(x)) with one norm read by both branches (GPT-J, PaLM).
+enum class BlockLayout { sequential, parallel };
 
 // Limits of a model that parasim can simulate (docs/testing.md, "Limits"):
 // tensor ids carry the layer in 20 bits and an expert's weights in the slots
@@ -35,7 +73,13 @@ struct ModelSpec {
     NormKind norm = NormKind::layernorm;
     bool tied_embeddings = false;
     PositionKind position = PositionKind::rope;
-    bool bias = false;
+    // Rotary embedding width per head (GPT-J rotates 64 of 256); 0: the
+    // whole head. RoPE runs inside the QKV epilogue or the attention
+    // kernel, so the width changes no kernel's cost (docs/workload-model.md).
+    std::int64_t rotary_dim = 0;
+    Biases bias;
+    AttentionBlock attention;
+    BlockLayout block = BlockLayout::sequential;
     std::int64_t experts = 0;  // 0: dense
     std::int64_t top_k = 0;
     // Mixture-of-experts refinements (DeepSeek-V3, Qwen3-MoE): each
@@ -45,19 +89,14 @@ struct ModelSpec {
     std::int64_t moe_ffn = 0;
     std::int64_t shared_experts = 0;
     std::int64_t first_dense_layers = 0;
-    // Biases on the Q, K and V projections only (Qwen2); RMSNorm of each
-    // query and key head (Qwen3 "q_norm"/"k_norm").
-    bool qkv_bias = false;
-    bool qk_norm = false;
-    // Multi-head latent attention (DeepSeek-V2/V3): queries through a
-    // low-rank q_lora_rank bottleneck (0: a plain projection), keys and
-    // values from a kv_lora_rank latent plus a shared rope key of
-    // qk_rope_head_dim; per head a query/key of qk_nope + qk_rope and a
-    // value of v_head_dim. kv_lora_rank == 0: not MLA.
-    struct Mla {
-        std::int64_t q_lora_rank = 0, kv_lora_rank = 0, qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
-    } mla;
-    bool is_mla() const { return mla.kv_lora_rank > 0; }
+    const MlaAttention* mla() const { return std::get_if<MlaAttention>(&attention); }
+    bool is_mla() const { return mla() != nullptr; }
+    bool qk_norm() const {
+        const auto* g = std::get_if<GqaAttention>(&attention);
+        return g != nullptr && g->qk_norm;
+    }
+    // Norms per layer: one under the parallel block, else two.
+    std::int64_t norms_per_layer() const { return block == BlockLayout::parallel ? 1 : 2; }
     std::int64_t expert_ffn() const { return moe_ffn > 0 ? moe_ffn : ffn; }
     // Whether layer `l` routes its MLP through experts.
     bool is_moe_layer(std::int64_t l) const { return experts > 0 && l >= first_dense_layers; }

@@ -30,12 +30,15 @@ Dims make_dims(const ModelSpec& m, std::int64_t layer, std::int64_t mb, const Pa
         if (!o.flash_attention)
             throw ModelError(fmt::format("context parallelism (cp={}) needs flash attention (ring attention)", o.cp));
     }
-    if (m.is_mla()) {
-        // Parameter counts, the KV cache and the FLOP rules know MLA; the
-        // layer's kernels (latent projections, absorbed decode) do not yet.
-        throw ModelError(fmt::format("model '{}': multi-head latent attention (MLA) is not simulated yet; "
-                                     "parasim counts its parameters and FLOPs only",
+    if (m.is_mla() && !o.flash_attention) {
+        // FlashMLA / FlashAttention kernels are how MLA runs; an unfused
+        // attention with a value width other than its key width is not modelled.
+        throw ModelError(fmt::format("model '{}': multi-head latent attention needs a fused attention kernel "
+                                     "(flash_attention: true)",
                                      m.name));
+    }
+    if (m.block == BlockLayout::parallel && m.experts > 0) {
+        throw ModelError(fmt::format("model '{}': the parallel block with experts is not modelled", m.name));
     }
     if (m.experts > 1000) {
         throw ModelError(fmt::format("model '{}': {} experts; tensor ids hold at most 1000", m.name, m.experts));
@@ -69,12 +72,48 @@ Dims make_dims(const ModelSpec& m, std::int64_t layer, std::int64_t mb, const Pa
     x.kv_mode = o.inference || s.context > s.new_tokens;
     x.kb = x.kv_mode ? hw::bytes_per_element(o.precision.kv) : x.ab;
     x.bias = m.bias;
+    x.parallel = m.block == BlockLayout::parallel;
     x.norm_w = static_cast<double>(m.norm == NormKind::layernorm ? 2 * m.hidden : m.hidden) * x.wb;
     if (!o.inference && !x.kv_mode) {
         x.p_hidden = o.dropout.hidden;
         x.p_attention = o.dropout.attention;
     }
+    set_attention_core(x);
     return x;
+}
+
+void set_attention_core(Dims& x) {
+    x.mla = x.m->mla();
+    if (x.mla == nullptr) {
+        x.dq = x.dv = x.dout = x.d;
+        x.kv_row = 2 * x.d;
+        x.kv_from_cache = x.kv_mode;
+        return;
+    }
+    const MlaAttention& a = *x.mla;
+    x.dout = a.v_head_dim;
+    // Tokens that attend a cache (decode, chunked prefill) take the absorbed
+    // path over the latent: one shared "KV head" whose key is the latent and
+    // rope key and whose value is the latent (DeepSeek-V2 section 2.1.3,
+    // FlashMLA). A whole prompt (and training) expands per-head keys and
+    // values from the latent and runs the core on them.
+    x.absorbed = x.s.context > x.s.new_tokens;
+    if (x.absorbed) {
+        x.g_p = 1;
+        x.dq = a.cache_width();
+        x.dv = a.kv_lora_rank;
+        x.kv_row = a.cache_width();
+        x.kv_from_cache = true;
+        x.q_slot = aslot::q_absorbed;
+        x.o_slot = aslot::o_latent;
+    } else {
+        x.g_p = x.a_p;
+        x.dq = a.qk_head_dim();
+        x.dv = a.v_head_dim;
+        x.kv_row = x.dq + x.dv;
+        x.kv_from_cache = false;
+        x.kb = x.ab;  // expanded K and V are activations; the cache gets the latent
+    }
 }
 
 // ---- operator builders --------------------------------------------------------

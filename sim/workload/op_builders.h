@@ -63,6 +63,11 @@ static_assert(kMaxLayers + 2 < (std::int64_t{1} << kLayerBits), "every layer ind
 // Weight slots.
 namespace wslot {
 inline constexpr int qkv = 0, out = 1, mlp_up = 2, mlp_down = 3, norm1 = 4, norm2 = 5, router = 6;
+// Multi-head latent attention (mla_ops.cpp): q down/up (or one q projection
+// in `qkv`), kv down/up, and the RMSNorms of the two latents.
+// The absorbed decode path reads kv_up's two halves apart: W_UK under kv_up,
+// W_UV under w_uv.
+inline constexpr int q_down = 7, q_up = 8, kv_down = 9, kv_up = 10, q_norm = 11, kv_norm = 12, w_uv = 13;
 inline constexpr int expert = 16;                  // expert e: up 16 + 2e, down 17 + 2e
 inline constexpr int table = 0, position = 1;      // kEmbeddingLayer
 inline constexpr int lm_head = 0, final_norm = 1;  // kHeadLayer
@@ -77,6 +82,11 @@ inline constexpr int resid = 0, norm1 = 1, q = 2, kv = 3, k = 4, v = 5, kv_new =
 inline constexpr int kv_recv = 23;  // context parallelism: the two receive buffers of the K/V ring (23, 24)
 inline constexpr int probs_dropped = 25, probs_mask = 26;  // attention dropout (unfused attention)
 inline constexpr int attn_drop_mask = 27, mlp_drop_mask = 28;  // hidden dropout masks of the two residual branches
+// MLA: the q and kv latents before and after their norms; the absorbed
+// decode path's latent query (q_nope W_UK with q_rope) and latent output.
+// mla_dx: the kv path's share of the norm's output gradient, added to the q path's.
+inline constexpr int q_latent = 29, q_latent_norm = 30, kv_latent = 31, kv_latent_norm = 32, q_absorbed = 33,
+                     o_latent = 34, mla_dx = 35;
 inline constexpr int final_norm = 1, logits = 2, loss = 3, tokens = 4;  // kHeadLayer
 inline constexpr int expert = 64;  // expert e: 64 + 8e + {0 in, 1 gate, 2 up, 3 silu, 4 act, 5 out}
 }  // namespace aslot
@@ -90,6 +100,17 @@ struct Dims {
     std::int64_t layer = 0, mb = 0;
     std::int64_t cp = 1;  // context-parallel degree: T holds 1/cp of each sequence
     std::int64_t p = 1, a_p = 0, g_p = 0, d = 0, h = 0, f_p = 0, fup_p = 0, T = 0;
+    // The attention core, per head: query/key width dq, value width dv,
+    // K and V elements cached or stored per token and KV head (kv_row: 2d,
+    // or dq + dv, or MLA's latent whose value is a slice of its key); the
+    // value width entering the output projection (dout). All d but under MLA.
+    std::int64_t dq = 0, dv = 0, kv_row = 0, dout = 0;
+    // The tensors the core reads and writes (an MLA absorbed pass uses its latent ones).
+    int q_slot = aslot::q, o_slot = aslot::attn;
+    bool kv_from_cache = false;  // the core reads K and V from the KV cache (kv_tensor_id)
+    const MlaAttention* mla = nullptr;
+    bool absorbed = false;  // MLA over the latent cache with W_UK and W_UV absorbed (decode)
+    bool parallel = false;  // the parallel block (one norm read by both branches)
     double Ts = 0;    // tokens a norm / residual kernel handles (T / tp under sequence parallel)
     double ab = 2;    // activation (and activation-gradient) bytes per element
     double in_b = 2;  // bytes per element of a GEMM's activation operands (FP8/INT8 when the math is)
@@ -99,7 +120,8 @@ struct Dims {
     DType gemm_dt = DType::bf16, act_dt = DType::bf16, attn_dt = DType::bf16;
     bool sp = false;  // sequence parallel with tp > 1
     bool kv_mode = false;
-    bool swiglu = false, bias = false;
+    bool swiglu = false;
+    Biases bias;
     double norm_w = 0;  // bytes of one norm's weights
     // Dropout probabilities in force: a training pass only (0 otherwise).
     double p_hidden = 0, p_attention = 0;
@@ -113,6 +135,8 @@ struct Dims {
 };
 
 inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+// The attention core's shape for the layer's attention kind (Dims::dq ...).
+void set_attention_core(Dims& x);
 // Bytes per element of weight gradients (16-bit at least).
 double grad_bytes(const Precision& p);
 // The shapes of one pass of `s` through layer `layer` on one shard; ModelError when they cannot be formed.
@@ -186,6 +210,11 @@ struct AttentionTensors {
 };
 
 double q_bytes(const Dims& x);
+// The core's output (and the output projection's input): heads x dout.
+double o_bytes(const Dims& x);
+// Bytes of the K part of kv_bytes (the rest is V; under MLA's absorbed path
+// V is a slice of K and reads nothing more).
+double k_bytes(const Dims& x);
 // K and V of the whole context for the micro-batch, per shard (under context
 // parallelism: of the 1/cp of the context this rank holds, one ring chunk).
 double kv_bytes(const Dims& x);
@@ -195,5 +224,17 @@ double flash_forward_flops(const Dims& x, bool causal);
 // Flash, ring (cp > 1) or naive attention, with attention dropout.
 void attention_forward(const Dims& x, std::vector<Operator>& ops);
 void attention_backward(const Dims& x, std::vector<Operator>& ops);
+
+// ---- attention blocks by kind: the projections around the core, the core,
+// up to the output projection (gqa_ops.cpp, mla_ops.cpp) ----------------------
+// Forward: from the norm's output to the tensor the output projection reads.
+void gqa_block_forward(const Dims& x, std::vector<Operator>& ops);
+void mla_block_forward(const Dims& x, std::vector<Operator>& ops);
+// Backward: from the output projection's input gradient to the norm's
+// (partial) input gradient; `recompute` selective recomputes the core first.
+void gqa_block_backward(const Dims& x, std::vector<Operator>& ops, Recompute recompute);
+void mla_block_backward(const Dims& x, std::vector<Operator>& ops, Recompute recompute);
+// The selective recompute of the core, named recompute_*.
+void recompute_attention_core(const Dims& x, std::vector<Operator>& ops);
 
 }  // namespace sim::workload::ops

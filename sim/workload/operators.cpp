@@ -21,53 +21,22 @@ namespace {
 
 // ---- the layer's linears -------------------------------------------------------
 
-Linear qkv_linear(const Dims& x) {
-    const AttentionTensors t = attention_tensors(x);
-    Linear l;
-    l.name = "qkv";
-    l.weight = wslot::qkv;
-    l.tokens = x.T;
-    l.in = x.h;
-    l.out = (x.a_p + 2 * x.g_p) * x.d;
-    l.x_reads = {use(gathered_if_sp(x, x.act(aslot::norm1)), full_act(x))};
-    const double new_kv = 2.0 * static_cast<double>(x.T * x.g_p * x.d) * x.kb;
-    l.y_bytes = q_bytes(x) + new_kv;
-    l.y_writes = {TensorUse{t.q.id, t.q.size, true}};
-    const bool decode = x.s.context > x.s.new_tokens;
-    if (decode) {
-        // The new tokens' K and V go straight into the cache (epilogue write);
-        // the attention kernel then reads the cache for the whole context.
-        l.y_writes.push_back(use(x.act(aslot::kv_new), new_kv, true));
-    } else {
-        const auto& kvs = x.o->flash_attention ? t.kv : std::vector<TensorUse>{t.k[0], t.v[0]};
-        for (const auto& u : kvs) l.y_writes.push_back(TensorUse{u.id, u.size, true});
-    }
-    l.dy_reads = grads_of(
-        x.o->flash_attention ? std::vector<TensorUse>{t.q, t.kv[0]} : std::vector<TensorUse>{t.q, t.k[0], t.v[0]},
-        false);
-    l.dx_writes = {use(partial_if_tp(x, flagged(x.act(aslot::norm1), kGrad)), full_act(x), true)};
-    l.bias_in_gemm = x.bias || x.m->qkv_bias;  // Qwen2: biases on q, k, v only
-    l.has_bias = l.bias_in_gemm;
-    l.fwd_sync = TpSync::before_column_parallel;  // set_sync drops it unless tp > 1; only under SP:
-    if (!x.sp) l.fwd_sync = TpSync::none;
-    l.dgrad_sync = TpSync::after_column_input_grad;
-    l.wgrad_sync = x.sp ? TpSync::before_column_parallel : TpSync::none;
-    l.sync_bytes = full_act(x);
-    return l;
-}
-
 Linear out_linear(const Dims& x) {
     Linear l;
     l.name = "out_proj";
     l.weight = wslot::out;
     l.tokens = x.T;
-    l.in = x.a_p * x.d;
+    l.in = x.a_p * x.dout;
     l.out = x.h;
-    l.x_reads = {use(x.act(aslot::attn), q_bytes(x))};
+    const double in_bytes = static_cast<double>(x.T * x.a_p * x.dout) * x.ab;
+    l.x_reads = {use(x.act(aslot::attn), in_bytes)};
     l.y_writes = {use(partial_if_tp(x, x.act(aslot::out_proj)), full_act(x), true)};
-    l.dy_reads = {use(gathered_if_sp(x, flagged(x.act(aslot::resid_mid), kGrad)), full_act(x))};
-    l.dx_writes = {use(flagged(x.act(aslot::attn), kGrad), q_bytes(x), true)};
-    l.has_bias = x.bias;  // added in the residual kernel
+    // Its output gradient: the residual stream's after the attention branch
+    // (sequential) or after the whole layer (parallel).
+    const std::uint64_t dy = x.parallel ? x.act(aslot::resid, x.layer + 1) : x.act(aslot::resid_mid);
+    l.dy_reads = {use(gathered_if_sp(x, flagged(dy, kGrad)), full_act(x))};
+    l.dx_writes = {use(flagged(x.act(aslot::attn), kGrad), in_bytes, true)};
+    l.has_bias = x.bias.out;  // added in the residual kernel
     l.fwd_sync = TpSync::after_row_parallel;
     l.dgrad_sync = x.sp ? TpSync::before_column_parallel : TpSync::none;
     l.sync_bytes = full_act(x);
@@ -75,13 +44,15 @@ Linear out_linear(const Dims& x) {
 }
 
 
+// The dense MLP reads the second norm, or under the parallel block the one
+// norm the attention reads too (its input gradient still gets its own buffer).
 MlpIds dense_mlp_ids(const Dims& x) {
     MlpIds ids;
     ids.prefix = "mlp";
     ids.w_up = wslot::mlp_up;
     ids.w_down = wslot::mlp_down;
     ids.tokens = x.T;
-    ids.in = gathered_if_sp(x, x.act(aslot::norm2));
+    ids.in = gathered_if_sp(x, x.act(x.parallel ? aslot::norm1 : aslot::norm2));
     ids.gate = x.act(aslot::gate);
     ids.up = x.act(aslot::up);
     ids.silu = x.act(aslot::silu);
@@ -110,7 +81,7 @@ Linear mlp_up_linear(const Dims& x, const MlpIds& ids) {
     l.dy_reads = grads_of(up_outputs(x, ids, false), false);
     const std::uint64_t dx = ids.dense ? partial_if_tp(x, flagged(x.act(aslot::norm2), kGrad)) : flagged(ids.in, kGrad);
     l.dx_writes = {use(dx, in_bytes, true)};
-    l.has_bias = x.bias;  // bias added by the activation kernel (or its own kernel when unfused)
+    l.has_bias = x.bias.mlp;  // bias added by the activation kernel (or its own kernel when unfused)
     if (ids.dense) {
         l.fwd_sync = x.sp ? TpSync::before_column_parallel : TpSync::none;
         l.dgrad_sync = TpSync::after_column_input_grad;
@@ -135,7 +106,7 @@ Linear mlp_down_linear(const Dims& x, const MlpIds& ids) {
         ids.dense ? gathered_if_sp(x, flagged(x.act(aslot::resid, x.layer + 1), kGrad)) : flagged(ids.out, kGrad);
     l.dy_reads = {use(dy, out_bytes)};
     l.dx_writes = {use(flagged(ids.act, kGrad), act_bytes, true)};
-    l.has_bias = x.bias && ids.dense;
+    l.has_bias = x.bias.mlp && ids.dense;
     if (ids.dense) {
         l.fwd_sync = TpSync::after_row_parallel;
         l.dgrad_sync = x.sp ? TpSync::before_column_parallel : TpSync::none;
@@ -148,10 +119,10 @@ Linear mlp_down_linear(const Dims& x, const MlpIds& ids) {
 void mlp_activation_forward(const Dims& x, const MlpIds& ids, std::vector<Operator>& ops) {
     const double n = static_cast<double>(ids.tokens * x.f_p);  // elements of the activation output
     const double f = n * x.ab;
-    const double bias = x.bias ? static_cast<double>(x.fup_p) * x.wb : 0.0;
+    const double bias = x.bias.mlp ? static_cast<double>(x.fup_p) * x.wb : 0.0;
     const double up_elems = static_cast<double>(ids.tokens * x.fup_p);
     const auto ups = up_outputs(x, ids, false);
-    if (!x.o->fuse_elementwise && x.bias) {
+    if (!x.o->fuse_elementwise && x.bias.mlp) {
         std::vector<TensorUse> uses = ups;
         const auto w = up_outputs(x, ids, true);
         uses.insert(uses.end(), w.begin(), w.end());
@@ -159,8 +130,8 @@ void mlp_activation_forward(const Dims& x, const MlpIds& ids, std::vector<Operat
                                   std::move(uses)));
     }
     const double fused_bias = x.o->fuse_elementwise ? bias : 0.0;
-    const double fused_bias_flops = x.o->fuse_elementwise && x.bias ? up_elems : 0.0;
-    const std::string bias_tag = x.o->fuse_elementwise && x.bias ? "bias_" : "";
+    const double fused_bias_flops = x.o->fuse_elementwise && x.bias.mlp ? up_elems : 0.0;
+    const std::string bias_tag = x.o->fuse_elementwise && x.bias.mlp ? "bias_" : "";
     if (!x.swiglu) {
         ops.push_back(elementwise(x, ids.prefix + "_" + bias_tag + "gelu", kGeluFlops * n + fused_bias_flops,
                                   f + fused_bias, f, {use(ids.up, f), use(ids.act, f, true)}));
@@ -200,18 +171,6 @@ void mlp_activation_backward(const Dims& x, const MlpIds& ids, std::vector<Opera
                     {use(flagged(ids.silu, kGrad), f), use(ids.gate, f), use(flagged(ids.gate, kGrad), f, true)}));
 }
 
-// Qwen3's RMSNorm of every query and key head (in place on the QKV output;
-// its backward twice the FLOPs and reads the gradient too).
-Operator qk_norm_op(const Dims& x, bool backward) {
-    const double elems = static_cast<double>(x.T * (x.a_p + x.g_p) * x.d);
-    const double bytes = elems * x.ab, w = 2.0 * static_cast<double>(x.d) * x.wb;
-    const std::uint64_t q = x.act(aslot::q);
-    if (!backward)
-        return elementwise(x, "qk_norm", kRmsNormFlops * elems, bytes + w, bytes, {use(q, bytes), use(q, bytes, true)});
-    return elementwise(x, "qk_norm_bwd", 2 * kRmsNormFlops * elems, 2 * bytes + w, bytes,
-                       {use(flagged(q, kGrad), bytes), use(q, bytes), use(flagged(q, kGrad), bytes, true)});
-}
-
 // ---- the layer -------------------------------------------------------------------
 
 // Hidden dropout on a residual branch (`branch`, the out-projection or MLP
@@ -246,20 +205,81 @@ void hidden_dropout_backward(const Dims& x, std::vector<Operator>& ops, const st
                               {use(dresidual, xs), use(x.act(mask_slot), d.mask_bytes), use(dbranch, xs, true)}));
 }
 
+// The attention block of the layer's kind, up to the output projection.
+void attention_block_forward(const Dims& x, std::vector<Operator>& ops) {
+    if (x.mla != nullptr) {
+        mla_block_forward(x, ops);
+    } else {
+        gqa_block_forward(x, ops);
+    }
+}
+
+void attention_block_backward(const Dims& x, std::vector<Operator>& ops, Recompute recompute) {
+    if (x.mla != nullptr) {
+        mla_block_backward(x, ops, recompute);
+    } else {
+        gqa_block_backward(x, ops, recompute);
+    }
+}
+
+// The parallel block (GPT-J, PaLM): x + attn(norm(x)) + mlp(norm(x)). Both
+// branches read the one norm and keep their own row-parallel reduction
+// (parasim does not merge the two into one all-reduce); one kernel adds
+// both branches (with their biases and dropouts, when fused) to the stream.
+void parallel_forward_ops(const Dims& x, std::vector<Operator>& ops) {
+    const double xs = shard_act(x);
+    const double nf = x.norm_flops() * x.Ts * static_cast<double>(x.h);
+    const double add = x.Ts * static_cast<double>(x.h);
+    const double hb_out = x.bias.out ? static_cast<double>(x.h) * x.wb : 0.0;
+    const double hb_mlp = x.bias.mlp ? static_cast<double>(x.h) * x.wb : 0.0;
+    const bool fuse = x.o->fuse_elementwise;
+    const std::uint64_t resid = x.act(aslot::resid), n1 = x.act(aslot::norm1);
+    const std::uint64_t proj = x.act(aslot::out_proj), down = x.act(aslot::down), next = x.act(aslot::resid, x.layer + 1);
+    ops.push_back(elementwise(x, "norm1", nf, xs + x.norm_w, xs,
+                              {use(resid, xs), use(x.weight(wslot::norm1), x.norm_w), use(n1, xs, true)}));
+    attention_block_forward(x, ops);
+    ops.push_back(linear_forward(x, out_linear(x)));
+    mlp_forward(x, dense_mlp_ids(x), ops);
+    const HiddenDropout drop = hidden_dropout_extra(x);
+    std::vector<TensorUse> uses{use(resid, xs), use(proj, xs), use(down, xs), use(next, xs, true)};
+    if (!fuse) {
+        if (x.bias.out)
+            ops.push_back(elementwise(x, "out_proj_bias_add", add, xs + hb_out, xs, {use(proj, xs), use(proj, xs, true)}));
+        hidden_dropout_forward(x, ops, "out_proj", proj, aslot::attn_drop_mask);
+        if (x.bias.mlp)
+            ops.push_back(elementwise(x, "mlp_down_bias_add", add, xs + hb_mlp, xs, {use(down, xs), use(down, xs, true)}));
+        hidden_dropout_forward(x, ops, "mlp", down, aslot::mlp_drop_mask);
+        ops.push_back(elementwise(x, "parallel_residual_add", 2 * add, 3 * xs, xs, std::move(uses)));
+        return;
+    }
+    const double biases = (x.bias.out ? add : 0.0) + (x.bias.mlp ? add : 0.0);
+    if (drop.mask_bytes > 0) {
+        uses.push_back(use(x.act(aslot::attn_drop_mask), drop.mask_bytes, true));
+        uses.push_back(use(x.act(aslot::mlp_drop_mask), drop.mask_bytes, true));
+    }
+    ops.push_back(elementwise(x, std::string(biases > 0 ? "bias_" : "") + (drop.mask_bytes > 0 ? "dropout_" : "") +
+                                     "parallel_residual_add",
+                              2 * add + biases + 2 * drop.flops, 3 * xs + hb_out + hb_mlp, xs + 2 * drop.mask_bytes,
+                              std::move(uses)));
+}
+
 void forward_ops(const Dims& x, std::vector<Operator>& ops) {
+    if (x.parallel) {
+        parallel_forward_ops(x, ops);
+        return;
+    }
     const double xs = shard_act(x);
     const double nf = x.norm_flops() * x.Ts * static_cast<double>(x.h);
     const double add = x.Ts * static_cast<double>(x.h);                // one add per element
-    const double hb = x.bias ? static_cast<double>(x.h) * x.wb : 0.0;  // a row-parallel bias
+    const double hb_out = x.bias.out ? static_cast<double>(x.h) * x.wb : 0.0;  // the row-parallel biases
+    const double hb_mlp = x.bias.mlp ? static_cast<double>(x.h) * x.wb : 0.0;
     const bool fuse = x.o->fuse_elementwise;
     const std::uint64_t resid = x.act(aslot::resid), mid = x.act(aslot::resid_mid);
     const std::uint64_t n1 = x.act(aslot::norm1), n2 = x.act(aslot::norm2);
 
     ops.push_back(elementwise(x, "norm1", nf, xs + x.norm_w, xs,
                               {use(resid, xs), use(x.weight(wslot::norm1), x.norm_w), use(n1, xs, true)}));
-    ops.push_back(linear_forward(x, qkv_linear(x)));
-    if (x.m->qk_norm) ops.push_back(qk_norm_op(x, false));
-    attention_forward(x, ops);
+    attention_block_forward(x, ops);
     ops.push_back(linear_forward(x, out_linear(x)));
     // Residual (+ the out-projection's bias) and the second norm.
     const std::uint64_t proj = x.act(aslot::out_proj);
@@ -269,12 +289,12 @@ void forward_ops(const Dims& x, std::vector<Operator>& ops) {
         std::vector<TensorUse> uses{use(resid, xs), use(proj, xs), use(x.weight(wslot::norm2), x.norm_w),
                                     use(mid, xs, true), use(n2, xs, true)};
         if (drop.mask_bytes > 0) uses.push_back(use(x.act(aslot::attn_drop_mask), drop.mask_bytes, true));
-        ops.push_back(elementwise(x, (x.bias ? "bias_" : "") + drop_tag + "residual_add_norm2",
-                                  add * (x.bias ? 2 : 1) + nf + drop.flops, 2 * xs + hb + x.norm_w,
+        ops.push_back(elementwise(x, (x.bias.out ? "bias_" : "") + drop_tag + "residual_add_norm2",
+                                  add * (x.bias.out ? 2 : 1) + nf + drop.flops, 2 * xs + hb_out + x.norm_w,
                                   2 * xs + drop.mask_bytes, std::move(uses)));
     } else {
-        if (x.bias) {
-            ops.push_back(elementwise(x, "out_proj_bias_add", add, xs + hb, xs, {use(proj, xs), use(proj, xs, true)}));
+        if (x.bias.out) {
+            ops.push_back(elementwise(x, "out_proj_bias_add", add, xs + hb_out, xs, {use(proj, xs), use(proj, xs, true)}));
         }
         hidden_dropout_forward(x, ops, "out_proj", proj, aslot::attn_drop_mask);
         ops.push_back(
@@ -288,9 +308,9 @@ void forward_ops(const Dims& x, std::vector<Operator>& ops) {
         mlp_forward(x, dense_mlp_ids(x), ops);
     }
     const std::uint64_t down = x.act(aslot::down), next = x.act(aslot::resid, x.layer + 1);
-    const bool bias_here = x.bias && !x.m->is_moe_layer(x.layer);  // experts carry no shared output bias
+    const bool bias_here = x.bias.mlp && !x.m->is_moe_layer(x.layer);  // experts carry no shared output bias
     if (!fuse && bias_here) {
-        ops.push_back(elementwise(x, "mlp_down_bias_add", add, xs + hb, xs, {use(down, xs), use(down, xs, true)}));
+        ops.push_back(elementwise(x, "mlp_down_bias_add", add, xs + hb_mlp, xs, {use(down, xs), use(down, xs, true)}));
     }
     const bool fused_bias = fuse && bias_here;
     if (!fuse) hidden_dropout_forward(x, ops, "mlp", down, aslot::mlp_drop_mask);
@@ -299,22 +319,29 @@ void forward_ops(const Dims& x, std::vector<Operator>& ops) {
     if (fused_drop) uses.push_back(use(x.act(aslot::mlp_drop_mask), drop.mask_bytes, true));
     ops.push_back(elementwise(x, std::string(fused_bias ? "bias_" : "") + (fused_drop ? "dropout_" : "") + "residual_add2",
                               add * (fused_bias ? 2 : 1) + (fused_drop ? drop.flops : 0.0),
-                              2 * xs + (fused_bias ? hb : 0.0), xs + (fused_drop ? drop.mask_bytes : 0.0),
+                              2 * xs + (fused_bias ? hb_mlp : 0.0), xs + (fused_drop ? drop.mask_bytes : 0.0),
                               std::move(uses)));
 }
 
 // Backward of a norm, followed by (or fused with) the addition of the
-// residual branch's gradient.
+// residual branch's gradient; under the parallel block also the MLP
+// branch's share of the norm's output gradient (`dnorm_mlp`, 0: none).
 void norm_backward(const Dims& x, std::vector<Operator>& ops, const std::string& name, int weight, std::uint64_t dnorm,
-                   std::uint64_t input, std::uint64_t dresidual, std::uint64_t dinput) {
+                   std::uint64_t input, std::uint64_t dresidual, std::uint64_t dinput, std::uint64_t dnorm_mlp = 0) {
     const double xs = shard_act(x);
     const double nf = 2 * x.norm_flops() * x.Ts * static_cast<double>(x.h);
     const double add = x.Ts * static_cast<double>(x.h);
     if (x.o->fuse_elementwise) {
-        ops.push_back(elementwise(x, name + "_bwd_residual_add", nf + add, 3 * xs + x.norm_w, xs,
-                                  {use(dnorm, xs), use(input, xs), use(x.weight(weight), x.norm_w), use(dresidual, xs),
-                                   use(dinput, xs, true)}));
+        std::vector<TensorUse> uses{use(dnorm, xs), use(input, xs), use(x.weight(weight), x.norm_w),
+                                    use(dresidual, xs), use(dinput, xs, true)};
+        if (dnorm_mlp != 0) uses.insert(uses.begin() + 1, use(dnorm_mlp, xs));
+        ops.push_back(elementwise(x, name + "_bwd_residual_add", nf + add + (dnorm_mlp != 0 ? add : 0.0),
+                                  3 * xs + x.norm_w + (dnorm_mlp != 0 ? xs : 0.0), xs, std::move(uses)));
         return;
+    }
+    if (dnorm_mlp != 0) {
+        ops.push_back(elementwise(x, name + "_branch_grad_add", add, 2 * xs, xs,
+                                  {use(dnorm, xs), use(dnorm_mlp, xs), use(dnorm, xs, true)}));
     }
     const std::uint64_t tmp = flagged(x.act(aslot::norm_grad), kGrad);
     ops.push_back(elementwise(x, name + "_bwd", nf, 2 * xs + x.norm_w, xs,
@@ -340,27 +367,19 @@ void backward_ops(const Dims& x, std::vector<Operator>& ops, Recompute recompute
     } else {
         mlp_backward(x, dense_mlp_ids(x), ops);
     }
-    norm_backward(x, ops, "norm2", wslot::norm2, flagged(x.act(aslot::norm2), kGrad), x.act(aslot::resid_mid), dnext,
-                  dmid);
-    hidden_dropout_backward(x, ops, "out_proj", dmid, flagged(x.act(aslot::out_proj), kGrad), aslot::attn_drop_mask);
+    // The attention branch's output gradient: after the second norm
+    // (sequential) or the layer's own (parallel, no second norm).
+    const std::uint64_t dbranch = x.parallel ? dnext : dmid;
+    if (!x.parallel)
+        norm_backward(x, ops, "norm2", wslot::norm2, flagged(x.act(aslot::norm2), kGrad), x.act(aslot::resid_mid),
+                      dnext, dmid);
+    hidden_dropout_backward(x, ops, "out_proj", dbranch, flagged(x.act(aslot::out_proj), kGrad), aslot::attn_drop_mask);
     const Linear out = out_linear(x);
     ops.push_back(linear_dgrad(x, out));
     ops.push_back(linear_wgrad(x, out));
-    if (recompute == Recompute::selective) {
-        std::vector<Operator> fwd;
-        attention_forward(x, fwd);
-        for (auto& op : fwd) {
-            op.kernel.name = "recompute_" + op.kernel.name;
-            ops.push_back(std::move(op));
-        }
-    }
-    attention_backward(x, ops);
-    if (x.m->qk_norm) ops.push_back(qk_norm_op(x, true));
-    const Linear qkv = qkv_linear(x);
-    ops.push_back(linear_dgrad(x, qkv));
-    ops.push_back(linear_wgrad(x, qkv));
-    norm_backward(x, ops, "norm1", wslot::norm1, flagged(x.act(aslot::norm1), kGrad), x.act(aslot::resid), dmid,
-                  flagged(x.act(aslot::resid), kGrad));
+    attention_block_backward(x, ops, recompute);
+    norm_backward(x, ops, "norm1", wslot::norm1, flagged(x.act(aslot::norm1), kGrad), x.act(aslot::resid), dbranch,
+                  flagged(x.act(aslot::resid), kGrad), x.parallel ? flagged(x.act(aslot::norm2), kGrad) : 0);
 }
 
 void check_layer(const ModelSpec& m, std::int64_t layer) {

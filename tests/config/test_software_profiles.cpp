@@ -64,7 +64,7 @@ TEST_CASE("software profiles: malformed files are errors at file:line:column nam
     CHECK(error_of(replace(kGood, "source: \"a profile\"", "note: x")) ==
           "software/megatron-lm.yaml:4:31: unknown key 'host.kernel_issue.note' (valid keys: fitted_on, source, value)");
     CHECK(error_of(replace(kGood, ", source: \"a profile\"", "")) ==
-          "software/megatron-lm.yaml:4:17: host.kernel_issue: a profile value needs its evidence: source: or fitted_on:");
+          "software/megatron-lm.yaml:4:17: host.kernel_issue: a value needs its evidence: source: or fitted_on:");
     CHECK(error_of(replace(kGood, "fitted_on: \"points a, b\"", "fitted_on: x, source: y")) ==
           "software/megatron-lm.yaml:6:44: kernel_efficiency.fitted_on: give either source or fitted_on, not both");
     CHECK(error_of(replace(kGood, "7 us", "7")) .find("software/megatron-lm.yaml:4:25: host.kernel_issue.value:") == 0);

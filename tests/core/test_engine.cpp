@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <set>
 #include <vector>
@@ -126,6 +127,17 @@ TEST_CASE("durations from bandwidths round up to the next picosecond") {
     CHECK_THROWS_AS(sim::transfer_time(sim::Bytes{1}, sim::Bandwidth{0.0}), sim::InternalError);
     CHECK_THROWS_AS(Time::max() + Time::ps(1), sim::InternalError);
     CHECK_THROWS_AS(Time::ps(1) - Time::ps(2), sim::InternalError);
+}
+
+TEST_CASE("byte sums are checked like times: past 2^64 they throw, never wrap") {
+    constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+    CHECK((sim::Bytes{kMax - 1} + sim::Bytes{1}).value == kMax);
+    CHECK_THROWS_AS(sim::Bytes{kMax} + sim::Bytes{1}, sim::InternalError);
+    sim::Bytes b{kMax - 10};
+    b += sim::Bytes{10};
+    CHECK(b.value == kMax);
+    CHECK_THROWS_AS(b += sim::Bytes{1}, sim::InternalError);
+    CHECK(b.value == kMax);  // a failed sum leaves the operand as it was
 }
 
 TEST_CASE("the hold model does the same work on the engine and the baseline") {

@@ -1,11 +1,16 @@
 // The interference model of the executor (executor.cpp, start_kernel): a
 // kernel that starts while a collective runs on its GPU loses
-// ExecOptions::comm_sms SMs to it (its compute time scales by
-// sm_count / (sm_count - comm_sms)) and shares HBM with the collective's
-// bytes. Closed forms on two H100s with a compute-bound kernel.
+// comm_sms SMs to it (its compute time scales by sm_count / (sm_count -
+// comm_sms)) and shares HBM with hbm_share x the collective's link rate;
+// both come from the collective library (ExecOptions::comm_sms overrides
+// the first). Closed forms on two H100s with a compute-bound kernel.
 #include "tests/exec/exec_harness.h"
 
+#include "sim/config/calibration_loader.h"
+
 #include <doctest/doctest.h>
+
+#include <optional>
 
 TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md)
 
@@ -17,7 +22,8 @@ namespace {
 // 1 GiB all-reduce between GPUs 0 and 1 starts at time 0 on the TP stream
 // (milliseconds long, so it spans the second kernel). Returns when the
 // second kernel ends.
-Time second_kernel_end(bool collective, int comm_sms, bool memory_bound = false) {
+Time second_kernel_end(bool collective, std::optional<int> comm_sms, bool memory_bound = false,
+                       const net::CollectiveLibrary* lib = nullptr) {
     parallel::Plan plan;
     plan.simulated_gpus = {0, 1};
     plan.streams.resize(2);
@@ -40,6 +46,7 @@ Time second_kernel_end(bool collective, int comm_sms, bool memory_bound = false)
                                      : parasim_test::add_kernel_us(plan, 100, {first});
     exec::ExecOptions o;
     o.comm_sms = comm_sms;
+    o.collectives = lib;
     const auto r = parasim_test::run_on_dgx_h100(plan, o);
     return r.task_end[second];
 }
@@ -66,6 +73,20 @@ TEST_CASE("interference: a memory-bound kernel beside a collective shares HBM wi
     const double expected = 1 + 100.0 * 3350.0 / 2900.0;
     CHECK(second_kernel_end(true, 16, true).seconds() * 1e6 == doctest::Approx(expected).epsilon(1e-6));
     CHECK(second_kernel_end(true, 0, true).seconds() * 1e6 == doctest::Approx(expected).epsilon(1e-6));
+}
+
+TEST_CASE("interference: without an override the collective library's comm_sms and hbm_share apply") {
+    net::CollectiveLibrary lib = config::collective_library();
+    lib.comm_sms = 33;
+    lib.comm_hbm_share = 0.5;
+    // 100 us x 132 / (132 - 33) after the first kernel's 1 us.
+    CHECK(second_kernel_end(true, std::nullopt, false, &lib).seconds() * 1e6 ==
+          doctest::Approx(1 + 100.0 * 132.0 / 99.0).epsilon(1e-6));
+    // Half the 450 GB/s NVLink rate through HBM: 100 us x 3350 / (3350 - 225).
+    CHECK(second_kernel_end(true, std::nullopt, true, &lib).seconds() * 1e6 ==
+          doctest::Approx(1 + 100.0 * 3350.0 / 3125.0).epsilon(1e-6));
+    // The shipped library's 16 SMs: the same as the explicit 16 above.
+    CHECK(second_kernel_end(true, std::nullopt) == second_kernel_end(true, 16));
 }
 
 TEST_SUITE_END();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "sim/hw/gpu.h"
+#include "sim/hw/kernel.h"
 
 namespace sim::hw::test {
 
@@ -43,6 +44,8 @@ inline GpuSpec h100() {
     g.gemm_tile_m = 128;
     g.gemm_tile_n = 256;
     g.gemm_cluster = 2;
+    // The flash-attention fit of topologies/kernels/flash-attention.yaml.
+    g.attention_fit = AttentionFit{128, 128, 64, 128, 0.85, 0.8};
     return g;
 }
 
@@ -64,6 +67,23 @@ inline GpuSpec t4() {
     g.gemm_tile_n = 128;
     g.gemm_cluster = 1;
     return g;
+}
+
+// A dense GEMM C[m,n] = A[m,k] B[k,n] in `t`: 2mnk FLOPs, operands read and
+// the output written once.
+inline KernelDesc dense_gemm(std::int64_t m, std::int64_t n, std::int64_t k, DType t = DType::bf16) {
+    KernelDesc d;
+    d.name = "gemm";
+    d.kind = KernelKind::gemm;
+    d.dtype = t;
+    d.m = m;
+    d.n = n;
+    d.k = k;
+    const double e = bytes_per_element(t);
+    d.flops = Flops{2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k)};
+    d.bytes_read = Bytes::ceil(static_cast<double>(m * k + k * n) * e);
+    d.bytes_written = Bytes::ceil(static_cast<double>(m * n) * e);
+    return d;
 }
 
 }  // namespace sim::hw::test

@@ -1,6 +1,6 @@
 // Blackwell hardware: block-scaled dtypes (fp6, nvfp4, mxfp4) with their scale
-// bytes, the B200 file's FP4 peak in the roofline, and the NVL72 rack keeping a
-// 72-GPU group on NVLink. Expectations are written out by hand.
+// bytes, the B200 file's FP4 peak in the roofline, the NVL72 rack keeping a
+// 72-GPU group on NVLink, and racks joined into a pod by rail. Expectations are written out by hand.
 #include "sim/config/cluster_loader.h"
 #include "sim/config/gpu_loader.h"
 #include "sim/hw/cost_model.h"
@@ -110,6 +110,32 @@ TEST_CASE("a 72-GPU group on GB200 NVL72 stays on NVLink: no network link on any
         }
     }
     CHECK(routes == 72 * 71);
+}
+
+TEST_CASE("a two-rack NVL72 pod: NVLink inside a rack, the rail's leaf between racks, PXN across rails") {
+    const net::ClusterSpec spec = config::load_cluster_file(config::cluster_path("gb200-nvl72-pod"));
+    CHECK(spec.gpus_per_node == 72);
+    CHECK(spec.nics_per_node == 72);
+    const net::Topology t(spec, 144);
+    auto count = [&](int a, int b, net::LinkClass cls) {
+        int n = 0;
+        for (auto id : t.route(a, b)) n += t.link(id).cls == cls ? 1 : 0;
+        return n;
+    };
+    // Inside either rack: NVLink only.
+    for (int a : {0, 72}) {
+        for (int b = a + 1; b < a + 72; ++b) {
+            CAPTURE(a);
+            CAPTURE(b);
+            CHECK(count(a, b, net::LinkClass::network) == 0);
+        }
+    }
+    // GPU 5 of rack 0 to GPU 5 of rack 1: the same rail, network only (no NVLink detour).
+    CHECK(count(5, 77, net::LinkClass::network) > 0);
+    CHECK(count(5, 77, net::LinkClass::nvlink) == 0);
+    // GPU 5 to GPU 6 of the other rack: PXN moves it over NVLink to rail 6 first.
+    CHECK(count(5, 78, net::LinkClass::network) > 0);
+    CHECK(count(5, 78, net::LinkClass::nvlink) > 0);
 }
 
 TEST_SUITE_END();

@@ -93,6 +93,17 @@ sim::search::SearchResult search(const sim::config::ScenarioSpec& sc, bool prune
     return sim::search::run_search(sc, o);
 }
 
+// The same plans simulated, pruned and ranked, with the same metrics.
+void check_same(const sim::search::SearchResult& one, const sim::search::SearchResult& two) {
+    CHECK(one.ranked == two.ranked);
+    CHECK(one.simulated == two.simulated);
+    CHECK(one.pruned == two.pruned);
+    REQUIRE(one.ranked.size() == two.ranked.size());
+    for (std::size_t i = 0; i < one.ranked.size(); ++i)
+        CHECK(sim::report::run_json(*one.outcomes[one.ranked[i]].metrics) ==
+              sim::report::run_json(*two.outcomes[two.ranked[i]].metrics));
+}
+
 }  // namespace
 
 TEST_SUITE_BEGIN("e2e");
@@ -127,13 +138,32 @@ TEST_CASE("the search is the same for any thread count") {
     const auto sc = f.load();
     const auto one = search(sc, true, 1);
     const auto two = search(sc, true, 2);
-    CHECK(one.ranked == two.ranked);
-    CHECK(one.simulated == two.simulated);
-    CHECK(one.pruned == two.pruned);
-    REQUIRE(one.ranked.size() == two.ranked.size());
-    for (std::size_t i = 0; i < one.ranked.size(); ++i)
-        CHECK(sim::report::run_json(*one.outcomes[one.ranked[i]].metrics) ==
-              sim::report::run_json(*two.outcomes[two.ranked[i]].metrics));
+    check_same(one, two);
+}
+
+TEST_CASE("an executor that runs candidates ahead of the pruning decision changes nothing") {
+    // The most speculative executor (an MPI run with many ranks at its
+    // limit): it simulates every position, wanted or not, out of order.
+    const ScenarioFile f(kGpt13, "ahead");
+    const auto sc = f.load();
+    const auto local = search(sc, true, 1);
+    sim::search::SearchOptions o;
+    o.keep = 3;
+    o.executor = [](sim::search::OrderedWork& w) {
+        std::vector<std::string> results(w.size());
+        for (std::size_t k = w.size(); k-- > 0;) results[k] = w.run(k);
+        for (std::size_t k = 0; k < w.size(); ++k) {
+            (void)w.wanted(k);
+            w.accept(k, results[k]);
+        }
+        return true;
+    };
+    const auto ahead = sim::search::run_search(sc, o);
+    CHECK(local.pruned > 0);
+    check_same(local, ahead);
+    // A helper process (its executor returns false) reports nothing.
+    o.executor = [](sim::search::OrderedWork&) { return false; };
+    CHECK(!sim::search::run_search(sc, o).complete);
 }
 
 TEST_CASE("the search skips what run refuses and what does not fit, with run's reasons") {
@@ -146,6 +176,25 @@ TEST_CASE("the search skips what run refuses and what does not fit, with run's r
             refused_interleaving = true;
     CHECK(refused_interleaving);
     CHECK(res.generated == res.equivalent + res.invalid + res.over_memory + res.pruned + res.simulated);
+}
+
+TEST_CASE("hand-given stage layers that give the even split are the even plan's equivalent") {
+    // gpt-1.3b has 24 layers: on pp 4 the even split is 6 per stage, so
+    // first_stage_layers 6 is the same plan; 5 is another.
+    const ScenarioFile f(
+        parasim_test::replace_once(kGpt13,
+                                   "    tp: auto\n    pp: auto\n    micro_batch: [1, 2, 4]\n    recompute: [none, full]\n"
+                                   "    schedule: auto\n",
+                                   "    tp: [1]\n    pp: [4]\n    first_stage_layers: [0, 5, 6]\n    last_stage_layers: [0]\n"
+                                   "    sp: [false]\n    zero: [0]\n    micro_batch: [1]\n    recompute: [none]\n"
+                                   "    schedule: [1f1b]\n"),
+        "split");
+    const auto res = search(f.load(), false, 1);
+    REQUIRE(res.outcomes.size() == 3);
+    CHECK(res.outcomes[0].verdict == sim::search::Verdict::simulated);
+    CHECK(res.outcomes[1].verdict == sim::search::Verdict::simulated);
+    CHECK(res.outcomes[2].verdict == sim::search::Verdict::equivalent);
+    CHECK(res.outcomes[2].note == "the same layer split as #0");
 }
 
 TEST_SUITE_END();

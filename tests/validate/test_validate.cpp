@@ -3,6 +3,7 @@
 // kernels, the same-machinery property (a point simulates exactly as its
 // scenario under `parasim run`), the error summary, and the regression guard
 // on the reference dataset.
+#include "sim/config/calibration_loader.h"
 #include "sim/config/cluster_loader.h"
 #include "sim/config/scenario.h"
 #include "sim/core/simulation.h"
@@ -405,7 +406,7 @@ TEST_CASE("validate: kernel and collective points are the cost model's and the c
         Point p = point(d, "coll");
         const auto s = sim::validate::translate(p, gpus, sim::validate::ShippedClusters{});
         const sim::net::Topology topo(s.scenario.cluster, 8);
-        auto req = sim::exec::make_request(h100, s.scenario.cluster);
+        auto req = sim::exec::make_request(h100, s.scenario.cluster, *s.scenario.collectives);
         req.op = sim::net::CollectiveOp::all_reduce;
         req.gpus = {0, 1, 2, 3, 4, 5, 6, 7};
         req.size = sim::Bytes{1073741824ULL};
@@ -432,7 +433,7 @@ TEST_CASE("comm tuning: the collective engine picks NCCL's protocol and algorith
         sim::Simulation sim;
         sim::net::FlowNetwork flows(sim, topo);
         const sim::net::CollectiveEngine e(sim, flows, topo);
-        auto r = sim::exec::make_request(gpus.get(c.gpu), c);
+        auto r = sim::exec::make_request(gpus.get(c.gpu), c, sim::config::collective_library());
         r.op = sim::net::CollectiveOp::all_reduce;
         for (int i = 0; i < n; ++i) r.gpus.push_back(i);
         r.size = sim::Bytes{bytes};
@@ -449,14 +450,15 @@ TEST_CASE("comm tuning: the collective engine picks NCCL's protocol and algorith
 
 TEST_CASE("comm tuning: the shipped NVSwitch clusters' link latencies are NCCL's LL hardware latencies") {
     // The cluster files cite the same NCCL table that validate's clusters
-    // take from comm_tuning (one table, checked against its copies here).
+    // take from the collective library's file (checked against its copies here).
+    const auto& lib = sim::config::collective_library();
     for (const char* name : {"dgx-h100", "dgx-a100", "dgx-h100-pod", "dgx-h100-superpod"}) {
         CAPTURE(name);
         const auto c = sim::config::load_cluster_file(name);
         for (auto cls : {sim::net::LinkClass::nvlink, sim::net::LinkClass::pcie, sim::net::LinkClass::network})
-            if (const auto* l = c.link(cls)) CHECK(l->latency == sim::exec::nccl_link_latency(cls));
+            if (const auto* l = c.link(cls)) CHECK(l->latency == lib.link_latency(cls));
     }
-    CHECK(sim::exec::nccl_link_latency(sim::net::LinkClass::nvlink) == sim::Time::ns(600));
+    CHECK(lib.link_latency(sim::net::LinkClass::nvlink) == sim::Time::ns(600));
 }
 
 TEST_CASE("validate: MAPE per kind over simulated points; skipped points are counted apart") {

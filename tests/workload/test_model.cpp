@@ -179,7 +179,9 @@ TEST_CASE("a Hugging Face config.json of Llama 3 8B gives the same model and ope
     CHECK(hf.norm == yaml.norm);
     CHECK(hf.tied_embeddings == yaml.tied_embeddings);
     CHECK(hf.position == yaml.position);
-    CHECK(hf.bias == yaml.bias);
+    CHECK(hf.bias.qkv == yaml.bias.qkv);
+    CHECK(hf.bias.out == yaml.bias.out);
+    CHECK(hf.bias.mlp == yaml.bias.mlp);
     CHECK(hf.experts == yaml.experts);
 
     auto same = [](const std::vector<Operator>& a, const std::vector<Operator>& b) {
@@ -228,7 +230,7 @@ TEST_CASE("the other Hugging Face architectures load") {
     CHECK(count_parameters(gpt2).total == doctest::Approx(124'439'808.0));  // GPT-2 small, published count
     const ModelSpec pythia = load_model_file(kData + "/tests/data/hf/pythia-1b/config.json");
     CHECK(pythia.norm == sim::workload::NormKind::layernorm);
-    CHECK(pythia.bias);
+    CHECK(pythia.bias.mlp);
     CHECK(count_parameters(pythia).total == doctest::Approx(1'011'781'632.0));  // Pythia-1B, published count
 }
 
@@ -266,8 +268,8 @@ TEST_CASE("kv_heads not dividing heads is refused at the kv_heads line") {
 
 TEST_CASE("model file errors: unknown keys, bad enums, bad numbers, MoE") {
     CHECK(error_of(std::string(kLlamaLike) + "hiden_act: silu\n") ==
-          "bad.yaml:14:1: unknown key 'hiden_act' (valid keys: bias, ffn, ffn_kind, head_dim, heads, hidden, kv_heads, "
-          "layers, max_seq, mla, moe, name, norm, position, qk_norm, qkv_bias, source, tied_embeddings, vocab)");
+          "bad.yaml:14:1: unknown key 'hiden_act' (valid keys: attention, bias, block, ffn, ffn_kind, head_dim, heads, "
+          "hidden, kv_heads, layers, max_seq, moe, name, norm, position, rotary_dim, source, tied_embeddings, vocab)");
     CHECK(error_of(std::string(kLlamaLike) + "kv_head: 2\n") ==
           "bad.yaml:14:1: unknown key 'kv_head' (did you mean 'kv_heads'?)");
     std::string text = kLlamaLike;

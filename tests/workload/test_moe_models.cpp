@@ -89,8 +89,8 @@ TEST_CASE("Hugging Face configs of DeepSeek-V3, Qwen2, Qwen3 and Qwen3-MoE give 
         CHECK(hf.experts == file.experts);
         CHECK(hf.expert_ffn() == file.expert_ffn());
         CHECK(hf.first_dense_layers == file.first_dense_layers);
-        CHECK(hf.qkv_bias == file.qkv_bias);
-        CHECK(hf.qk_norm == file.qk_norm);
+        CHECK(hf.bias.qkv == file.bias.qkv);
+        CHECK(hf.qk_norm() == file.qk_norm());
         CHECK(hf.head_dim == file.head_dim);
     }
 }

@@ -37,7 +37,7 @@ ModelSpec gpt_like() {
     m.norm = NormKind::layernorm;
     m.tied_embeddings = true;
     m.position = PositionKind::learned;
-    m.bias = true;
+    m.bias = Biases{true, true, true};
     return m;
 }
 

@@ -1,0 +1,212 @@
+// The multi-head latent attention block (DeepSeek-V2/V3; docs/workload-model.md,
+// "Multi-head latent attention"): the q down/up projections (or one q
+// projection) with the q latent's RMSNorm, the kv down projection to the
+// latent and the shared rope key with the latent's RMSNorm, and then
+//  - a whole prompt or a training pass: the kv up projection to per-head
+//    keys and values, the attention core on heads x (qk_nope + qk_rope) keys
+//    and v_head_dim values;
+//  - decode (tokens that attend a cache): the absorbed path, which never
+//    expands the cache: q_nope x W_UK gives a latent query per head, the core
+//    attends the latent cache as one shared KV head (keys kv_lora + rope,
+//    values the kv_lora latent), and the latent output x W_UV gives each
+//    head's value.
+// Down projections are replicated over TP ranks and the up projections split
+// by head (Megatron-Core's layout): the up projections' input gradients are
+// all-reduced over TP, latent-sized.
+#include "sim/workload/op_builders.h"
+
+namespace sim::workload::ops {
+
+namespace {
+
+double lat_bytes(const Dims& x, std::int64_t width) { return static_cast<double>(x.T * width) * x.ab; }
+
+// A replicated projection from the (gathered) norm output to a latent of
+// `width`, written to slot `out`; its input gradient is full (not partial)
+// and written to `dx`.
+Linear down_linear(const Dims& x, const char* name, int weight, std::int64_t width, int out, std::uint64_t dx) {
+    Linear l;
+    l.name = name;
+    l.weight = weight;
+    l.tokens = x.T;
+    l.in = x.h;
+    l.out = width;
+    l.x_reads = {use(gathered_if_sp(x, x.act(aslot::norm1)), full_act(x))};
+    l.y_writes = {use(x.act(out), lat_bytes(x, width), true)};
+    l.dy_reads = {use(flagged(x.act(out), kGrad), lat_bytes(x, width))};
+    l.dx_writes = {use(dx, full_act(x), true)};
+    return l;
+}
+
+// A column-parallel projection from a latent of `width` (slot `in`) to the
+// heads of this shard, `out` wide, with the outputs given.
+Linear up_linear(const Dims& x, const char* name, int weight, std::int64_t width, int in, std::int64_t out,
+                 std::vector<TensorUse> outputs) {
+    Linear l;
+    l.name = name;
+    l.weight = weight;
+    l.tokens = x.T;
+    l.in = width;
+    l.out = out;
+    l.x_reads = {use(x.act(in), lat_bytes(x, width))};
+    l.y_bytes = 0;
+    for (const auto& u : outputs) l.y_bytes += u.size.as_double();
+    l.y_writes = outputs;
+    l.dy_reads = grads_of(outputs, false);
+    l.dx_writes = {use(flagged(x.act(in), kGrad), lat_bytes(x, width), true)};
+    l.dgrad_sync = TpSync::after_column_input_grad;  // the latent's gradient, summed over the heads' shards
+    l.sync_bytes = lat_bytes(x, width);
+    return l;
+}
+
+// The query projections: down (+ norm) and up, or one projection from the
+// norm output (q_lora_rank 0, DeepSeek-V2-Lite). Both write the queries of
+// this shard's heads, heads x (qk_nope + qk_rope).
+struct QPath {
+    Linear down, up;
+    bool low_rank = false;
+};
+
+QPath q_path(const Dims& x) {
+    const MlaAttention& a = *x.mla;
+    const std::int64_t q_out = x.a_p * a.qk_head_dim();
+    const TensorUse q = use(x.act(aslot::q), static_cast<double>(x.T * q_out) * x.ab, true);
+    QPath p;
+    p.low_rank = a.q_lora_rank > 0;
+    if (!p.low_rank) {
+        // One column-parallel projection from the norm output, like GQA's QKV.
+        Linear l = up_linear(x, "q_proj", wslot::qkv, x.h, aslot::norm1, q_out, {q});
+        l.x_reads = {use(gathered_if_sp(x, x.act(aslot::norm1)), full_act(x))};
+        l.dx_writes = {use(partial_if_tp(x, flagged(x.act(aslot::norm1), kGrad)), full_act(x), true)};
+        l.sync_bytes = full_act(x);
+        l.fwd_sync = x.sp ? TpSync::before_column_parallel : TpSync::none;
+        p.up = l;
+        return p;
+    }
+    p.down = down_linear(x, "q_down", wslot::q_down, a.q_lora_rank, aslot::q_latent, flagged(x.act(aslot::norm1), kGrad));
+    p.down.fwd_sync = x.sp ? TpSync::before_column_parallel : TpSync::none;
+    p.down.sync_bytes = full_act(x);
+    p.up = up_linear(x, "q_up", wslot::q_up, a.q_lora_rank, aslot::q_latent_norm, q_out, {q});
+    return p;
+}
+
+Linear kv_down_linear(const Dims& x) {
+    const MlaAttention& a = *x.mla;
+    Linear l = down_linear(x, "kv_down", wslot::kv_down, a.cache_width(), aslot::kv_latent,
+                           flagged(x.act(aslot::mla_dx), kGrad));
+    // Under SP the backward re-gathers the norm output once, for both
+    // down projections' weight gradients (kv's runs first).
+    l.wgrad_sync = x.sp ? TpSync::before_column_parallel : TpSync::none;
+    l.sync_bytes = full_act(x);
+    return l;
+}
+
+// kv up: each head's nope key and value from the latent. Its epilogue
+// writes the keys with the shared rope key appended (qk_nope + qk_rope) and
+// the values, as the attention core reads them.
+Linear kv_up_linear(const Dims& x) {
+    const MlaAttention& a = *x.mla;
+    const AttentionTensors t = attention_tensors(x);
+    return up_linear(x, "kv_up", wslot::kv_up, a.kv_lora_rank, aslot::kv_latent_norm,
+                     x.a_p * (a.qk_nope_head_dim + a.v_head_dim), {TensorUse{t.kv[0].id, t.kv[0].size, true}});
+}
+
+// RMSNorm of a latent of `width` (in slot `in`) to `outputs`; the kv latent's
+// rope key passes through (and, in inference, both go to the KV cache).
+Operator latent_norm(const Dims& x, const char* name, int weight, std::int64_t width, int in,
+                     std::vector<TensorUse> outputs) {
+    const double elems = static_cast<double>(x.T * width), w = static_cast<double>(width) * x.wb;
+    double written = 0;
+    for (const auto& u : outputs) written += u.size.as_double();
+    std::vector<TensorUse> uses{use(x.act(in), elems * x.ab), use(x.weight(weight), w)};
+    uses.insert(uses.end(), outputs.begin(), outputs.end());
+    return elementwise(x, name, kRmsNormFlops * elems, elems * x.ab + w, written, std::move(uses));
+}
+
+Operator latent_norm_backward(const Dims& x, const char* name, int weight, std::int64_t width, int in, int out) {
+    const double bytes = static_cast<double>(x.T * width) * x.ab, w = static_cast<double>(width) * x.wb;
+    return elementwise(x, name, 2 * kRmsNormFlops * static_cast<double>(x.T * width), 2 * bytes + w, bytes,
+                       {use(flagged(x.act(out), kGrad), bytes), use(x.act(in), bytes), use(x.weight(weight), w),
+                        use(flagged(x.act(in), kGrad), bytes, true)});
+}
+
+// The kv latent's norm: the activation kv_up reads (prompt, training) and,
+// in inference, the new tokens' cache entries (latent + rope key, KV dtype).
+Operator kv_norm_op(const Dims& x) {
+    const MlaAttention& a = *x.mla;
+    std::vector<TensorUse> outs;
+    if (!x.absorbed) outs.push_back(use(x.act(aslot::kv_latent_norm), lat_bytes(x, a.kv_lora_rank), true));
+    if (x.kv_mode) {
+        const double cache_b = hw::bytes_per_element(x.o->precision.kv);
+        outs.push_back(use(x.act(aslot::kv_new), static_cast<double>(x.T * a.cache_width()) * cache_b, true));
+    }
+    return latent_norm(x, "kv_norm", wslot::kv_norm, a.kv_lora_rank, aslot::kv_latent, std::move(outs));
+}
+
+// The absorbed path's per-head batched GEMMs: [T, k] x [k, n] for each of
+// this shard's heads, reading a slice of kv_up's weight.
+Operator absorb_gemm(const Dims& x, const char* name, int weight, std::int64_t k, std::int64_t n, int in,
+                     std::int64_t in_width, int out, std::int64_t out_width) {
+    const double w = static_cast<double>(x.a_p * k * n) * x.wb;
+    const double in_b = static_cast<double>(x.T * x.a_p * in_width) * x.ab;
+    const double out_b = static_cast<double>(x.T * x.a_p * out_width) * x.ab;
+    return gemm(name, x.gemm_dt, x.T, n, k, x.a_p, in_b + w, out_b,
+                {use(x.act(in), in_b), use(x.weight(weight), w), use(x.act(out), out_b, true)});
+}
+
+}  // namespace
+
+void mla_block_forward(const Dims& x, std::vector<Operator>& ops) {
+    const MlaAttention& a = *x.mla;
+    const QPath q = q_path(x);
+    if (q.low_rank) {
+        ops.push_back(linear_forward(x, q.down));
+        ops.push_back(latent_norm(x, "q_norm", wslot::q_norm, a.q_lora_rank, aslot::q_latent,
+                                  {use(x.act(aslot::q_latent_norm), lat_bytes(x, a.q_lora_rank), true)}));
+    }
+    ops.push_back(linear_forward(x, q.up));
+    ops.push_back(linear_forward(x, kv_down_linear(x)));
+    ops.push_back(kv_norm_op(x));
+    if (!x.absorbed) {
+        ops.push_back(linear_forward(x, kv_up_linear(x)));
+        attention_forward(x, ops);
+        return;
+    }
+    // q_nope W_UK per head; the epilogue appends the head's q_rope: the
+    // latent query of kv_lora + rope.
+    ops.push_back(absorb_gemm(x, "q_absorb", wslot::kv_up, a.qk_nope_head_dim, a.kv_lora_rank, aslot::q,
+                              a.qk_head_dim(), aslot::q_absorbed, a.cache_width()));
+    attention_forward(x, ops);
+    ops.push_back(absorb_gemm(x, "o_absorb", wslot::w_uv, a.kv_lora_rank, a.v_head_dim, aslot::o_latent,
+                              a.kv_lora_rank, aslot::attn, a.v_head_dim));
+}
+
+void mla_block_backward(const Dims& x, std::vector<Operator>& ops, Recompute recompute) {
+    const MlaAttention& a = *x.mla;
+    if (x.absorbed) throw InternalError("the absorbed MLA path is an inference path: no backward");
+    if (recompute == Recompute::selective) recompute_attention_core(x, ops);
+    attention_backward(x, ops);
+    const Linear kv_up = kv_up_linear(x), kv_down = kv_down_linear(x);
+    ops.push_back(linear_dgrad(x, kv_up));
+    ops.push_back(linear_wgrad(x, kv_up));
+    ops.push_back(latent_norm_backward(x, "kv_norm_bwd", wslot::kv_norm, a.kv_lora_rank, aslot::kv_latent,
+                                       aslot::kv_latent_norm));
+    ops.push_back(linear_dgrad(x, kv_down));
+    ops.push_back(linear_wgrad(x, kv_down));
+    const QPath q = q_path(x);
+    ops.push_back(linear_dgrad(x, q.up));
+    ops.push_back(linear_wgrad(x, q.up));
+    if (q.low_rank) {
+        ops.push_back(latent_norm_backward(x, "q_norm_bwd", wslot::q_norm, a.q_lora_rank, aslot::q_latent,
+                                           aslot::q_latent_norm));
+        ops.push_back(linear_dgrad(x, q.down));
+        ops.push_back(linear_wgrad(x, q.down));
+    }
+    // The two paths' shares of the norm output's gradient, summed.
+    const double full = full_act(x);
+    const std::uint64_t dn = flagged(x.act(aslot::norm1), kGrad), dkv = flagged(x.act(aslot::mla_dx), kGrad);
+    ops.push_back(elementwise(x, "mla_dx_add", static_cast<double>(x.T * x.h), 2 * full, full,
+                              {use(dn, full), use(dkv, full), use(dn, full, true)}));
+}
+
+}  // namespace sim::workload::ops

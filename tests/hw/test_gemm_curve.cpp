@@ -1,0 +1,107 @@
+// The fitted GEMM efficiency curve (docs/hardware-model.md §2.6): the
+// per-GPU pipeline depth k0 and the soft roofline of compute and HBM time.
+// Each case states its hand-computed answer.
+#include "sim/config/gpu_loader.h"
+#include "sim/config/yaml_reader.h"
+#include "sim/core/error.h"
+#include "sim/hw/cost_model.h"
+#include "tests/hw/hw_test_gpus.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+TEST_SUITE_BEGIN("unit");
+
+using namespace sim;
+using namespace sim::hw;
+
+using test::dense_gemm;
+
+TEST_CASE("gemm_time: max() without overlap, the l_p norm of compute and HBM with it, L2 a plain bound") {
+    CHECK(gemm_time(3.0, 4.0, 1.0, 0.0) == 4.0);
+    CHECK(gemm_time(3.0, 4.0, 1.0, 2.0) == doctest::Approx(5.0));      // sqrt(9 + 16)
+    CHECK(gemm_time(3.0, 4.0, 6.0, 2.0) == doctest::Approx(6.0));      // L2 bound above the norm
+    CHECK(gemm_time(1.0, 1.0, 0.0, 1.0) == doctest::Approx(2.0));      // p = 1: no overlap at all
+    CHECK(gemm_time(1.0, 1.0, 0.0, 4.0) == doctest::Approx(std::pow(2.0, 0.25)));
+    CHECK(gemm_time(2.0, 0.0, 0.0, 3.0) == doctest::Approx(2.0));      // nothing to overlap with
+    CHECK(gemm_time(0.0, 0.0, 0.0, 3.0) == 0.0);
+}
+
+TEST_CASE("k0 from the GPU sets the pipeline loss of the k loop") {
+    GpuSpec g = test::h100();
+    g.gemm_k0 = 128.0;
+    // 12 x 11 = 132 tiles of 128x256: one full wave, no padding; k = 384 -> k_eff = 384 / (384 + 128) = 0.75.
+    const GemmPlan p = evaluate_gemm_plan(g, dense_gemm(12 * 128, 11 * 256, 384), 128, 256, 1);
+    CHECK(p.waves == 1);
+    CHECK(p.k_eff == doctest::Approx(0.75));
+    CHECK(p.efficiency == doctest::Approx(0.803 * 0.75));
+    g.gemm_k0 = 0.0;
+    CHECK(evaluate_gemm_plan(g, dense_gemm(12 * 128, 11 * 256, 384), 128, 256, 1).k_eff == doctest::Approx(1.0));
+}
+
+TEST_CASE("a GEMM's duration with overlap p is launch + (compute^p + hbm^p)^(1/p)") {
+    GpuSpec g = test::h100();
+    const auto model = make_cost_model("roofline-fixed-tile");
+    // 12 x 11 tiles, k = 8192: compute-bound with an HBM time of the same order.
+    const KernelDesc k = dense_gemm(12 * 128, 11 * 256, 8192);
+    const KernelCost plain = model->cost(g, k, {});
+    g.gemm_overlap = 2.0;
+    const KernelCost soft = model->cost(g, k, {});
+    // The components are unchanged; only their combination is.
+    CHECK(soft.compute_time == plain.compute_time);
+    CHECK(soft.memory_time == plain.memory_time);
+    const double c = plain.compute_time.seconds(), h = plain.memory_time.seconds();
+    const double expect = std::sqrt(c * c + h * h);
+    CHECK((soft.duration - soft.launch_overhead).seconds() == doctest::Approx(expect).epsilon(1e-9));
+    CHECK(plain.duration - plain.launch_overhead == std::max({plain.compute_time, plain.memory_time, plain.l2_time}));
+    CHECK(soft.duration > plain.duration);
+}
+
+TEST_CASE("overlap applies to GEMMs only: a streaming kernel keeps max()") {
+    GpuSpec g = test::h100();
+    g.gemm_overlap = 2.0;
+    KernelDesc e;
+    e.name = "add";
+    e.kind = KernelKind::elementwise;
+    e.dtype = DType::bf16;
+    e.flops = Flops{1e9};
+    e.bytes_read = Bytes{1ULL << 30};
+    e.bytes_written = Bytes{1ULL << 30};
+    const KernelCost c = make_cost_model("roofline")->cost(g, e, {});
+    CHECK(c.duration - c.launch_overhead == std::max({c.compute_time, c.memory_time, c.l2_time}));
+}
+
+TEST_CASE("the GPU file's gemm_curve block: read, defaulted, and checked") {
+    std::ifstream in(config::gpu_path("h100-sxm"));
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string base = text.str();
+    const auto cut = base.find("\ngemm_curve:");
+    if (cut != std::string::npos) base = base.substr(0, cut + 1);
+    const auto load = [](const std::string& yaml) {
+        return config::load_gpu(config::load_string(yaml, "gpu.yaml"));
+    };
+    SUBCASE("absent: the model before the curve (k0 64, max())") {
+        const GpuSpec g = load(base);
+        CHECK(g.gemm_k0 == 64.0);
+        CHECK(g.gemm_overlap == 0.0);
+    }
+    SUBCASE("given") {
+        const GpuSpec g = load(base + "gemm_curve: {k0: 80, overlap: 3}\n");
+        CHECK(g.gemm_k0 == 80.0);
+        CHECK(g.gemm_overlap == 3.0);
+    }
+    SUBCASE("an overlap in (0, 1) would speed a kernel up past max(): rejected") {
+        CHECK_THROWS_AS(load(base + "gemm_curve: {overlap: 0.5}\n"), ConfigError);
+    }
+    SUBCASE("unknown keys are rejected") {
+        CHECK_THROWS_AS(load(base + "gemm_curve: {k0: 80, tile_area0: 3}\n"), ConfigError);
+    }
+}
+
+TEST_SUITE_END();

@@ -1,0 +1,160 @@
+// Multi-head latent attention simulated (docs/workload-model.md, "Multi-head
+// latent attention"): DeepSeek-V3's projections, its compressed KV cache
+// and the absorbed decode path, each against a hand computation.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "sim/config/model_loader.h"
+#include "sim/workload/model.h"
+#include "sim/workload/operators.h"
+
+TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md)
+
+using namespace sim::workload;
+using sim::hw::KernelKind;
+
+namespace {
+
+ModelSpec shipped(const std::string& name) { return sim::config::load_model_file(sim::config::model_path(name)); }
+
+const Operator& find(const std::vector<Operator>& ops, const std::string& name) {
+    auto it = std::find_if(ops.begin(), ops.end(), [&](const Operator& o) { return o.kernel.name == name; });
+    REQUIRE(it != ops.end());
+    return *it;
+}
+bool has(const std::vector<Operator>& ops, const std::string& name) {
+    return std::any_of(ops.begin(), ops.end(), [&](const Operator& o) { return o.kernel.name == name; });
+}
+
+double gemm_flops(const std::vector<Operator>& ops) {
+    double f = 0;
+    for (const auto& op : ops)
+        if (op.kernel.kind == KernelKind::gemm) f += op.kernel.flops.value;
+    return f;
+}
+
+}  // namespace
+
+TEST_CASE("DeepSeek-V3 caches 61 x (512 + 64) x 2 = 70 272 bytes a token in BF16") {
+    const ModelSpec m = shipped("deepseek-v3");
+    OperatorOptions o;  // kv bf16
+    double per_token = 0;
+    for (std::int64_t l = 0; l < m.layers; ++l) per_token += layer_kv_bytes(m, 1, 1, o);
+    CHECK(per_token == doctest::Approx(61.0 * (512 + 64) * 2));
+    // An MHA cache of the same heads would hold 2 x 128 x 192 values a
+    // token a layer: 85 x the latent's 576 (49 152 / 576 = 85.3).
+    o.precision.kv = sim::hw::DType::fp8;
+    CHECK(layer_kv_bytes(m, 1, 1, o) == doctest::Approx(576.0));
+}
+
+TEST_CASE("DeepSeek-V3 training: every projection's GEMM FLOPs and the MLA core, by hand") {
+    const ModelSpec m = shipped("deepseek-v3");
+    OperatorOptions o;
+    const std::int64_t s = 4096;
+    const PassShape shape{1, s, s};
+    const auto fwd = layer_forward(m, 0, 0, shape, o);  // a dense layer
+    // Matrices (= dense_layer less its 16 384 norm weights): q down 7168 x
+    // 1536, q up 1536 x 128 x 192, kv down 7168 x 576, kv up 512 x 128 x
+    // (128 + 128), out 128 x 128 x 7168, MLP 3 x 7168 x 18432.
+    const double matrices = 7168.0 * 1536 + 1536.0 * 128 * 192 + 7168.0 * 576 + 512.0 * 128 * 256 +
+                            128.0 * 128 * 7168 + 3.0 * 7168 * 18432;
+    CHECK(matrices == doctest::Approx(583'483'392.0 - 16'384));
+    CHECK(gemm_flops(fwd) == doctest::Approx(2.0 * s * matrices));
+    // The core: scores over 192 and values of 128 per head, causal: 2 x 128
+    // heads x s^2 / 2 pairs x (192 + 128).
+    const Operator& core = find(fwd, "attention");
+    CHECK(core.kernel.flops.value == doctest::Approx(2.0 * 128 * (double(s) * s / 2) * (192 + 128)));
+    // It reads Q (s x 128 x 192) and K + V (s x 128 x 320), writes O (s x 128 x 128) and the LSE, BF16.
+    CHECK(core.kernel.bytes_read.value == doctest::Approx(2.0 * s * 128 * (192 + 320)));
+    CHECK(core.kernel.bytes_written.value == doctest::Approx(2.0 * s * 128 * 128 + 4.0 * s * 128));
+    // The projections run in order, then the out projection of 128 x 128 inputs.
+    for (const char* name : {"norm1", "q_down", "q_norm", "q_up", "kv_down", "kv_norm", "kv_up", "out_proj"})
+        CHECK(has(fwd, name));
+    CHECK(find(fwd, "out_proj").kernel.k == 128 * 128);
+    // The backward: a dgrad and a wgrad per projection, the latent norms'
+    // backward, and twice the forward's GEMM FLOPs.
+    const auto bwd = layer_backward(m, 0, 0, shape, o, Recompute::none);
+    CHECK(gemm_flops(bwd) == doctest::Approx(4.0 * s * matrices));
+    for (const char* name : {"kv_up_dgrad", "kv_norm_bwd", "kv_down_wgrad", "q_up_dgrad", "q_norm_bwd", "q_down_dgrad",
+                             "mla_dx_add"})
+        CHECK(has(bwd, name));
+}
+
+TEST_CASE("DeepSeek-V3 decode: the absorbed path attends the 576-wide latent cache as one KV head") {
+    const ModelSpec m = shipped("deepseek-v3");
+    OperatorOptions o;
+    o.inference = true;
+    const std::int64_t b = 4, c = 1000;
+    const PassShape decode{b, 1, c};
+    const auto ops = layer_forward(m, 0, 0, decode, o);
+    CHECK_FALSE(has(ops, "kv_up"));  // the cache is never expanded
+    const Operator& core = find(ops, "attention");
+    // 2 x b x 128 heads x c pairs x (576 + 512): scores over the latent and
+    // rope key, values the latent.
+    CHECK(core.kernel.flops.value == doctest::Approx(2.0 * b * 128 * c * (576 + 512)));
+    // Reads the latent queries (b x 128 x 576) and the cache b x c x 576, BF16.
+    CHECK(core.kernel.bytes_read.value == doctest::Approx(2.0 * b * 128 * 576 + 2.0 * b * c * 576));
+    // W_UK and W_UV absorbed: per head [b, 128] x [128, 512] and [b, 512] x [512, 128].
+    CHECK(find(ops, "q_absorb").kernel.flops.value == doctest::Approx(2.0 * b * 128 * 128 * 512));
+    CHECK(find(ops, "o_absorb").kernel.flops.value == doctest::Approx(2.0 * b * 128 * 512 * 128));
+    // The new token's latent goes to the cache in the KV dtype: b x 576 x 2.
+    const Operator& norm = find(ops, "kv_norm");
+    CHECK(norm.kernel.bytes_written.value == doctest::Approx(2.0 * b * 576));
+    // Under TP 8 each rank runs 16 heads but reads the whole latent cache.
+    o.tp = 8;
+    const auto tp8 = layer_forward(m, 0, 0, decode, o);
+    const Operator& core8 = find(tp8, "attention");
+    CHECK(core8.kernel.flops.value == doctest::Approx(2.0 * b * 16 * c * (576 + 512)));
+    CHECK(core8.kernel.bytes_read.value == doctest::Approx(2.0 * b * 16 * 576 + 2.0 * b * c * 576));
+}
+
+TEST_CASE("DeepSeek-V3 prefill writes the latent cache and attends expanded keys and values") {
+    const ModelSpec m = shipped("deepseek-v3");
+    OperatorOptions o;
+    o.inference = true;
+    const std::int64_t b = 2, s = 512;
+    const auto ops = layer_forward(m, 0, 0, PassShape{b, s, s}, o);
+    CHECK(has(ops, "kv_up"));
+    CHECK_FALSE(has(ops, "q_absorb"));
+    // kv_norm writes the normed latent (b s x 512) and the cache (b s x 576), BF16.
+    CHECK(find(ops, "kv_norm").kernel.bytes_written.value == doctest::Approx(2.0 * b * s * (512 + 576)));
+    // A routed layer under EP runs too: router, experts, the same MLA.
+    o.ep = 8;
+    const auto moe = layer_forward(m, 3, 0, PassShape{b, s, s}, o);
+    CHECK(has(moe, "router"));
+    CHECK(has(moe, "kv_up"));
+}
+
+TEST_CASE("MLA under TP: replicated down projections, latent-sized all-reduces of the up projections' input gradients") {
+    const ModelSpec m = shipped("deepseek-v3");
+    OperatorOptions o;
+    o.tp = 8;
+    const std::int64_t s = 1024;
+    const auto fwd = layer_forward(m, 0, 0, PassShape{1, s, s}, o);
+    // Down projections whole on every rank; up projections 128 / 8 = 16 heads.
+    CHECK(find(fwd, "q_down").kernel.n == 1536);
+    CHECK(find(fwd, "kv_down").kernel.n == 576);
+    CHECK(find(fwd, "q_up").kernel.n == 16 * 192);
+    CHECK(find(fwd, "kv_up").kernel.n == 16 * 256);
+    CHECK(find(fwd, "out_proj").tp_sync == TpSync::after_row_parallel);
+    const auto bwd = layer_backward(m, 0, 0, PassShape{1, s, s}, o, Recompute::none);
+    // The latents' gradients are summed over the 8 head shards: s x 1536 and s x 512, BF16.
+    const Operator& q_up = find(bwd, "q_up_dgrad");
+    CHECK(q_up.tp_sync == TpSync::after_column_input_grad);
+    CHECK(q_up.tp_sync_bytes.as_double() == doctest::Approx(2.0 * s * 1536));
+    CHECK(find(bwd, "kv_up_dgrad").tp_sync_bytes.as_double() == doctest::Approx(2.0 * s * 512));
+    // The replicated down projections' input gradients need no reduction.
+    CHECK(find(bwd, "q_down_dgrad").tp_sync == TpSync::none);
+    CHECK(find(bwd, "kv_down_dgrad").tp_sync == TpSync::none);
+}
+
+TEST_CASE("MLA needs a fused attention kernel") {
+    const ModelSpec m = shipped("deepseek-v3");
+    OperatorOptions o;
+    o.flash_attention = false;
+    CHECK_THROWS_AS(layer_forward(m, 0, 0, PassShape{1, 128, 128}, o), sim::ModelError);
+}
+
+TEST_SUITE_END();

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Fits the GEMM efficiency curve of docs/hardware-model.md §2 per GPU on the
+fit split of tests/data/validation/gemm-vidur.yaml (docs/validation.md §3).
+
+Three parameters per GPU, for the dtype the data measured (FP16):
+  efficiency.gemm.fp16   the ceiling (the GPU's own tile, long k, full waves)
+  gemm_curve.k0          a tile's pipeline prologue/epilogue, in k
+  gemm_curve.overlap     the exponent p of the soft roofline
+                         (compute^p + hbm^p + l2^p)^(1/p)
+The held-out split (points whose notes say `split: held-out`) is never read
+by the fit; it is only scored afterwards. The objective is the mean absolute
+percentage error of `parasim validate` on the fit split, so the simulator's
+own code is the model (no second implementation here). The search is a
+coordinate descent on a fixed grid of steps, deterministic.
+
+    python3 tools/fit-gemms.py --parasim build/bin/parasim            # print the fit
+    python3 tools/fit-gemms.py --parasim build/bin/parasim --write    # and write the GPU files
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+DATASET = "tests/data/validation/gemm-vidur.yaml"
+GPU_DIR = "topologies/gpus"
+GPUS = ["a100-sxm-80gb", "h100-sxm"]
+# name, start, lower, upper, first step (multiplicative for k0 and overlap, additive for the ceiling)
+PARAMS = [("ceiling", None, 0.50, 0.99, 0.04), ("k0", 64.0, 8.0, 2048.0, 2.0),
+          ("overlap", 4.0, 1.0, 64.0, 2.0)]
+ROUNDS = 6
+
+
+def split_of(point):
+    m = re.search(r"split: ([a-z-]+)", point.get("notes", ""))
+    return m.group(1) if m else None
+
+
+def start_ceiling(text):
+    """The search starts from the BF16 ceiling (a measurement the fit never
+    writes), so a rerun on fitted files starts where the first run did."""
+    m = re.search(r"^  gemm:\n(?:    .*\n)*?    bf16: ([0-9.]+)", text, re.M)
+    if not m:
+        sys.exit("no efficiency.gemm.bf16 in the GPU file")
+    return float(m.group(1))
+
+
+def with_params(text, ceiling, k0, overlap, comment):
+    """The GPU file's text with the three values set (other lines untouched)."""
+    text = re.sub(r"(^  gemm:\n(?:    .*\n)*?    fp16: )[0-9.]+( *)(#.*)?$",
+                  lambda m: f"{m.group(1)}{ceiling:.3f}{m.group(2) or ' '}# {comment}", text, count=1, flags=re.M)
+    text = re.sub(r"^gemm_curve:.*\n(?:  .*\n)*", "", text, flags=re.M)
+    if not text.endswith("\n"):
+        text += "\n"
+    text += (f"gemm_curve:                       # docs/hardware-model.md §2\n"
+             f"  k0: {k0:.0f}                         # {comment}\n"
+             f"  overlap: {overlap:.2f}                  # {comment}\n")
+    return text
+
+
+class Scorer:
+    def __init__(self, parasim, points, tmp):
+        self.parasim, self.tmp = parasim, tmp
+        self.gpu_dir = os.path.join(tmp, "gpus")
+        shutil.copytree(GPU_DIR, self.gpu_dir)
+        self.data = os.path.join(tmp, "points.yaml")
+        with open(self.data, "w") as f:
+            yaml.safe_dump({"points": points}, f, sort_keys=False)
+        self.cache = {}
+
+    def errors(self, gpu, text):
+        with open(os.path.join(self.gpu_dir, gpu + ".yaml"), "w") as f:
+            f.write(text)
+        out = subprocess.run([self.parasim, "validate", self.data, "--gpu-dir", self.gpu_dir, "--format", "json",
+                              "-j", "2"], check=True, capture_output=True, text=True).stdout
+        return {p["id"]: p["error"] for p in json.loads(out)["points"]}
+
+    def mape(self, gpu, text):
+        if text not in self.cache:
+            e = [abs(v) for v in self.errors(gpu, text).values()]
+            self.cache[text] = sum(e) / len(e)
+        return self.cache[text]
+
+
+def fit(gpu, points, parasim, comment):
+    base = open(os.path.join(GPU_DIR, gpu + ".yaml")).read()
+    fit_points = [p for p in points if p["hardware"]["gpu"] == gpu and split_of(p) == "fit"]
+    with tempfile.TemporaryDirectory() as tmp:
+        s = Scorer(parasim, fit_points, tmp)
+        x = {name: start for name, start, _, _, _ in PARAMS}
+        x["ceiling"] = start_ceiling(base)
+        steps = {name: step for name, _, _, _, step in PARAMS}
+        score = lambda v: s.mape(gpu, with_params(base, v["ceiling"], v["k0"], v["overlap"], comment))
+        best = score(x)
+        for _ in range(ROUNDS):
+            for name, _, lo, hi, _ in PARAMS:
+                improved = True
+                while improved:
+                    improved = False
+                    for direction in (+1, -1):
+                        y = dict(x)
+                        if name == "ceiling":
+                            y[name] = round(min(hi, max(lo, x[name] + direction * steps[name])), 3)
+                        else:
+                            f = steps[name] ** direction
+                            y[name] = min(hi, max(lo, x[name] * f))
+                            y[name] = round(y[name], 2) if name == "overlap" else round(y[name])
+                        if y == x:
+                            continue
+                        v = score(y)
+                        if v < best - 1e-9:
+                            x, best, improved = y, v, True
+                            break
+            steps = {n: (st / 2 if n == "ceiling" else st ** 0.5) for n, st in steps.items()}
+        return x, best, len(fit_points)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--parasim", default="build/bin/parasim")
+    ap.add_argument("--write", action="store_true", help="write the fitted values into topologies/gpus/*.yaml")
+    a = ap.parse_args()
+    points = yaml.safe_load(open(DATASET))["points"]
+    for gpu in GPUS:
+        n_fit = sum(1 for p in points if p["hardware"]["gpu"] == gpu and split_of(p) == "fit")
+        comment = (f"fitted_on: tools/fit-gemms.py, the {n_fit} {gpu} FP16 GEMMs of the fit split of "
+                   f"{DATASET} (microsoft/vidur profiles; held-out models never read)")
+        x, best, n = fit(gpu, points, a.parasim, comment)
+        print(f"{gpu}: ceiling fp16 {x['ceiling']:.3f}, k0 {x['k0']:.0f}, overlap {x['overlap']:.2f}; "
+              f"fit-split MAPE {best * 100:.2f}% (n {n})", flush=True)
+        if a.write:
+            path = os.path.join(GPU_DIR, gpu + ".yaml")
+            text = open(path).read()
+            with open(path, "w") as f:
+                f.write(with_params(text, x["ceiling"], x["k0"], x["overlap"], comment))
+
+
+if __name__ == "__main__":
+    main()
