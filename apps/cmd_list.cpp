@@ -8,6 +8,7 @@
 #include "sim/net/collective/i_collective.h"
 #include "sim/parallel/partition/i_partitioner.h"
 #include "sim/parallel/schedule/i_schedule.h"
+#include "sim/serve/router/i_router.h"
 #include "sim/serve/scheduler/i_scheduler.h"
 #include "sim/workload/model.h"
 
@@ -40,6 +41,7 @@ constexpr const char* kListUsage =
     "  parasim list schedules     registered pipeline schedules\n"
     "  parasim list partitioners  registered layer partitioners\n"
     "  parasim list schedulers    registered serving batch schedulers\n"
+    "  parasim list routers       registered serving routers (which replica a request goes to)\n"
     "  parasim list collectives   registered collective algorithms\n"
     "  parasim list cost-models   registered kernel cost models\n"
     "  parasim list software      software-stack profiles in topologies/software/\n";
@@ -103,6 +105,10 @@ int cmd_list(const Args& args) {
         for (const auto* sch : sim::serve::serving_schedulers()) print_entry(sch->name(), sch->description());
         return 0;
     }
+    if (what == "routers") {
+        for (const auto* r : sim::serve::serving_routers()) print_entry(r->name(), r->description());
+        return 0;
+    }
     if (what == "collectives") {
         print_entry("auto",
                     "the best-ranked registered algorithm that can run the group (NCCL's rules; with "
@@ -130,8 +136,8 @@ int cmd_list(const Args& args) {
         return 0;
     }
     throw UsageError(
-        "list needs one of: gpus, clusters, models, schedules, partitioners, schedulers, collectives, cost-models, "
-        "software");
+        "list needs one of: gpus, clusters, models, schedules, partitioners, schedulers, routers, collectives, "
+        "cost-models, software");
 }
 
 }  // namespace parasim_cli

@@ -183,6 +183,21 @@ ServingSpec read_serving(const Node& node, const std::string& scenario_file) {
     }
     if (auto n = r.optional("seed")) s.seed = static_cast<std::uint64_t>(n->as_int(0, INT64_MAX));
     if (auto n = r.optional("scheduler")) s.scheduler = &serve::serving_scheduler(n->as_enum(serve::serving_scheduler_names()));
+    if (auto n = r.optional("preemption")) s.swap_preemption = n->as_enum({"recompute", "swap"}) == "swap";
+    if (auto n = r.optional("prefix_cache")) {
+        MapReader pc(*n);
+        s.prefix_where = n->location();
+        s.shared_prefix_tokens = pc.required("shared_prefix_tokens").as_int(1, kMaxLength);
+        pc.finish();
+    }
+    if (auto n = r.optional("router")) s.router = &serve::serving_router(n->as_enum(serve::serving_router_names()));
+    if (auto n = r.optional("disaggregation")) {
+        MapReader d(*n);
+        s.disaggregation_where = n->location();
+        s.prefill_replicas = d.required("prefill_replicas").as_int(1, 1 << 20);
+        if (auto t = d.optional("decode_tp")) s.decode_tp = t->as_int(1, 1 << 20);
+        d.finish();
+    }
     if (auto n = r.optional("max_batch")) s.max_batch = n->as_int(1, 1 << 20);
     if (auto n = r.optional("max_tokens_per_iteration")) s.max_tokens_per_iteration = n->as_int(1, kMaxLength);
     if (s.max_tokens_per_iteration == 0) s.max_tokens_per_iteration = s.scheduler->default_max_tokens();

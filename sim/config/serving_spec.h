@@ -7,6 +7,7 @@
 #pragma once
 
 #include "sim/config/yaml_reader.h"
+#include "sim/serve/router/i_router.h"
 #include "sim/serve/scheduler/i_scheduler.h"
 
 #include <cstdint>
@@ -56,6 +57,22 @@ struct ServingSpec {
     std::int64_t decode_context_bucket = 1;
     double gpu_memory_utilization = 0.9;  // share of HBM the engine may use (vLLM's default)
     std::optional<double> slo_ttft_ms, slo_tpot_ms;
+    // Replicas (gpus / tp of them) share the arrivals through this router.
+    const serve::IRouter* router = &serve::default_serving_router();
+    // Disaggregation: the first prefill_replicas replicas only prefill and
+    // the others only decode (0: every replica does both).
+    std::int64_t prefill_replicas = 0;
+    std::int64_t decode_tp = 0;  // the decode replicas' tp (0: the strategy's)
+    // What a preempted sequence loses: its cache (recompute: prefilled again
+    // when readmitted) or nothing (swap: its blocks go to host memory over
+    // PCIe and come back before it runs again).
+    bool swap_preemption = false;
+    // Prefix caching: every prompt starts with the same shared_prefix_tokens
+    // (a system prompt); a replica keeps its whole blocks once computed
+    // (0: no prefix caching).
+    std::int64_t shared_prefix_tokens = 0;
+    SourceLocation prefix_where;
+    SourceLocation disaggregation_where;
     SourceLocation where;
 };
 

@@ -14,6 +14,10 @@ bool EngineState::grow(std::uint32_t seq, std::int64_t tokens) {
     if (need <= 0) return true;
     if (!kv.take(need)) return false;
     s.blocks += need;
+    if (s.swapped) {
+        swapped_in += s.computed - s.shared_blocks * kv.block_size();
+        s.swapped = false;
+    }
     return true;
 }
 
@@ -22,9 +26,17 @@ std::uint32_t EngineState::preempt_latest() {
     const std::uint32_t victim = running.back();
     running.pop_back();
     Sequence& s = seqs[victim];
-    kv.give_back(s.blocks);
-    s.blocks = 0;
-    s.computed = 0;
+    kv.give_back(s.blocks - s.shared_blocks);
+    s.blocks = s.shared_blocks;
+    // A cached shared prefix stays: only the sequence's own tokens go.
+    const std::int64_t keep = s.shared_blocks * kv.block_size();
+    if (swap && s.computed > keep) {
+        swapped_out += s.computed - keep;
+        s.swapped = true;
+    } else {
+        outstanding += s.computed - keep;
+        s.computed = keep;
+    }
     ++s.preemptions;
     ++preemptions;
     waiting.push_front(victim);

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <span>
 #include <vector>
 
 namespace sim::serve {
@@ -20,6 +21,10 @@ struct Sequence {
     std::int64_t generated = 0;           // output tokens sampled so far
     std::int64_t blocks = 0;              // KV blocks held
     std::uint32_t preemptions = 0;
+    bool swapped = false;                 // its cache (computed tokens) is in host memory
+    // The first of its blocks are the replica's cached shared prefix: counted
+    // in `blocks`, owned by the prefix cache (never returned to the pool).
+    std::int64_t shared_blocks = 0;
     // Known tokens not yet fed through the model: the prompt and every
     // generated token, less what the cache holds. A decode step feeds 1.
     std::int64_t unfed() const { return prompt + generated - computed; }
@@ -34,21 +39,32 @@ struct Work {
 };
 
 struct EngineState {
-    std::vector<Sequence> seqs;          // by request index
+    std::span<Sequence> seqs;            // by request index (shared by the replicas of a run)
     std::deque<std::uint32_t> waiting;   // arrival order; preempted requests return to the front
     std::vector<std::uint32_t> running;  // admission order
     BlockManager kv;
     std::int64_t max_batch = 1;          // sequences per iteration
     std::int64_t max_tokens = 1;         // tokens fed per iteration
     std::uint64_t preemptions = 0;
+    // Tokens this engine still has to feed for the requests it holds,
+    // sum of unfed + (output - generated) (the router's load measure): the
+    // serving loop adds a request's share when it is routed here and takes
+    // off what each iteration feeds; a preemption adds back what it drops.
+    std::int64_t outstanding = 0;
+    // Preemption by swap instead of recompute, and the tokens of cache moved
+    // out to host memory and back in since the serving loop last took them.
+    bool swap = false;
+    std::int64_t swapped_out = 0, swapped_in = 0;
 
     // Allocates the blocks `seq` needs to hold `tokens` more tokens; false
-    // (nothing allocated) when the pool has too few free blocks.
+    // (nothing allocated) when the pool has too few free blocks. A swapped
+    // sequence's first allocation also brings its cache back (swapped_in).
     bool grow(std::uint32_t seq, std::int64_t tokens);
-    // Preemption by recompute: the latest admitted running sequence loses
-    // its blocks and its cache and goes back to the front of the queue; its
-    // prompt and generated tokens are prefilled again when it is readmitted.
-    // Returns the sequence preempted.
+    // Preemption: the latest admitted running sequence loses its blocks and
+    // goes back to the front of the queue. By recompute its cache is dropped
+    // and its prompt and generated tokens are prefilled again when it is
+    // readmitted; by swap its cache goes to host memory (swapped_out) and
+    // comes back when it is readmitted. Returns the sequence preempted.
     std::uint32_t preempt_latest();
     // Makes room for one more token of every running decode, preempting the
     // latest admitted sequences while blocks are short; appends a work item

@@ -33,6 +33,15 @@ struct ServeSummary {
     // of arrivals) at or above kOverloadSlope: the queue grows without bound.
     double queue_slope = 0;
     bool overloaded = false;
+    // Disaggregated: each measured request's KV transfer (first byte to last)
+    // and its wait for decode blocks, and the transfer's share of TTFT,
+    // sum of transfer times / sum of TTFTs.
+    Percentiles kv_transfer_ms, kv_wait_ms;
+    double kv_transfer_share = 0;
+    // Prefix caching: the share of measured requests that found the prefix
+    // cached, and the prompt tokens they skipped.
+    double prefix_hit_rate = 0;
+    std::int64_t prefix_tokens_skipped = 0;
 };
 inline constexpr double kOverloadSlope = 0.05;
 

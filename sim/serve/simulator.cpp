@@ -1,18 +1,19 @@
-// The serving loop: arrivals join the queue, the scheduler forms an
-// iteration, the iteration's plan gives its time, tokens are sampled at its
-// end (docs/serving.md, "The loop").
+// A serving run: checks what cannot run, sizes the KV pool, draws the
+// requests and hands them to the event loop (serving_loop.h).
 #include "sim/serve/simulator.h"
 
 #include "sim/core/error.h"
 #include "sim/core/limits.h"
 #include "sim/parallel/strategy.h"
-#include "sim/serve/engine_state.h"
 #include "sim/serve/iteration_cost.h"
+#include "sim/serve/kv_blocks.h"
 #include "sim/serve/scheduler/i_scheduler.h"
+#include "sim/serve/serving_loop.h"
 
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 
 namespace sim::serve {
 
@@ -40,40 +41,34 @@ KvPool size_kv_pool(const config::ScenarioSpec& sc, const parallel::PlanBuild& b
 
 namespace {
 
-// The iteration's shape, canonical: every decode in one group of its mean
-// context (rounded up), each prefill chunk a group of its own, equal chunks
-// merged, groups sorted (docs/serving.md says why the mean).
-void batch_shape(const EngineState& st, const std::vector<Work>& work, std::int64_t bucket, parallel::IterationBatch& b,
-                 std::vector<parallel::IterationGroup>& prefills) {
-    b.groups.clear();
-    b.sampled = 0;
-    prefills.clear();
-    std::int64_t decodes = 0, decode_ctx = 0;
-    for (const auto& w : work) {
-        const Sequence& s = st.seqs[w.seq];
-        const std::int64_t ctx = s.computed + w.tokens;
-        if (ctx == s.prompt + s.generated) ++b.sampled;
-        if (w.tokens == 1 && !s.prefilling()) {
-            ++decodes;
-            decode_ctx += ctx;
-        } else {
-            prefills.push_back(parallel::IterationGroup{1, w.tokens, ctx});
+// One replica of `tp` GPUs: the scenario and strategy it is planned on, its
+// plan (for the iteration plans), and its KV pool.
+struct ReplicaModel {
+    config::ScenarioSpec scenario;
+    config::StrategySpec spec;
+    parallel::PlanBuild base;
+    KvPool pool;
+
+    ReplicaModel(const config::ScenarioSpec& sc, const config::StrategySpec& strategy, int tp,
+                 const hw::CostModel& cm)
+        : scenario(sc), spec(strategy) {
+        scenario.gpus = tp;
+        spec.tp = tp;
+        spec.dp = 1;
+        try {
+            base = parallel::build_plan(scenario, spec, cm, parallel::BuildOptions{});
+        } catch (const LimitError& e) {
+            throw ConfigError(strategy.where, fmt::format("strategy '{}': {}", strategy.name, e.what()));
         }
+        if (base.memory.oom)
+            throw ConfigError(strategy.where, fmt::format("strategy '{}' (tp {}): {}", strategy.name, tp,
+                                                          base.memory.explanation));
+        if (base.strategy.pp != 1)
+            throw ConfigError(strategy.where, fmt::format("strategy '{}': serving needs pp 1, not {}", strategy.name,
+                                                          base.strategy.pp));
+        pool = size_kv_pool(scenario, base);
     }
-    std::sort(prefills.begin(), prefills.end(), [](const auto& a, const auto& c) {
-        return std::tie(a.new_tokens, a.context) < std::tie(c.new_tokens, c.context);
-    });
-    for (const auto& g : prefills) {
-        if (!b.groups.empty() && b.groups.back().new_tokens == g.new_tokens && b.groups.back().context == g.context)
-            ++b.groups.back().sequences;
-        else
-            b.groups.push_back(g);
-    }
-    if (decodes > 0) {
-        const std::int64_t mean = (decode_ctx + decodes - 1) / decodes;
-        b.groups.push_back(parallel::IterationGroup{decodes, 1, (mean + bucket - 1) / bucket * bucket});
-    }
-}
+};
 
 }  // namespace
 
@@ -83,142 +78,96 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
     const auto& sv = *sc.workload.serving;
     if (!sc.workload.flash_attention)
         throw ConfigError(sv.where, "serving needs a fused attention kernel (attention: naive is not supported)");
+    // Replicas: groups of tp consecutive GPUs (disaggregated: prefill
+    // replicas of the strategy's tp, then decode replicas of decode_tp). A
+    // replica's plan is built on a scenario of its tp GPUs (its iteration
+    // involves its own GPUs only, and every aligned group of a homogeneous
+    // cluster is alike).
+    const int tp = spec.tp;
+    const int prefill = static_cast<int>(sv.prefill_replicas);
+    const int dtp = sv.decode_tp > 0 ? static_cast<int>(sv.decode_tp) : tp;
+    if (spec.pp > 1 || (prefill == 0 && sc.gpus % tp != 0))
+        throw ConfigError(spec.where, fmt::format("strategy '{}': serving runs gpus / tp replicas of tp GPUs; pp {} "
+                                                  "is not supported yet and tp {} must divide the {} GPUs",
+                                                  spec.name, spec.pp, tp, sc.gpus));
+    const std::int64_t left = static_cast<std::int64_t>(sc.gpus) - static_cast<std::int64_t>(prefill) * tp;
+    if (prefill > 0 && left < dtp)
+        throw ConfigError(sv.disaggregation_where,
+                          fmt::format("{} prefill replicas leave no decode replica: strategy '{}' has tp {} on {} GPUs "
+                                      "and decode replicas need {}",
+                                      prefill, spec.name, tp, sc.gpus, dtp));
+    if (prefill > 0 && left % dtp != 0)
+        throw ConfigError(sv.disaggregation_where,
+                          fmt::format("the {} GPUs left after {} prefill replicas of tp {} are not a multiple of "
+                                      "decode_tp {}", left, prefill, tp, dtp));
+    const int replicas = prefill > 0 ? prefill + static_cast<int>(left / dtp) : sc.gpus / tp;
+    if (spec.dp > 0 && spec.dp != replicas)
+        throw ConfigError(spec.where, fmt::format("strategy '{}': dp {} contradicts the {} replicas", spec.name,
+                                                  spec.dp, replicas));
+    if (prefill > 0 && !sv.scheduler->iteration_level())
+        throw ConfigError(sv.disaggregation_where,
+                          fmt::format("disaggregation needs an iteration-level scheduler; {} is not one",
+                                      sv.scheduler->name()));
+    if (prefill > 0 && sv.shared_prefix_tokens > 0)
+        throw ConfigError(sv.prefix_where, "prefix caching is not supported with disaggregation yet");
     const auto cm = hw::make_cost_model(options.cost_model);
-    parallel::PlanBuild base;
-    try {
-        base = parallel::build_plan(sc, spec, *cm, parallel::BuildOptions{});
-    } catch (const LimitError& e) {
-        throw ConfigError(spec.where, fmt::format("strategy '{}': {}", spec.name, e.what()));
-    }
-    if (base.memory.oom)
-        throw ConfigError(spec.where, fmt::format("strategy '{}': {}", spec.name, base.memory.explanation));
-    if (base.strategy.pp != 1 || base.strategy.dp != 1)
-        throw ConfigError(spec.where, fmt::format("strategy '{}': serving simulates one replica of tp GPUs; pp {} "
-                                                  "and dp {} are not supported yet (give gpus = tp)",
-                                                  spec.name, base.strategy.pp, base.strategy.dp));
+    const ReplicaModel main_model(sc, spec, tp, *cm);
+    std::optional<ReplicaModel> decode_model;
+    if (dtp != tp) decode_model.emplace(sc, spec, dtp, *cm);
     ServeResult res;
     res.strategy = spec.name;
     res.gpus = sc.gpus;
-    res.pool = size_kv_pool(sc, base);
+    res.router = std::string(sv.router->name());
+    res.tp = tp;
+    res.replicas = replicas;
+    res.prefill_replicas = prefill;
+    res.pool = main_model.pool;
+    if (decode_model) {
+        res.decode_tp = dtp;
+        res.decode_pool = decode_model->pool;
+    }
 
     const auto requests = make_requests(sv, sc.model.max_seq);
-    EngineState st;
-    st.kv = BlockManager(res.pool.blocks, res.pool.block_size);
-    st.max_batch = sv.max_batch;
-    st.max_tokens = sv.max_tokens_per_iteration;
-    st.seqs.resize(requests.size());
+    // A request must fit every pool it may run on.
+    const BlockManager pool(decode_model ? std::min(res.pool.blocks, res.decode_pool.blocks) : res.pool.blocks,
+                            res.pool.block_size);
+    if (sv.shared_prefix_tokens / res.pool.block_size >= pool.total())
+        throw ConfigError(sv.prefix_where, fmt::format("a shared prefix of {} tokens fills the KV pool of strategy "
+                                                       "'{}' ({} blocks of {})",
+                                                       sv.shared_prefix_tokens, spec.name, pool.total(),
+                                                       res.pool.block_size));
     res.records.resize(requests.size());
-    std::vector<Time> arrival(requests.size());
     for (std::size_t i = 0; i < requests.size(); ++i) {
         const auto& r = requests[i];
-        st.seqs[i].prompt = r.prompt;
-        st.seqs[i].output = r.output;
         res.records[i].request = r;
         res.clamped += r.clamped ? 1 : 0;
-        arrival[i] = Time::from_seconds_ceil(r.arrival_s);
-        const std::int64_t need = st.kv.blocks_for(r.prompt + r.output);
-        if (need > st.kv.total())
+        const std::int64_t need = pool.blocks_for(r.prompt + r.output);
+        if (need > pool.total())
             throw ConfigError(sv.where, fmt::format("request {} ({} + {} tokens) needs {} KV blocks; the pool of "
                                                     "strategy '{}' holds {}",
-                                                    i, r.prompt, r.output, need, spec.name, st.kv.total()));
-        if (!sv.scheduler->chunks_prefill() && r.prompt > st.max_tokens)
+                                                    i, r.prompt, r.output, need, spec.name, pool.total()));
+        if (!sv.scheduler->chunks_prefill() && r.prompt > sv.max_tokens_per_iteration)
             throw ConfigError(sv.where, fmt::format("request {} has a {}-token prompt, more than "
                                                     "max_tokens_per_iteration {} (scheduler {} does not chunk)",
-                                                    i, r.prompt, st.max_tokens, sv.scheduler->name()));
+                                                    i, r.prompt, sv.max_tokens_per_iteration, sv.scheduler->name()));
     }
 
-    IterationCost cost(sc, base, *cm);
-    std::vector<Work> work;
-    std::vector<Time> last_token(requests.size());
-    parallel::IterationBatch batch;
-    std::vector<parallel::IterationGroup> prefills;
-    std::vector<TimelinePoint> timeline;
-    std::uint64_t stride = 1;
-    double batch_sum = 0;
-    TimelinePoint last_point;
-    // Requests released to the engine so far: all of them for open-loop
-    // arrivals; for closed-loop clients, `concurrency` at 0 s and then one
-    // more each time a request finishes, arriving at that moment.
-    const bool closed = sv.arrivals == config::ArrivalProcess::closed;
-    std::size_t released = closed ? std::min<std::size_t>(requests.size(), static_cast<std::size_t>(sv.concurrency))
-                                   : requests.size();
-    std::size_t next = 0, done = 0;
-    int idle_retries = 0;
-    Time t{};
-    while (done < requests.size()) {
-        while (next < released && arrival[next] <= t) st.waiting.push_back(static_cast<std::uint32_t>(next++));
-        work.clear();
-        sv.scheduler->schedule(st, work);
-        if (work.empty()) {
-            // Nothing can run: wait for the next arrival. A schedule that
-            // preempted everything is retried once at the same time.
-            if (next < released) {
-                t = std::max(t, arrival[next]);
-                continue;
-            }
-            if (++idle_retries > 2)
-                throw InternalError(fmt::format("serving: scheduler {} made no progress at {} s ({} waiting, {} "
-                                                "running)", sv.scheduler->name(), t.seconds(), st.waiting.size(),
-                                                st.running.size()));
-            continue;
-        }
-        idle_retries = 0;
-        batch_shape(st, work, sv.decode_context_bucket, batch, prefills);
-        const Time start = t;
-        t += cost.time(batch);
-        ++res.iterations;
-        std::int64_t fed = 0;
-        for (const auto& w : work) {
-            Sequence& s = st.seqs[w.seq];
-            RequestRecord& rec = res.records[w.seq];
-            if (rec.first_scheduled_s < 0) rec.first_scheduled_s = start.seconds();
-            fed += w.tokens;
-            s.computed += w.tokens;
-            if (s.computed != s.prompt + s.generated) continue;
-            ++s.generated;
-            if (rec.first_token_s < 0) rec.first_token_s = t.seconds();
-            else rec.max_gap_s = std::max(rec.max_gap_s, (t - last_token[w.seq]).seconds());
-            last_token[w.seq] = t;
-            if (s.generated == s.output) {
-                rec.finish_s = t.seconds();
-                rec.preemptions = s.preemptions;
-                st.kv.give_back(s.blocks);
-                s.blocks = 0;
-                ++done;
-                if (closed && released < requests.size()) {  // the client sends its next request
-                    arrival[released] = t;
-                    res.records[released].request.arrival_s = t.seconds();
-                    ++released;
-                }
-            }
-        }
-        st.running.erase(std::remove_if(st.running.begin(), st.running.end(),
-                                        [&](std::uint32_t id) { return st.seqs[id].generated == st.seqs[id].output; }),
-                         st.running.end());
-        // Every stride-th iteration is kept; when 2 x max_timeline are kept,
-        // every other one is dropped and the stride doubles, so memory stays
-        // bounded however long the run (the mean batch still counts all).
-        batch_sum += static_cast<double>(work.size());
-        const TimelinePoint point{t.seconds(), static_cast<std::int64_t>(work.size()), fed, st.kv.used(),
-                                  static_cast<std::int64_t>(st.waiting.size())};
-        res.peak_kv_blocks = std::max(res.peak_kv_blocks, point.kv_blocks);
-        last_point = point;
-        if ((res.iterations - 1) % stride == 0) {
-            timeline.push_back(point);
-            if (timeline.size() >= 2 * options.max_timeline) {
-                for (std::size_t i = 0; 2 * i < timeline.size(); ++i) timeline[i] = timeline[2 * i];
-                timeline.resize((timeline.size() + 1) / 2);
-                stride *= 2;
-            }
-        }
+    IterationCost cost(main_model.scenario, main_model.base, *cm);
+    std::optional<IterationCost> decode_cost;
+    if (decode_model) decode_cost.emplace(decode_model->scenario, decode_model->base, *cm);
+    const net::LinkClassSpec* pcie = sc.cluster.link(net::LinkClass::pcie);
+    if (sv.swap_preemption && !pcie)
+        throw ConfigError(sv.where, fmt::format("preemption: swap needs the cluster's PCIe link to host memory; "
+                                                "cluster '{}' has none", sc.cluster.name));
+    LoopSetup setup{sc, cost, tp, replicas, prefill, options.max_timeline, pcie};
+    if (decode_cost) {
+        setup.decode_cost = &*decode_cost;
+        setup.decode_tp = dtp;
+        setup.decode_pool = &res.decode_pool;
     }
-    res.end_s = t.seconds();
-    res.preemptions = st.preemptions;
-    res.cache_hits = cost.hits();
-    res.cache_misses = cost.misses();
-    res.timeline = std::move(timeline);
-    if (res.iterations > 0 && (res.iterations - 1) % stride != 0) res.timeline.push_back(last_point);  // the end state
-    res.mean_batch = res.iterations > 0 ? batch_sum / static_cast<double>(res.iterations) : 0;
+    run_serving_loop(setup, requests, res);
+    res.cache_hits = cost.hits() + (decode_cost ? decode_cost->hits() : 0);
+    res.cache_misses = cost.misses() + (decode_cost ? decode_cost->misses() : 0);
     return res;
 }
 

@@ -2,7 +2,9 @@
 // over time, a scheduler (scheduler/) forms each iteration from the waiting
 // and running requests under the paged KV pool (kv_blocks.h), and every
 // iteration takes the time of its own plan on the executor
-// (iteration_cost.h). One replica of the strategy's tp GPUs; pp = 1.
+// (iteration_cost.h). dp replicas of the strategy's tp GPUs behind a router,
+// optionally split into prefill and decode pools with the KV cache moved
+// between them as flows (serving_loop.h); pp = 1.
 #pragma once
 
 #include "sim/config/scenario.h"
@@ -23,6 +25,21 @@ struct RequestRecord {
     double finish_s = -1;           // end of the iteration that sampled its last token
     double max_gap_s = 0;           // longest gap between two of its tokens
     std::uint32_t preemptions = 0;
+    std::int32_t replica = 0;          // where it was routed (its prefill replica when disaggregated)
+    std::int32_t decode_replica = -1;  // disaggregated: where it decoded (-1: not)
+    double prefill_done_s = -1;        // disaggregated: end of the prefill that sampled its first token
+    double kv_transfer_s = 0;          // disaggregated: its KV transfer, first byte to last
+    double kv_wait_s = 0;              // disaggregated: prefill end to transfer start (decode blocks short)
+    std::int64_t prefix_hit_tokens = 0;  // prompt tokens found in the replica's prefix cache
+};
+
+// One replica over the run.
+struct ReplicaStats {
+    const char* role = "both";  // "both", "prefill" or "decode"
+    int first_gpu = 0, tp = 1;  // GPUs first_gpu .. first_gpu + tp - 1
+    std::uint64_t iterations = 0, requests = 0, preemptions = 0;
+    double busy_s = 0;          // time inside iterations
+    std::int64_t peak_kv_blocks = 0;
 };
 
 // The engine after an iteration.
@@ -45,11 +62,19 @@ struct KvPool {
 struct ServeResult {
     std::string strategy;
     int gpus = 0;
-    KvPool pool;
+    KvPool pool;                         // of each replica (disaggregated: of the prefill replicas)
     std::vector<RequestRecord> records;  // arrival order
-    std::vector<TimelinePoint> timeline; // every stride-th iteration (stride a power of 2), under 2 x max_timeline points, and the last
-    double mean_batch = 0;               // sequences per iteration, over every iteration
-    std::int64_t peak_kv_blocks = 0;     // over every iteration
+    std::string router;
+    int tp = 1, replicas = 1, prefill_replicas = 0;  // prefill_replicas 0: not disaggregated
+    int decode_tp = 0;                   // disaggregated with decode replicas of another tp (0: not)
+    KvPool decode_pool;                  // theirs (when decode_tp is set)
+    std::vector<ReplicaStats> replica_stats;
+    double kv_bytes_moved = 0;           // disaggregated: over every transfer, all GPUs
+    double swap_out_bytes = 0, swap_in_bytes = 0, swap_time_s = 0;  // swap preemption, per GPU
+    std::uint64_t tokens_fed = 0;        // through the model, every replica (recomputed ones again)
+    std::vector<TimelinePoint> timeline; // replica 0's: every stride-th iteration (stride a power of 2), under 2 x max_timeline points, and the last
+    double mean_batch = 0;               // sequences per iteration, over every iteration of every replica
+    std::int64_t peak_kv_blocks = 0;     // over every iteration and replica
     std::uint64_t iterations = 0, preemptions = 0, cache_hits = 0, cache_misses = 0, clamped = 0;
     double end_s = 0;                    // the last request's finish
 };
@@ -63,8 +88,9 @@ struct ServeOptions {
 // (block_size x bytes per token). ConfigError at the strategy when nothing is left.
 KvPool size_kv_pool(const config::ScenarioSpec& scenario, const parallel::PlanBuild& build);
 
-// Runs the scenario's serving workload under `strategy`. ConfigError for what
-// cannot run (pp > 1, unfused attention, a request larger than the pool).
+// Runs the scenario's serving workload under `strategy`: gpus / tp replicas
+// of tp GPUs each. ConfigError for what cannot run (pp > 1, unfused
+// attention, a request larger than the pool, no decode replica left).
 ServeResult simulate_serving(const config::ScenarioSpec& scenario, const config::StrategySpec& strategy,
                              const ServeOptions& options);
 

@@ -3,6 +3,8 @@
 #pragma once
 
 #include "sim/config/scenario.h"
+#include "sim/serve/serve_report.h"
+#include "sim/serve/simulator.h"
 
 #include <filesystem>
 #include <fstream>
@@ -12,20 +14,45 @@
 namespace serve_test {
 
 // A scenario whose workload.serving block is `serving` (YAML lines indented
-// by 4 spaces), with the given extra workload lines.
-inline sim::config::ScenarioSpec scenario(const std::string& serving, const std::string& name = "s") {
+// by 4 spaces) on `gpus` GPUs of `cluster` with tensor parallelism `tp`
+// (gpus / tp replicas).
+inline sim::config::ScenarioSpec scenario(const std::string& serving, const std::string& name = "s", int gpus = 1,
+                                          int tp = 1, const std::string& cluster = "dgx-h100") {
     static int counter = 0;
     const auto path = std::filesystem::temp_directory_path() /
                       ("parasim-serve-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".yaml");
     {
         std::ofstream f(path);
-        f << "name: " << name << "\nsoftware: {name: vllm}\ncluster: dgx-h100\ngpus: 1\nmodel: llama3-8b\n"
+        f << "name: " << name << "\nsoftware: {name: vllm}\ncluster: " << cluster << "\ngpus: " << gpus
+          << "\nmodel: llama3-8b\n"
           << "workload:\n  mode: serving\n  dtype: bf16\n  serving:\n"
-          << serving << "strategies:\n  - name: tp1\n    tp: 1\n";
+          << serving << "strategies:\n  - name: tp" << tp << "\n    tp: " << tp << "\n";
     }
     auto sc = sim::config::load_scenario(path.string(), {});
     std::filesystem::remove(path);
     return sc;
+}
+
+// A pool too small for its load: 22% of 80 GiB leaves ~1.9 GB after 17 GB of
+// weights and workspace, about 890 blocks of 16 tokens (14,000 tokens), for
+// 40 sequences of 2,048 arriving at once: sequences are preempted.
+inline const std::string kSmallPool =
+    "    arrivals: {process: poisson, rate: 50}\n"
+    "    prompt_tokens: {distribution: fixed, value: 512}\n"
+    "    output_tokens: {distribution: fixed, value: 1536}\n"
+    "    requests: 40\n    gpu_memory_utilization: 0.22\n    decode_context_bucket: 16\n";
+
+struct Served {
+    sim::serve::ServeResult result;
+    sim::serve::ServeSummary summary;
+};
+
+// Runs scenario(block, ...) under its first strategy and summarizes it.
+inline Served serve_with(const std::string& block, int gpus = 1, int tp = 1, const std::string& cluster = "dgx-h100") {
+    const auto sc = scenario(block, "s", gpus, tp, cluster);
+    Served s{sim::serve::simulate_serving(sc, sc.strategies.front(), {}), {}};
+    s.summary = sim::serve::summarize(sc, s.result);
+    return s;
 }
 
 }  // namespace serve_test

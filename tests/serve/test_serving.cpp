@@ -38,7 +38,8 @@ TEST_CASE("the KV block pool counts blocks of block_size tokens and refuses what
 TEST_CASE("a sequence grows block by block, and preemption by recompute returns its blocks") {
     serve::EngineState st;
     st.kv = serve::BlockManager(4, 16);
-    st.seqs.resize(2);
+    std::vector<serve::Sequence> seqs(2);
+    st.seqs = seqs;
     st.seqs[0].prompt = 20;  // 2 blocks
     st.seqs[1].prompt = 30;  // 2 blocks
     st.waiting = {0, 1};

@@ -18,22 +18,7 @@
 TEST_SUITE_BEGIN("e2e");
 
 using namespace sim;
-
-namespace {
-
-struct Served {
-    serve::ServeResult result;
-    serve::ServeSummary summary;
-};
-
-Served serve_with(const std::string& block) {
-    const auto sc = serve_test::scenario(block);
-    Served s{serve::simulate_serving(sc, sc.strategies.front(), {}), {}};
-    s.summary = serve::summarize(sc, s.result);
-    return s;
-}
-
-}  // namespace
+using serve_test::serve_with;
 
 TEST_CASE("at a low rate TTFT is the isolated prefill time that `run` reports") {
     // One request every 10 s, each done in well under a second: nobody queues.
@@ -135,13 +120,7 @@ TEST_CASE("closed-loop clients: never more than `concurrency` requests in the en
 }
 
 TEST_CASE("with a small KV pool sequences are preempted, recomputed, and every block comes back") {
-    // 22% of 80 GiB leaves ~1.9 GB after 17 GB of weights and workspace:
-    // about 890 blocks of 16 tokens (14,000 tokens) for 40 sequences of 2,048.
-    const auto s = serve_with(
-        "    arrivals: {process: poisson, rate: 50}\n"
-        "    prompt_tokens: {distribution: fixed, value: 512}\n"
-        "    output_tokens: {distribution: fixed, value: 1536}\n"
-        "    requests: 40\n    gpu_memory_utilization: 0.22\n    decode_context_bucket: 16\n");
+    const auto s = serve_with(serve_test::kSmallPool);
     CHECK(s.result.pool.blocks < 1000);
     CHECK(s.result.preemptions > 0);
     CHECK(s.result.timeline.back().kv_blocks == 0);
@@ -153,12 +132,7 @@ TEST_CASE("with a small KV pool sequences are preempted, recomputed, and every b
 TEST_CASE("a preempted sequence whose recompute exceeds the token budget runs alone and finishes") {
     // Prompts of 512 fit the budget of 600; after 100 or more generated
     // tokens a preempted sequence must prefill more than 600 again.
-    const auto s = serve_with(
-        "    arrivals: {process: poisson, rate: 50}\n"
-        "    prompt_tokens: {distribution: fixed, value: 512}\n"
-        "    output_tokens: {distribution: fixed, value: 1536}\n"
-        "    requests: 40\n    gpu_memory_utilization: 0.22\n    decode_context_bucket: 16\n"
-        "    max_tokens_per_iteration: 600\n");
+    const auto s = serve_with(serve_test::kSmallPool + "    max_tokens_per_iteration: 600\n");
     CHECK(s.result.preemptions > 0);
     for (const auto& r : s.result.records) CHECK(r.finish_s > 0);
 }

@@ -23,6 +23,9 @@ public:
     // Whether a prompt may take several iterations (otherwise a prompt longer
     // than max_tokens_per_iteration can never run).
     virtual bool chunks_prefill() const = 0;
+    // Whether sequences may join and leave the running set between any two
+    // iterations (disaggregated decode replicas receive them one by one).
+    virtual bool iteration_level() const { return true; }
     // Chooses the next iteration's work (appended to `out`, empty when
     // nothing can run): admits waiting requests, allocates their KV blocks,
     // and preempts running ones when blocks run out. Each work item feeds

@@ -17,6 +17,7 @@ public:
         return "request-level batches: admit up to max_batch when idle, run them to the last token";
     }
     bool chunks_prefill() const override { return false; }
+    bool iteration_level() const override { return false; }
     std::int64_t default_max_tokens() const override { return 8192; }
 
     void schedule(EngineState& st, std::vector<Work>& out) const override {

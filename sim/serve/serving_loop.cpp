@@ -1,0 +1,462 @@
+// The serving event loop: arrivals, iterations and KV transfers on one
+// Simulation (docs/serving.md, "The loop").
+#include "sim/serve/serving_loop.h"
+
+#include "sim/core/error.h"
+#include "sim/core/simulation.h"
+#include "sim/net/flow_network.h"
+#include "sim/net/topology.h"
+#include "sim/serve/engine_state.h"
+#include "sim/serve/router/i_router.h"
+#include "sim/serve/scheduler/i_scheduler.h"
+
+#include <algorithm>
+#include <deque>
+#include <memory>
+
+namespace sim::serve {
+
+namespace {
+
+// The iteration's shape, canonical: every decode in one group of its mean
+// context (rounded up), each prefill chunk a group of its own, equal chunks
+// merged, groups sorted (docs/serving.md says why the mean).
+void batch_shape(const EngineState& st, const std::vector<Work>& work, std::int64_t bucket, parallel::IterationBatch& b,
+                 std::vector<parallel::IterationGroup>& prefills) {
+    b.groups.clear();
+    b.sampled = 0;
+    prefills.clear();
+    std::int64_t decodes = 0, decode_ctx = 0;
+    for (const auto& w : work) {
+        const Sequence& s = st.seqs[w.seq];
+        const std::int64_t ctx = s.computed + w.tokens;
+        if (ctx == s.prompt + s.generated) ++b.sampled;
+        if (w.tokens == 1 && !s.prefilling()) {
+            ++decodes;
+            decode_ctx += ctx;
+        } else {
+            prefills.push_back(parallel::IterationGroup{1, w.tokens, ctx});
+        }
+    }
+    std::sort(prefills.begin(), prefills.end(), [](const auto& a, const auto& c) {
+        return std::tie(a.new_tokens, a.context) < std::tie(c.new_tokens, c.context);
+    });
+    for (const auto& g : prefills) {
+        if (!b.groups.empty() && b.groups.back().new_tokens == g.new_tokens && b.groups.back().context == g.context)
+            ++b.groups.back().sequences;
+        else
+            b.groups.push_back(g);
+    }
+    if (decodes > 0) {
+        const std::int64_t mean = (decode_ctx + decodes - 1) / decodes;
+        b.groups.push_back(parallel::IterationGroup{decodes, 1, (mean + bucket - 1) / bucket * bucket});
+    }
+}
+
+enum class Role { both, prefill, decode };
+
+struct Replica {
+    EngineState st;
+    Role role = Role::both;
+    int first_gpu = 0, tp = 1;
+    IterationCost* cost = nullptr;
+    const KvPool* pool = nullptr;
+    bool busy = false, kick_pending = false;
+    bool prefix_cached = false;           // the shared prefix's blocks are held by this replica
+    Time start{}, busy_time{};
+    std::vector<Work> work;               // the iteration in flight
+    std::deque<std::uint32_t> incoming;   // decode: handed-off requests waiting for KV blocks here
+    ReplicaStats stats;
+};
+
+// A disaggregated request's KV cache between its prefill and decode replicas.
+struct Transfer {
+    Time prefill_done{}, start{};
+    std::int64_t src_blocks = 0;  // held on the prefill replica until the last byte arrives
+    int flows_left = 0;
+};
+
+class Loop {
+public:
+    Loop(const LoopSetup& setup, const std::vector<Request>& requests, ServeResult& res);
+    void run();
+
+private:
+    bool disaggregated() const { return setup_.prefill_replicas > 0; }
+    // Open-loop arrivals not yet delivered (each kicks its replica).
+    bool arrivals_pending() const { return !closed_ && arrived_ < requests_.size(); }
+    std::size_t route(std::size_t first, std::size_t count, std::uint64_t& routed);
+    void arrive(std::uint32_t id);
+    void kick(std::size_t r);
+    void start(std::size_t r);
+    void finish(std::size_t r);
+    void complete(Replica& rep, std::uint32_t id, Time t);
+    void hand_off(std::uint32_t id);
+    void accept_transfers(std::size_t d);
+    void flow_done(std::uint32_t id);
+    void keep_point(std::size_t r, const TimelinePoint& point);
+    Time swap_time(Replica& rep);
+    std::int64_t apply_prefix(std::uint32_t id);
+    void cache_prefix(Replica& rep, std::uint32_t id);
+
+    const LoopSetup& setup_;
+    const config::ServingSpec& sv_;
+    const std::vector<Request>& requests_;
+    ServeResult& res_;
+    Simulation sim_;
+    std::unique_ptr<net::Topology> topo_;  // disaggregated only
+    std::unique_ptr<net::FlowNetwork> net_;
+    std::vector<Sequence> seqs_;
+    std::vector<Replica> reps_;
+    std::vector<Time> arrival_, last_token_;
+    std::vector<Transfer> transfers_;
+    std::vector<std::int64_t> load_;  // route()'s scratch
+    std::vector<std::uint32_t> handoffs_;
+    parallel::IterationBatch batch_;
+    std::vector<parallel::IterationGroup> prefills_;
+    const bool closed_;
+    std::int64_t prefix_blocks_ = 0;  // whole blocks of the shared prefix (0: no prefix caching)
+    std::size_t released_ = 0, arrived_ = 0, done_ = 0;
+    std::uint64_t routed_front_ = 0, routed_decode_ = 0;
+    // Replica 0's timeline (simulator.h says how it thins).
+    std::vector<TimelinePoint> timeline_;
+    std::uint64_t stride_ = 1;
+    TimelinePoint last_point_;
+    double batch_sum_ = 0;
+};
+
+Loop::Loop(const LoopSetup& setup, const std::vector<Request>& requests, ServeResult& res)
+    : setup_(setup), sv_(*setup.scenario.workload.serving), requests_(requests), res_(res),
+      closed_(sv_.arrivals == config::ArrivalProcess::closed) {
+    const std::size_t n = requests.size();
+    seqs_.resize(n);
+    arrival_.resize(n);
+    last_token_.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        seqs_[i].prompt = requests[i].prompt;
+        // A prefill replica's work ends at the first token.
+        seqs_[i].output = disaggregated() ? 1 : requests[i].output;
+        arrival_[i] = Time::from_seconds_ceil(requests[i].arrival_s);
+    }
+    reps_.resize(static_cast<std::size_t>(setup.replicas));
+    int gpu = 0;
+    for (std::size_t r = 0; r < reps_.size(); ++r) {
+        Replica& rep = reps_[r];
+        rep.role = !disaggregated() ? Role::both
+                   : static_cast<int>(r) < setup.prefill_replicas ? Role::prefill
+                                                                   : Role::decode;
+        const bool other = rep.role == Role::decode && setup.decode_cost;
+        rep.cost = other ? setup.decode_cost : &setup.cost;
+        rep.pool = other ? setup.decode_pool : &res.pool;
+        rep.tp = other ? setup.decode_tp : setup.tp;
+        rep.first_gpu = gpu;
+        gpu += rep.tp;
+        rep.st.kv = BlockManager(rep.pool->blocks, rep.pool->block_size);
+        rep.st.max_batch = sv_.max_batch;
+        rep.st.max_tokens = sv_.max_tokens_per_iteration;
+        rep.st.seqs = seqs_;
+        rep.st.swap = sv_.swap_preemption;
+        rep.stats.role = rep.role == Role::both ? "both" : rep.role == Role::prefill ? "prefill" : "decode";
+        rep.stats.first_gpu = rep.first_gpu;
+        rep.stats.tp = rep.tp;
+    }
+    if (disaggregated()) {
+        topo_ = std::make_unique<net::Topology>(setup.scenario.cluster, setup.scenario.gpus);
+        net_ = std::make_unique<net::FlowNetwork>(sim_, *topo_);
+        transfers_.resize(n);
+    }
+    prefix_blocks_ = sv_.shared_prefix_tokens / res.pool.block_size;
+    released_ = closed_ ? std::min<std::size_t>(n, static_cast<std::size_t>(sv_.concurrency)) : n;
+}
+
+std::size_t Loop::route(std::size_t first, std::size_t count, std::uint64_t& routed) {
+    load_.clear();
+    for (std::size_t i = 0; i < count; ++i) load_.push_back(reps_[first + i].st.outstanding);
+    const std::size_t pick = sv_.router->pick(load_, routed++);
+    if (pick >= count) throw InternalError(fmt::format("router {} picked replica {} of {}", sv_.router->name(), pick, count));
+    return first + pick;
+}
+
+void Loop::arrive(std::uint32_t id) {
+    const std::size_t front = disaggregated() ? static_cast<std::size_t>(setup_.prefill_replicas) : reps_.size();
+    const std::size_t r = route(0, front, routed_front_);
+    Replica& rep = reps_[r];
+    const Sequence& s = seqs_[id];
+    res_.records[id].replica = static_cast<std::int32_t>(r);
+    if (rep.prefix_cached) apply_prefix(id);
+    rep.st.waiting.push_back(id);
+    rep.st.outstanding += s.unfed() + s.output - s.generated;
+    ++rep.stats.requests;
+    kick(r);
+}
+
+// An idle replica runs its scheduler once every event at this instant has
+// run (arrivals at the same time join the same iteration).
+void Loop::kick(std::size_t r) {
+    Replica& rep = reps_[r];
+    if (rep.busy || rep.kick_pending) return;
+    rep.kick_pending = true;
+    sim_.schedule_at(sim_.now(), [this, r] {
+        reps_[r].kick_pending = false;
+        start(r);
+    });
+}
+
+void Loop::start(std::size_t r) {
+    Replica& rep = reps_[r];
+    if (rep.busy) return;
+    for (int attempt = 0;; ++attempt) {
+        rep.work.clear();
+        sv_.scheduler->schedule(rep.st, rep.work);
+        if (!rep.work.empty()) break;
+        // Nothing can run: the next arrival (or a transfer's end) kicks the
+        // replica again. A schedule that preempted everything is retried at
+        // once; a replica still stuck when the run ends is an InternalError.
+        if (arrivals_pending() || attempt >= 2) return;
+    }
+    batch_shape(rep.st, rep.work, sv_.decode_context_bucket, batch_, prefills_);
+    rep.start = sim_.now();
+    rep.busy = true;
+    ++res_.iterations;
+    ++rep.stats.iterations;
+    sim_.schedule_at(rep.start + rep.cost->time(batch_) + swap_time(rep), [this, r] { finish(r); });
+}
+
+// Swapping blocks the iteration: the caches swapped out and in while it was
+// scheduled cross each GPU's own PCIe link (every GPU its shard, in
+// parallel), one direction after the other, at the link's bandwidth.
+Time Loop::swap_time(Replica& rep) {
+    EngineState& st = rep.st;
+    Time t{};
+    for (std::int64_t* tokens : {&st.swapped_out, &st.swapped_in}) {
+        if (*tokens == 0) continue;
+        const Bytes bytes = Bytes::ceil(static_cast<double>(*tokens) * rep.pool->bytes_per_token);
+        t += setup_.pcie->latency + transfer_time(bytes, setup_.pcie->bandwidth);
+        (tokens == &st.swapped_out ? res_.swap_out_bytes : res_.swap_in_bytes) += bytes.as_double();
+        *tokens = 0;
+    }
+    res_.swap_time_s += t.seconds();
+    return t;
+}
+
+void Loop::complete(Replica& rep, std::uint32_t id, Time t) {
+    Sequence& s = seqs_[id];
+    RequestRecord& rec = res_.records[id];
+    rec.finish_s = t.seconds();
+    rec.preemptions = s.preemptions;
+    rep.st.kv.give_back(s.blocks - s.shared_blocks);
+    s.blocks = 0;
+    ++done_;
+    if (closed_ && released_ < requests_.size()) {  // the client sends its next request
+        const auto next = static_cast<std::uint32_t>(released_++);
+        arrival_[next] = t;
+        res_.records[next].request.arrival_s = t.seconds();
+        arrive(next);
+    }
+}
+
+void Loop::finish(std::size_t r) {
+    Replica& rep = reps_[r];
+    const Time t = sim_.now();
+    rep.busy_time += t - rep.start;
+    std::int64_t fed = 0;
+    handoffs_.clear();
+    for (const auto& w : rep.work) {
+        Sequence& s = seqs_[w.seq];
+        RequestRecord& rec = res_.records[w.seq];
+        if (rec.first_scheduled_s < 0) rec.first_scheduled_s = rep.start.seconds();
+        fed += w.tokens;
+        s.computed += w.tokens;
+        rep.st.outstanding -= w.tokens;
+        if (prefix_blocks_ > 0 && !rep.prefix_cached && s.computed >= prefix_blocks_ * res_.pool.block_size)
+            cache_prefix(rep, w.seq);
+        if (s.computed != s.prompt + s.generated) continue;
+        ++s.generated;
+        if (rep.role == Role::prefill) {
+            rec.prefill_done_s = t.seconds();
+        } else {
+            if (rec.first_token_s < 0) rec.first_token_s = t.seconds();
+            else rec.max_gap_s = std::max(rec.max_gap_s, (t - last_token_[w.seq]).seconds());
+            last_token_[w.seq] = t;
+        }
+        if (s.generated != s.output) continue;
+        --rep.st.outstanding;  // the last sampled token is never fed
+        if (rep.role == Role::prefill && requests_[w.seq].output > 1) {
+            handoffs_.push_back(w.seq);
+            continue;
+        }
+        if (rep.role == Role::prefill) {  // a one-token request ends at its prefill
+            rec.first_token_s = t.seconds();
+            last_token_[w.seq] = t;
+        }
+        complete(rep, w.seq, t);
+    }
+    rep.st.running.erase(std::remove_if(rep.st.running.begin(), rep.st.running.end(),
+                                        [&](std::uint32_t id) { return seqs_[id].generated == seqs_[id].output; }),
+                         rep.st.running.end());
+    batch_sum_ += static_cast<double>(rep.work.size());
+    res_.tokens_fed += static_cast<std::uint64_t>(fed);
+    const TimelinePoint point{t.seconds(), static_cast<std::int64_t>(rep.work.size()), fed, rep.st.kv.used(),
+                              static_cast<std::int64_t>(rep.st.waiting.size())};
+    res_.peak_kv_blocks = std::max(res_.peak_kv_blocks, point.kv_blocks);
+    rep.stats.peak_kv_blocks = std::max(rep.stats.peak_kv_blocks, point.kv_blocks);
+    if (r == 0) keep_point(r, point);
+    for (const std::uint32_t id : handoffs_) hand_off(id);
+    rep.busy = false;
+    if (rep.role == Role::decode) accept_transfers(r);
+    start(r);
+}
+
+// A request that has not started yet skips the whole blocks of the cached
+// prefix that its prompt covers, less its last token (which is always fed,
+// to sample from): they count as computed and as blocks it holds, owned by
+// the cache. Returns the tokens it skips.
+std::int64_t Loop::apply_prefix(std::uint32_t id) {
+    Sequence& s = seqs_[id];
+    if (s.computed != 0 || s.generated != 0 || s.swapped) return 0;
+    const std::int64_t shared = std::min(prefix_blocks_, (s.prompt - 1) / res_.pool.block_size);
+    if (shared <= 0) return 0;
+    s.shared_blocks = s.blocks = shared;
+    s.computed = shared * res_.pool.block_size;
+    res_.records[id].prefix_hit_tokens = s.computed;
+    return s.computed;
+}
+
+// The first prefill on a replica to compute the whole prefix leaves its
+// first blocks to the cache (the pool count does not change: the blocks
+// change owner), and every request queued there that has not started skips
+// the prefix from now on.
+void Loop::cache_prefix(Replica& rep, std::uint32_t id) {
+    rep.prefix_cached = true;
+    seqs_[id].shared_blocks = prefix_blocks_;
+    for (const std::uint32_t q : rep.st.waiting) rep.st.outstanding -= apply_prefix(q);
+}
+
+// Every stride-th iteration is kept; when 2 x max_timeline are kept, every
+// other one is dropped and the stride doubles, so memory stays bounded
+// however long the run (the mean batch still counts all).
+void Loop::keep_point(std::size_t r, const TimelinePoint& point) {
+    last_point_ = point;
+    if ((reps_[r].stats.iterations - 1) % stride_ != 0) return;
+    timeline_.push_back(point);
+    if (timeline_.size() >= 2 * setup_.max_timeline) {
+        for (std::size_t i = 0; 2 * i < timeline_.size(); ++i) timeline_[i] = timeline_[2 * i];
+        timeline_.resize((timeline_.size() + 1) / 2);
+        stride_ *= 2;
+    }
+}
+
+// The prefill replica keeps the request's KV blocks until its cache has
+// moved; the router picks the decode replica now, which reserves blocks for
+// the cache (first come first served) before the transfer starts.
+void Loop::hand_off(std::uint32_t id) {
+    Sequence& s = seqs_[id];
+    Transfer& x = transfers_[id];
+    x.prefill_done = sim_.now();
+    x.src_blocks = s.blocks;
+    s.blocks = 0;
+    s.output = requests_[id].output;
+    const auto first = static_cast<std::size_t>(setup_.prefill_replicas);
+    const std::size_t d = route(first, reps_.size() - first, routed_decode_);
+    res_.records[id].decode_replica = static_cast<std::int32_t>(d);
+    Replica& dec = reps_[d];
+    dec.st.outstanding += s.unfed() + s.output - s.generated;
+    ++dec.stats.requests;
+    dec.incoming.push_back(id);
+    accept_transfers(d);
+}
+
+// One flow per pair of tensor-parallel ranks whose KV heads overlap (rank
+// i to rank i when both pools have the same tp), on the cluster's links,
+// sharing them max-min fairly with every other transfer in flight.
+void Loop::accept_transfers(std::size_t d) {
+    Replica& dec = reps_[d];
+    while (!dec.incoming.empty()) {
+        const std::uint32_t id = dec.incoming.front();
+        Sequence& s = seqs_[id];
+        const std::int64_t need = dec.st.kv.blocks_for(s.computed);
+        if (!dec.st.kv.take(need)) return;
+        dec.incoming.pop_front();
+        s.blocks = need;
+        Transfer& x = transfers_[id];
+        x.start = sim_.now();
+        res_.records[id].kv_wait_s = (x.start - x.prefill_done).seconds();
+        // Rank i of the prefill replica holds heads [i/tp_p, (i+1)/tp_p) of
+        // every layer's K and V, rank j of the decode replica needs
+        // [j/tp_d, (j+1)/tp_d): i sends j the overlap, in units of
+        // 1/(tp_p tp_d), of j's shard of computed x bytes_per_token.
+        const Replica& pre = reps_[static_cast<std::size_t>(res_.records[id].replica)];
+        const std::int64_t tp_p = pre.tp, tp_d = dec.tp;
+        const double shard = static_cast<double>(s.computed) * dec.pool->bytes_per_token;
+        x.flows_left = 0;
+        for (std::int64_t i = 0; i < tp_p; ++i)
+            for (std::int64_t j = 0; j < tp_d; ++j) {
+                const std::int64_t overlap =
+                    std::min((i + 1) * tp_d, (j + 1) * tp_p) - std::max(i * tp_d, j * tp_p);
+                if (overlap <= 0) continue;
+                const Bytes bytes = Bytes::ceil(shard * static_cast<double>(overlap) / static_cast<double>(tp_p));
+                ++x.flows_left;
+                net_->start(pre.first_gpu + static_cast<int>(i), dec.first_gpu + static_cast<int>(j), bytes,
+                            [this, id] { flow_done(id); });
+                res_.kv_bytes_moved += bytes.as_double();
+            }
+    }
+}
+
+void Loop::flow_done(std::uint32_t id) {
+    Transfer& x = transfers_[id];
+    if (--x.flows_left > 0) return;
+    const Time t = sim_.now();
+    RequestRecord& rec = res_.records[id];
+    const auto p = static_cast<std::size_t>(rec.replica);
+    const auto d = static_cast<std::size_t>(rec.decode_replica);
+    reps_[p].st.kv.give_back(x.src_blocks);
+    x.src_blocks = 0;
+    kick(p);  // its queue may have waited for these blocks
+    rec.kv_transfer_s = (t - x.start).seconds();
+    // The first token reaches the client from the decode replica.
+    rec.first_token_s = t.seconds();
+    last_token_[id] = t;
+    reps_[d].st.running.push_back(id);
+    kick(d);
+}
+
+void Loop::run() {
+    const std::size_t n = requests_.size();
+    if (closed_) {
+        for (std::size_t i = 0; i < released_; ++i) arrive(static_cast<std::uint32_t>(i));
+    } else {
+        // Every arrival is queued before anything else, so at equal times
+        // arrivals run first and join the iteration that starts then.
+        sim_.reserve(n + 2 * reps_.size());
+        for (std::size_t i = 0; i < n; ++i)
+            sim_.schedule_at(arrival_[i], [this, i] {
+                ++arrived_;
+                arrive(static_cast<std::uint32_t>(i));
+            });
+    }
+    sim_.run();
+    if (done_ < n)
+        throw InternalError(fmt::format("serving: scheduler {} made no progress at {} s ({} of {} requests done)",
+                                        sv_.scheduler->name(), sim_.now().seconds(), done_, n));
+    res_.end_s = sim_.now().seconds();
+    res_.timeline = std::move(timeline_);
+    const std::uint64_t first_iterations = reps_.front().stats.iterations;
+    if (first_iterations > 0 && (first_iterations - 1) % stride_ != 0) res_.timeline.push_back(last_point_);
+    res_.mean_batch = res_.iterations > 0 ? batch_sum_ / static_cast<double>(res_.iterations) : 0;
+    for (auto& rep : reps_) {
+        rep.stats.busy_s = rep.busy_time.seconds();
+        rep.stats.preemptions = rep.st.preemptions;
+        res_.preemptions += rep.st.preemptions;
+        res_.replica_stats.push_back(rep.stats);
+    }
+}
+
+}  // namespace
+
+void run_serving_loop(const LoopSetup& setup, const std::vector<Request>& requests, ServeResult& res) {
+    Loop loop(setup, requests, res);
+    loop.run();
+}
+
+}  // namespace sim::serve

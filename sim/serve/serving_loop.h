@@ -1,0 +1,38 @@
+// The serving event loop (docs/serving.md, "The loop", "Replicas and the
+// router", "Disaggregated prefill and decode"): arrivals, the replicas'
+// iterations and the KV transfers as events of one sim::Simulation. Each
+// replica has its own engine state (queue, running set, KV pool) and
+// scheduler pass; a router sends each request to a replica of the pool it
+// enters. Disaggregated, a prefill replica's finished prompt waits for KV
+// blocks on the decode replica the router chose, and its cache then moves
+// as one flow per tensor-parallel rank on the cluster's flow network.
+#pragma once
+
+#include "sim/config/scenario.h"
+#include "sim/serve/iteration_cost.h"
+#include "sim/serve/requests.h"
+#include "sim/serve/simulator.h"
+
+#include <vector>
+
+namespace sim::serve {
+
+struct LoopSetup {
+    const config::ScenarioSpec& scenario;  // the whole cluster (the KV flows run on its topology)
+    IterationCost& cost;                   // one replica's iteration times (the replicas are alike)
+    int tp = 1, replicas = 1, prefill_replicas = 0;
+    std::size_t max_timeline = 1000;
+    const net::LinkClassSpec* pcie = nullptr;  // swap preemption: each GPU's link to host memory
+    // Disaggregated with decode replicas of another tp: their iteration
+    // times and KV pool (null: the decode replicas are like the others).
+    IterationCost* decode_cost = nullptr;
+    int decode_tp = 0;
+    const KvPool* decode_pool = nullptr;
+};
+
+// Runs every request to its end; fills res.records (whose requests are
+// set), the timeline and the counters. InternalError when a replica can
+// make no progress.
+void run_serving_loop(const LoopSetup& setup, const std::vector<Request>& requests, ServeResult& res);
+
+}  // namespace sim::serve
