@@ -71,8 +71,10 @@ public:
             const auto depth = static_cast<std::size_t>(options.launch_queue_depth);
             issue_ring_at_.assign(g, SIZE_MAX);
             std::size_t ring_gpus = 0;
-            for (const std::uint32_t i : by_slot_)
+            for (std::size_t k = 0; k < g; ++k) {
+                const std::size_t i = by_slot_.empty() ? k : by_slot_[k];
                 if (plan.streams[i][static_cast<std::size_t>(StreamKind::compute)].size() > depth) issue_ring_at_[i] = ring_gpus++;
+            }
             issue_ring_stride_ = ring_gpus;
             issue_ring_.assign(ring_gpus * depth, Time{});
         }
@@ -141,9 +143,14 @@ private:
     // (order_[s][h * gpus + slot]), the GPUs finishing position h one after
     // another read the same lines. A stream kind whose lengths differ too
     // much to pad (the host stream of the first stage only) keeps the
-    // plan's vectors. Same task ids in the same order: same run.
+    // plan's vectors. Same task ids in the same order: same run. Below
+    // kInterleaveGpus the GPUs' orders stay in cache anyway, and a plan that
+    // small is often run many times (serving's iteration costs), so the copy
+    // would only cost.
+    static constexpr std::size_t kInterleaveGpus = 32;
     void build_order_layout() {
         const std::size_t g = plan_.streams.size();
+        if (g < kInterleaveGpus) return;
         // Slots in the order the plan emitted the GPUs' first tasks.
         std::vector<std::uint32_t> first(g, kNone);
         for (std::size_t i = 0; i < g; ++i)
@@ -378,7 +385,8 @@ private:
     std::vector<std::size_t> issue_ring_at_;  // per GPU: its ring column, SIZE_MAX: none
     std::size_t issue_ring_stride_ = 0;       // GPUs with a ring
     // Stream order interleaved by position (build_order_layout); empty: the
-    // plan's per-GPU vectors. slot_: a GPU's column; by_slot_: its inverse.
+    // plan's per-GPU vectors. slot_: a GPU's column; by_slot_: its inverse
+    // (both empty below kInterleaveGpus).
     std::array<std::vector<std::uint32_t>, kStreamCount> order_;
     std::array<std::size_t, kStreamCount> order_len_{};
     std::vector<std::uint32_t> slot_, by_slot_;
