@@ -56,6 +56,7 @@ public:
                 succ_[count[d]++] = static_cast<std::uint32_t>(t);
             }
         const std::size_t g = plan.simulated_gpus.size();
+        build_order_layout();
         heads_.assign(g, {});
         busy_.assign(g, {});
         active_comm_.assign(g, 0);
@@ -65,15 +66,17 @@ public:
         if (options.host_kernel_issue > Time{} && options.launch_queue_depth > 0) {
             // A ring of the last `depth` compute-stream end times per GPU
             // whose stream is longer than that (shorter ones never look back).
+            // Interleaved like the stream order (slot j mod depth of every
+            // such GPU side by side, in slot order), for the same reason.
             const auto depth = static_cast<std::size_t>(options.launch_queue_depth);
             issue_ring_at_.assign(g, SIZE_MAX);
-            std::size_t total = 0;
-            for (std::size_t i = 0; i < g; ++i)
-                if (plan.streams[i][static_cast<std::size_t>(StreamKind::compute)].size() > depth) {
-                    issue_ring_at_[i] = total;
-                    total += depth;
-                }
-            issue_ring_.assign(total, Time{});
+            std::size_t ring_gpus = 0;
+            for (std::size_t k = 0; k < g; ++k) {
+                const std::size_t i = by_slot_.empty() ? k : by_slot_[k];
+                if (plan.streams[i][static_cast<std::size_t>(StreamKind::compute)].size() > depth) issue_ring_at_[i] = ring_gpus++;
+            }
+            issue_ring_stride_ = ring_gpus;
+            issue_ring_.assign(ring_gpus * depth, Time{});
         }
         l2_.reserve(g);
         for (std::size_t i = 0; i < g; ++i) l2_.emplace_back(gpu.l2_size);
@@ -94,7 +97,9 @@ public:
         // The run's bookkeeping goes before the results grow.
         release(remaining_);
         release(succ_begin_);
-        release(succ_);        result_.makespan = sim_.now();
+        release(succ_);
+        for (auto& o : order_) release(o);
+        result_.makespan = sim_.now();
         result_.events = sim_.events_processed();
         for (std::size_t c = 0; c < 3; ++c) {
             const auto cls = static_cast<net::LinkClass>(c);
@@ -129,10 +134,60 @@ private:
         }
     }
 
+    // The stream order, laid out for the run. Every GPU of a pipeline stage
+    // runs the same sequence at about the same time, and the plan emits
+    // their tasks side by side, so between two finishes of one GPU every
+    // other GPU's stream advances too. With one order vector per GPU each
+    // finish reads a line (and page) of its own, evicted since the GPU's
+    // last visit at thousands of GPUs; interleaved by position
+    // (order_[s][h * gpus + slot]), the GPUs finishing position h one after
+    // another read the same lines. A stream kind whose lengths differ too
+    // much to pad (the host stream of the first stage only) keeps the
+    // plan's vectors. Same task ids in the same order: same run. Below
+    // kInterleaveGpus the GPUs' orders stay in cache anyway, and a plan that
+    // small is often run many times (serving's iteration costs), so the copy
+    // would only cost.
+    static constexpr std::size_t kInterleaveGpus = 32;
+    void build_order_layout() {
+        const std::size_t g = plan_.streams.size();
+        if (g < kInterleaveGpus) return;
+        // Slots in the order the plan emitted the GPUs' first tasks.
+        std::vector<std::uint32_t> first(g, kNone);
+        for (std::size_t i = 0; i < g; ++i)
+            for (std::size_t s = 0; s < kStreamCount; ++s)
+                if (!plan_.streams[i][s].empty()) first[i] = std::min(first[i], plan_.streams[i][s].front());
+        by_slot_.resize(g);
+        for (std::size_t i = 0; i < g; ++i) by_slot_[i] = static_cast<std::uint32_t>(i);
+        std::stable_sort(by_slot_.begin(), by_slot_.end(), [&](std::uint32_t a, std::uint32_t b) { return first[a] < first[b]; });
+        slot_.resize(g);
+        for (std::size_t i = 0; i < g; ++i) slot_[by_slot_[i]] = static_cast<std::uint32_t>(i);
+        for (std::size_t s = 0; s < kStreamCount; ++s) {
+            std::size_t longest = 0, total = 0;
+            for (std::size_t i = 0; i < g; ++i) {
+                longest = std::max(longest, plan_.streams[i][s].size());
+                total += plan_.streams[i][s].size();
+            }
+            order_len_[s] = longest;
+            // Padding at most doubles the copy (and stays small beside the plan).
+            if (longest == 0 || longest * g > 2 * total + 4096) continue;
+            order_[s].assign(longest * g, kNone);
+            for (std::size_t i = 0; i < g; ++i) {
+                const auto& o = plan_.streams[i][s];
+                for (std::size_t h = 0; h < o.size(); ++h) order_[s][h * g + slot_[i]] = o[h];
+            }
+        }
+    }
+
+    // Task at position h of GPU `gpu`'s stream s; kNone past its end.
+    std::uint32_t order_at(std::uint32_t gpu, std::size_t s, std::size_t h) const {
+        if (!order_[s].empty()) return h < order_len_[s] ? order_[s][h * slot_.size() + slot_[gpu]] : kNone;
+        const auto& order = plan_.streams[gpu][s];
+        return h < order.size() ? order[h] : kNone;
+    }
+
     bool at_head(std::uint32_t gpu, StreamKind s, std::uint32_t task) const {
-        const auto& order = plan_.streams[gpu][static_cast<std::size_t>(s)];
-        const std::size_t h = heads_[gpu][static_cast<std::size_t>(s)];
-        return h < order.size() && order[h] == task && !busy_[gpu][static_cast<std::size_t>(s)];
+        const auto k = static_cast<std::size_t>(s);
+        return order_at(gpu, k, heads_[gpu][k]) == task && !busy_[gpu][k];
     }
 
     void try_start(std::uint32_t id) {
@@ -197,15 +252,14 @@ private:
     // each gate is known, and no event is spent unless the host is behind.
     Time issue_time_of_head(std::uint32_t gpu) {
         const auto c = static_cast<std::size_t>(StreamKind::compute);
-        const auto& order = plan_.streams[gpu][c];
         const std::size_t head = heads_[gpu][c];
         const auto depth = static_cast<std::size_t>(options_.launch_queue_depth);
         while (issue_next_[gpu] <= head) {
             const std::size_t j = issue_next_[gpu]++;
             // Position j - depth finished (it is before the head) and its ring
             // slot is next overwritten when position j finishes.
-            if (depth > 0 && j >= depth) issue_done_[gpu] = std::max(issue_done_[gpu], issue_ring_[issue_ring_at_[gpu] + j % depth]);
-            if (plan_.tasks[order[j]].kind == TaskKind::kernel) issue_done_[gpu] = issue_done_[gpu] + options_.host_kernel_issue;
+            if (depth > 0 && j >= depth) issue_done_[gpu] = std::max(issue_done_[gpu], issue_ring_[(j % depth) * issue_ring_stride_ + issue_ring_at_[gpu]]);
+            if (plan_.tasks[order_at(gpu, c, j)].kind == TaskKind::kernel) issue_done_[gpu] = issue_done_[gpu] + options_.host_kernel_issue;
         }
         return issue_done_[gpu];
     }
@@ -274,8 +328,8 @@ private:
             const auto s = static_cast<std::size_t>(t.stream);
             busy_[gpu][s] = 0;
             if (t.stream == StreamKind::compute && !issue_ring_at_.empty() && issue_ring_at_[gpu] != SIZE_MAX)
-                issue_ring_[issue_ring_at_[gpu] + heads_[gpu][s] % static_cast<std::size_t>(options_.launch_queue_depth)] =
-                    sim_.now();
+                issue_ring_[(heads_[gpu][s] % static_cast<std::size_t>(options_.launch_queue_depth)) * issue_ring_stride_ +
+                            issue_ring_at_[gpu]] = sim_.now();
             ++heads_[gpu][s];
             if (t.stream != StreamKind::compute && t.stream != StreamKind::host) --active_comm_[gpu];
             if (ntouched < 64) touched[ntouched++] = gpu;
@@ -286,9 +340,9 @@ private:
             release(t.gpu);
         }
         for (std::size_t i = 0; i < ntouched; ++i) {
-            const auto& order = plan_.streams[touched[i]][static_cast<std::size_t>(t.stream)];
-            const std::size_t h = heads_[touched[i]][static_cast<std::size_t>(t.stream)];
-            if (h < order.size()) try_start(order[h]);
+            const auto k = static_cast<std::size_t>(t.stream);
+            const std::uint32_t next = order_at(touched[i], k, heads_[touched[i]][k]);
+            if (next != kNone) try_start(next);
         }
         for (std::uint32_t i = succ_begin_[id]; i < succ_begin_[id + 1]; ++i) {
             const std::uint32_t s = succ_[i];
@@ -328,7 +382,14 @@ private:
     // every kernel, and the ring is where the GPU's recent tasks are, not
     // a random task id (a cache miss per kernel at thousands of GPUs).
     std::vector<Time> issue_ring_;
-    std::vector<std::size_t> issue_ring_at_;  // per GPU: ring start, SIZE_MAX: none
+    std::vector<std::size_t> issue_ring_at_;  // per GPU: its ring column, SIZE_MAX: none
+    std::size_t issue_ring_stride_ = 0;       // GPUs with a ring
+    // Stream order interleaved by position (build_order_layout); empty: the
+    // plan's per-GPU vectors. slot_: a GPU's column; by_slot_: its inverse
+    // (both empty below kInterleaveGpus).
+    std::array<std::vector<std::uint32_t>, kStreamCount> order_;
+    std::array<std::size_t, kStreamCount> order_len_{};
+    std::vector<std::uint32_t> slot_, by_slot_;
     std::vector<hw::L2Cache> l2_;
     struct CostMemo {
         std::uint32_t kernel = parallel::kNone;

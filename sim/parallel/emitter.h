@@ -36,6 +36,10 @@ struct Emitter {
 
     Placement placement = Placement::tp_first;
     std::vector<std::vector<std::size_t>> cp_next;  // cp_next[s][i]: member index of i's successor on the CP ring
+    // tp_members[s][d * cp + c]: indices into members[s] of the TP group of
+    // replica d, CP rank c, in member order (a TP collective visits its
+    // group's members, not the whole stage: dp x tp per collective otherwise).
+    std::vector<std::vector<std::vector<std::uint32_t>>> tp_members = {};
 
     // GPU id of DP replica d, stage s, CP rank c, TP rank r. tp-first: TP
     // ranks, then CP ranks, are consecutive (a cp group stays in a node when
@@ -74,6 +78,11 @@ struct Emitter {
             for (std::size_t i = 0; i < mem.size(); ++i)
                 cp_next[s][i] = index.at(std::make_tuple(mem[i].d, (mem[i].c + 1) % rs.cp, mem[i].r));
         }
+        tp_members.assign(members.size(), std::vector<std::vector<std::uint32_t>>(static_cast<std::size_t>(dps * rs.cp)));
+        for (std::size_t s = 0; s < members.size(); ++s)
+            for (std::size_t i = 0; i < members[s].size(); ++i)
+                tp_members[s][static_cast<std::size_t>(members[s][i].d * rs.cp + members[s][i].c)].push_back(
+                    static_cast<std::uint32_t>(i));
         plan.streams.resize(plan.simulated_gpus.size());
         plan.gpus_represented = sc.gpus;
     }
@@ -268,8 +277,8 @@ struct Emitter {
 
     void tp_collective(int s, net::CollectiveOp cop, Bytes bytes, Phase ph, int mb, int step,
                        std::vector<std::vector<std::uint32_t>>& pending, std::vector<std::uint32_t>& last) {
-        const auto& mem = members[static_cast<std::size_t>(s)];
         const int dps = options.collapse ? 1 : rs.dp;
+        std::vector<std::uint32_t> deps;
         for (int d = 0; d < dps; ++d)
             for (int c = 0; c < rs.cp; ++c) {
                 Task t = base(ph, mb, -1, step);
@@ -278,19 +287,18 @@ struct Emitter {
                 t.group = tp_group(s, d, c);
                 t.op = cop;
                 t.bytes = bytes;
-                std::vector<std::uint32_t> deps;
-                for (std::size_t i = 0; i < mem.size(); ++i)
-                    if (mem[i].d == d && mem[i].c == c) {
-                        deps.push_back(last[i]);
-                        deps.insert(deps.end(), pending[i].begin(), pending[i].end());
-                    }
+                const auto& who = tp_members[static_cast<std::size_t>(s)][static_cast<std::size_t>(d * rs.cp + c)];
+                deps.clear();
+                for (const std::uint32_t i : who) {
+                    deps.push_back(last[i]);
+                    deps.insert(deps.end(), pending[i].begin(), pending[i].end());
+                }
                 t.gpu = plan.groups[t.group].members.front();
                 const auto id = plan.add(t, deps);
-                for (std::size_t i = 0; i < mem.size(); ++i)
-                    if (mem[i].d == d && mem[i].c == c) {
-                        pending[i] = {id};
-                        last[i] = id;
-                    }
+                for (const std::uint32_t i : who) {
+                    pending[i] = {id};
+                    last[i] = id;
+                }
             }
     }
 
