@@ -30,7 +30,7 @@ std::vector<std::string> yaml_stems(const std::string& dir) {
     return out;
 }
 
-void print_entry(std::string_view name, std::string_view description) { fmt::print("{:<20} {}\n", name, description); }
+void print_entry(std::string_view name, std::string_view description) { fmt::print("{:<24} {}\n", name, description); }
 }  // namespace
 
 constexpr const char* kListUsage =
