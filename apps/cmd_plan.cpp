@@ -63,6 +63,7 @@ std::string objective_cell(const sim::search::SearchSpec& spec, double v) {
         case sim::search::Objective::tokens_per_s: return fmt::format("{:.1f} tok/s", v);
         case sim::search::Objective::tokens_per_s_per_gpu: return fmt::format("{:.1f} tok/s/GPU", v);
         case sim::search::Objective::cost: return fmt::format("${:.4f}/Mtok", -v);
+        case sim::search::Objective::time_to_budget: return fmt::format("{:.2f} days", -v / 86400.0);
     }
     return "";
 }

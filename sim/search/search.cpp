@@ -82,6 +82,7 @@ double optimistic_value(const SearchSpec& spec, const config::ScenarioSpec& sc, 
         case Objective::tokens_per_s: return tps;
         case Objective::tokens_per_s_per_gpu: return tps / gpus;
         case Objective::cost: return -(spec.price_per_gpu_hour * gpus / 3600.0 / tps * 1e6);
+        case Objective::time_to_budget: return -(spec.token_budget / tps);
     }
     return tps;
 }
@@ -196,6 +197,7 @@ std::optional<double> objective_value(const SearchSpec& spec, const config::Scen
         case Objective::tokens_per_s: return *m.tokens_per_s;
         case Objective::tokens_per_s_per_gpu: return *m.tokens_per_s / c.gpus;
         case Objective::cost: return -(spec.price_per_gpu_hour * c.gpus / 3600.0 / *m.tokens_per_s * 1e6);
+        case Objective::time_to_budget: return -(spec.token_budget / *m.tokens_per_s);
     }
     return std::nullopt;
 }

@@ -57,6 +57,7 @@ std::string to_string(Objective o) {
         case Objective::tokens_per_s: return "tokens_per_s";
         case Objective::tokens_per_s_per_gpu: return "tokens_per_s_per_gpu";
         case Objective::cost: return "cost";
+        case Objective::time_to_budget: return "time_to_budget";
     }
     return "?";
 }
@@ -160,16 +161,25 @@ SearchSpec read_search(const config::ScenarioSpec& sc) {
                                sc.cluster.name, cluster_gpus));
 
     if (auto n = r.optional("objective")) {
-        const std::string o = n->as_enum({"tokens_per_s", "tokens_per_s_per_gpu", "cost"});
+        const std::string o = n->as_enum({"tokens_per_s", "tokens_per_s_per_gpu", "cost", "time_to_budget"});
         s.objective = o == "tokens_per_s" ? Objective::tokens_per_s
                     : o == "tokens_per_s_per_gpu" ? Objective::tokens_per_s_per_gpu
-                                                  : Objective::cost;
+                    : o == "cost"                 ? Objective::cost
+                                                  : Objective::time_to_budget;
+        if (s.objective == Objective::time_to_budget && !training)
+            n->fail("time_to_budget is a training objective (the time to train token_budget tokens)");
     } else if (!training) {
         s.objective = Objective::tokens_per_s_per_gpu;
     }
     if (auto n = r.optional("price_per_gpu_hour")) s.price_per_gpu_hour = n->as_number(1e-9, 1e9);
     if (s.objective == Objective::cost && s.price_per_gpu_hour <= 0)
         block.fail("objective cost needs price_per_gpu_hour (dollars per GPU-hour)");
+    if (auto n = r.optional("token_budget")) {
+        if (s.objective != Objective::time_to_budget) n->fail("token_budget applies to objective time_to_budget");
+        s.token_budget = n->as_number(1, 1e18);
+    }
+    if (s.objective == Objective::time_to_budget && s.token_budget <= 0)
+        block.fail("objective time_to_budget needs token_budget (tokens to train, e.g. 15e12)");
     r.finish();
     return s;
 }

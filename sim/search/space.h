@@ -27,6 +27,7 @@ enum class Objective {
     tokens_per_s,          // training or inference: whole-cluster tokens/s
     tokens_per_s_per_gpu,  // tokens/s divided by the GPUs used
     cost,                  // dollars per million tokens, from price_per_gpu_hour
+    time_to_budget,        // training: seconds to train token_budget tokens (less is better)
 };
 
 struct SearchSpec {
@@ -48,6 +49,7 @@ struct SearchSpec {
     std::optional<double> ttft_ms, tpot_ms;  // inference SLOs (<=)
     Objective objective = Objective::tokens_per_s;
     double price_per_gpu_hour = 0;  // dollars; objective cost only
+    double token_budget = 0;        // tokens; objective time_to_budget only
 };
 
 SearchSpec read_search(const config::ScenarioSpec& sc);

@@ -269,6 +269,26 @@ TEST_CASE("bad search blocks are refused at file:line:column") {
           ":15:26: search.constraints.ttft_ms: ttft_ms is an inference SLO; this scenario trains");
     CHECK(err(replace_once(kGpuCount, "  price_per_gpu_hour: 2.0\n", "")).find("objective cost needs price_per_gpu_hour") !=
           std::string::npos);
+    CHECK(err(replace_once(kGpuCount, "  objective: cost\n  price_per_gpu_hour: 2.0\n", "  objective: time_to_budget\n"))
+              .find("objective time_to_budget needs token_budget") != std::string::npos);
+    CHECK(err(replace_once(kGpuCount, "  price_per_gpu_hour: 2.0\n", "  price_per_gpu_hour: 2.0\n  token_budget: 1e9\n")) ==
+          ":12:17: search.token_budget: token_budget applies to objective time_to_budget");
+}
+
+TEST_CASE("time_to_budget ranks as tokens/s does, and its value is the budget over the throughput") {
+    const ScenarioFile a(kLlama8, "budget-tps");
+    const ScenarioFile b(parasim_test::replace_once(kLlama8, "objective: tokens_per_s_per_gpu",
+                                                    "objective: time_to_budget\n  token_budget: 1.5e12"),
+                         "budget-time");
+    const auto sa = a.load(), sb = b.load();
+    const auto tps = search(sa, false, 2, 1000);
+    const auto time = search(sb, false, 2, 1000);
+    REQUIRE(!time.ranked.empty());
+    // One GPU count: tokens/s per GPU and time to the budget order the plans alike.
+    CHECK(time.ranked == tps.ranked);
+    const auto& best = time.outcomes[time.ranked.front()];
+    // 1.5e12 tokens at the plan's tokens/s, in seconds, negated (higher is better).
+    CHECK(*best.value == doctest::Approx(-1.5e12 / *best.metrics->tokens_per_s));
 }
 
 TEST_CASE("an impossible SLO gives 'no plan satisfies' with the closest candidates") {
