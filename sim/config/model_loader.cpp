@@ -235,10 +235,8 @@ ModelSpec load_hf_config(const Node& map) {
     std::optional<Node> heads_node;
     std::optional<Node> kv_node;
     bool head_dim_given = false;
-    if (arch == "GPTJForCausalLM") {
-        // GPTJBlock: attention and MLP both read ln_1 (the parallel block);
-        // q/k/v/out projections without bias, fc_in/fc_out with; rotary on
-        // rotary_dim of each head.
+    // GPT-2 and GPT-J name their dimensions alike (n_layer, n_embd, ...).
+    const auto read_gpt2_dims = [&] {
         m.layers = hf_int(r, "n_layer", workload::kMaxLayers);
         m.hidden = hf_int(r, "n_embd");
         heads_node = hf_field(r, "n_head");
@@ -249,22 +247,19 @@ ModelSpec load_hf_config(const Node& map) {
         m.vocab = hf_int(r, "vocab_size");
         m.max_seq = hf_int(r, "n_positions");
         m.norm = NormKind::layernorm;
+    };
+    if (arch == "GPTJForCausalLM") {
+        // GPTJBlock: attention and MLP both read ln_1 (the parallel block);
+        // q/k/v/out projections without bias, fc_in/fc_out with; rotary on
+        // rotary_dim of each head.
+        read_gpt2_dims();
         m.tied_embeddings = hf_bool_or(r, "tie_word_embeddings", false);
         m.position = PositionKind::rope;
         m.block = BlockLayout::parallel;
         m.bias = workload::Biases{false, false, true};
         if (auto n = hf_field(r, "rotary_dim")) m.rotary_dim = n->as_int(1, kMaxDim);
     } else if (arch == "GPT2LMHeadModel" || arch == "GPT2Model") {
-        m.layers = hf_int(r, "n_layer", workload::kMaxLayers);
-        m.hidden = hf_int(r, "n_embd");
-        heads_node = hf_field(r, "n_head");
-        m.heads = hf_int(r, "n_head");
-        m.kv_heads = m.heads;
-        m.ffn = hf_int_or(r, "n_inner", 4 * m.hidden);
-        m.ffn_kind = FfnKind::gelu;
-        m.vocab = hf_int(r, "vocab_size");
-        m.max_seq = hf_int(r, "n_positions");
-        m.norm = NormKind::layernorm;
+        read_gpt2_dims();
         m.tied_embeddings = hf_bool_or(r, "tie_word_embeddings", true);
         m.position = PositionKind::learned;
         m.bias = workload::Biases{true, true, true};

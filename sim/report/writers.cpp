@@ -268,7 +268,7 @@ std::string format_table(const config::ScenarioSpec& sc, const std::vector<RunMe
             std::string ratio;
             // A base that is zero but for rounding (an idle share of 1e-16
             // from subtracting the busy shares) gives no meaningful ratio.
-            if (a && b && std::abs(*a) > 1e-12 * std::abs(*b) && *a != 0) {
+            if (a && b && std::abs(*a) > 1e-12 * std::abs(*b)) {
                 ratio = fmt::format("{:.2f}x", *b / *a);
                 const bool up = *b > *a, down = *b < *a;
                 if (r.better == Better::higher && (up || down)) ratio += up ? " better" : " worse";

@@ -2,6 +2,7 @@
 #include "sim/search/space.h"
 
 #include "sim/config/cluster_loader.h"
+#include "sim/config/run_details.h"
 
 #include <algorithm>
 
@@ -37,13 +38,6 @@ Dimension<T> read_dimension(MapReader& r, const std::string& key, T fixed, Read 
     }
     d.values = {read_one(*n)};
     return d;
-}
-
-workload::Recompute read_recompute(const Node& n) {
-    const std::string v = n.as_enum({"none", "selective", "full"});
-    return v == "none" ? workload::Recompute::none
-         : v == "selective" ? workload::Recompute::selective
-                            : workload::Recompute::full;
 }
 
 int read_pp_dp(const Node& n, int max) {
@@ -102,7 +96,7 @@ SearchSpec read_search(const config::ScenarioSpec& sc) {
         if (training) {
             s.micro_batch = read_dimension<std::int64_t>(m, "micro_batch", w.micro_batch,
                                                          [](const Node& n) { return n.as_int(1, 1 << 20); });
-            s.recompute = read_dimension<workload::Recompute>(m, "recompute", w.recompute, read_recompute);
+            s.recompute = read_dimension<workload::Recompute>(m, "recompute", w.recompute, config::read_recompute);
             s.batch.values = {w.batch};
         } else {
             for (const char* key : {"micro_batch", "recompute"})
