@@ -1,5 +1,6 @@
 // parasim bench: speed benchmarks (targets live here, not in timed tests).
 #include "apps/cli.h"
+#include "apps/command_line.h"
 #include "sim/config/scenario.h"
 #include "sim/core/limits.h"
 #include "apps/hold_bench.h"
@@ -210,30 +211,19 @@ static int bench_plan(const std::string& format, const std::vector<std::string>&
 }
 
 int cmd_bench(const Args& args) {
-    po::options_description opts("parasim bench engine|scale|serving|plan [options]");
-    opts.add_options()("help,h", "show this help")("format", po::value<std::string>()->default_value("table"),
-                                                     "table | json")(
-        "seed", po::value<std::uint64_t>()->default_value(1), "seed of the hold model's generator")(
-        "repeat", po::value<int>()->default_value(3), "engine: runs per population; the best of each side is reported")(
-        "set", po::value<std::vector<std::string>>()->composing(), "plan: override a field of the scenario (repeatable)")(
-        "which", po::value<std::string>(), "engine | scale | serving | plan");
-    po::positional_options_description pos;
-    pos.add("which", 1);
-    po::variables_map vm;
-    po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
-    if (vm.count("help")) {
-        std::cout << opts << "\n  engine  the hold model at 10^3, 10^5 and 10^6 pending events vs std::priority_queue\n"
-                  << "  scale   whole simulations from 16 to 16,384 GPUs\n"
-                  << "  serving 10,000 requests of Llama 3 8B on one H100 (parasim serve)\n"
-                  << "  plan    the plan search of GPT-3 175B on 1024 A100s, 2 threads\n";
+    CommandLine cl({"bench", "which", "engine | scale | serving | plan",
+                    "a benchmark name: engine, scale, serving or plan", {"table", "json"}, false, true, false});
+    cl.add()("seed", po::value<std::uint64_t>()->default_value(1), "seed of the hold model's generator")(
+        "repeat", po::value<int>()->default_value(3), "engine: runs per population; the best of each side is reported");
+    if (!cl.parse(args, "  engine  the hold model at 10^3, 10^5 and 10^6 pending events vs std::priority_queue\n"
+                        "  scale   whole simulations from 16 to 16,384 GPUs\n"
+                        "  serving 10,000 requests of Llama 3 8B on one H100 (parasim serve)\n"
+                        "  plan    the plan search of GPT-3 175B on 1024 A100s, 2 threads\n"))
         return 0;
-    }
-    const std::string format = vm["format"].as<std::string>();
-    if (format != "table" && format != "json") throw UsageError(fmt::format("--format must be table or json, not '{}'", format));
-    if (!vm.count("which")) throw UsageError("bench needs a benchmark name: engine, scale, serving or plan");
-    const std::string which = vm["which"].as<std::string>();
-    const int repeat = vm["repeat"].as<int>();
-    if (repeat < 1) throw UsageError(fmt::format("--repeat must be at least 1, not {}", repeat));
+    const auto& vm = cl.vm();
+    const std::string& format = cl.format();
+    const int repeat = cl.int_at_least("repeat", 1);
+    const std::string& which = cl.input();
     if (which == "engine") return bench_engine(format, vm["seed"].as<std::uint64_t>(), repeat);
     if (which == "scale") return bench_scale(format);
     if (which == "serving") return bench_serving(format);
