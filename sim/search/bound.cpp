@@ -1,10 +1,13 @@
-// The iteration lower bound of bound.h. Three facts of the executor make it
-// a bound (docs/planning.md): each simulated GPU runs its compute-stream
-// kernels one at a time; a kernel never runs faster than its cost with all
-// reads served by L2 (interference only slows it); and a micro-batch's
-// forward visits the virtual stages in order, its backward in reverse.
+// The lower bounds of bound.h. Facts of the executor make them bounds
+// (docs/planning.md): each stream of a simulated GPU runs one task at a
+// time, in order; a kernel never runs faster than its cost with all reads
+// served by L2 (interference only slows it); no flow beats its efficiency
+// times a link's rate, and only the ring implements reduce-scatter and
+// all-gather; a micro-batch's forward visits the virtual stages in order,
+// its backward in reverse.
 #include "sim/search/bound.h"
 
+#include "sim/config/calibration_loader.h"
 #include "sim/exec/comm_tuning.h"
 #include "sim/net/collective/i_collective.h"
 #include "sim/parallel/strategy.h"
@@ -13,6 +16,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <string>
 #include <utility>
 
 namespace sim::search {
@@ -46,7 +50,7 @@ bool ring_only(net::CollectiveOp op) {
 }
 
 // The least time of the collectives a candidate issues, each on its own
-// (no contention, which only slows flows). A flow moves at most its
+// (other traffic only takes link capacity away). A flow moves at most its
 // efficiency times a link's rate (net/flow_network.h): the executor's
 // tuning (exec/comm_tuning.h) gives flows inside a node protocol_efficiency
 // and between nodes network_efficiency, and a protocol's bandwidth share
@@ -59,16 +63,29 @@ struct CommBound {
     double step_latency = 0; // a ring step inside a node: least step latency
     int gpus_per_node = 0;
     bool rs_ring = false, ag_ring = false;
+    // All-reduce: the strategy's algorithm ("auto" or a name), whether the
+    // registry's all-reduce algorithms are the four known here, and whether
+    // the cluster's NVSwitch can reduce (in-switch).
+    std::string collective;
+    bool ar_known = false, in_switch = false;
 
-    explicit CommBound(const config::ScenarioSpec& sc) : gpus_per_node(sc.cluster.gpus_per_node) {
+    // Layouts of a group for time(): > 0, that many ranks on each of the
+    // whole nodes it fills; kOnePerNode, every rank on its own node;
+    // kOneNode, the whole group inside one node; kUnknown.
+    static constexpr int kUnknown = 0, kOnePerNode = -1, kOneNode = -2;
+
+    CommBound(const config::ScenarioSpec& sc, const config::StrategySpec& spec)
+        : gpus_per_node(sc.cluster.gpus_per_node), collective(spec.collective) {
         const auto& cl = sc.cluster;
         const auto link = [&](net::LinkClass cls) { return cl.links[static_cast<std::size_t>(cls)]; };
         const auto bw = [&](net::LinkClass cls) { return link(cls) ? link(cls)->bandwidth.bytes_per_s : 0.0; };
         double e_in = 1, e_net = 1;
-        if (sc.collectives) {
-            // The executor's request (exec::make_request): its step latencies
-            // and each protocol's; a ring step pays the one it runs with.
-            const auto req = exec::make_request(sc.gpu, cl, *sc.collectives);
+        {
+            // The executor's request (exec::make_request, with the library
+            // it runs with): its step latencies and each protocol's; a ring
+            // step pays the one it runs with.
+            const auto& lib = sc.collectives ? *sc.collectives : config::collective_library();
+            const auto req = exec::make_request(sc.gpu, cl, lib);
             e_in = req.protocol_efficiency;
             e_net = req.network_efficiency > 0 ? req.network_efficiency : e_in;
             Time in = req.step_latency, across = req.network_step_latency > Time{} ? req.network_step_latency : in;
@@ -87,15 +104,54 @@ struct CommBound {
         if (link(net::LinkClass::network)) net_latency += link(net::LinkClass::network)->latency.seconds();
         rs_ring = ring_only(net::CollectiveOp::reduce_scatter);
         ag_ring = ring_only(net::CollectiveOp::all_gather);
+        std::vector<std::string> ar = net::collective_algorithm_names(net::CollectiveOp::all_reduce);
+        std::sort(ar.begin(), ar.end());
+        ar_known = ar == std::vector<std::string>{"hierarchical", "in-switch", "ring", "tree"};
+        in_switch = cl.intra_node == net::IntraNode::nvswitch && cl.in_switch_reduction;
+    }
+
+    // What an all-reduce of `bytes` over n ranks brings into each rank, the
+    // least over the algorithms it can run with (net/collective.h): `auto`
+    // picks ring, in-switch (over > 4 GPUs of one NVSwitch node that can
+    // reduce) or hierarchical (across nodes), never tree; a ring brings
+    // 2(n-1)/n of the buffer into every rank, in-switch (n+1)/n,
+    // hierarchical with r ranks on each of m nodes 2(r-1)/r + 2(m-1)/(m r),
+    // tree (and anything not known here) at least the buffer.
+    double all_reduce_in(double bytes, int n, int layout) const {
+        if (!ar_known || layout == kUnknown) return bytes;
+        const double dn = n;
+        const bool one_node = layout == kOneNode;
+        const double r = one_node ? dn : layout == kOnePerNode ? 1.0 : layout;
+        const double m = dn / r;
+        const double ring = 2 * (dn - 1) / dn, hier = 2 * (r - 1) / r + 2 * (m - 1) / (m * r), nvls = (dn + 1) / dn;
+        double least = 1;
+        if (collective == "auto") {
+            least = ring;
+            if (one_node && in_switch && n > 4) least = std::min(least, nvls);
+            if (!one_node) least = std::min(least, hier);
+        } else if (collective == "ring") {
+            least = ring;
+        } else if (collective == "hierarchical") {
+            least = hier;
+        } else if (collective == "in-switch") {
+            least = nvls;
+        }
+        return std::max(1.0, least) * bytes;
+    }
+
+    // Whether an all-reduce over a group across nodes runs as a ring or
+    // hierarchically: both then pass the buffer around the nodes in
+    // 2(m - 1) steps of bytes / (r m) per rail, each crossing a network link.
+    bool all_reduce_rails(int layout) const {
+        return ar_known && layout != kUnknown && layout != kOneNode &&
+               (collective == "auto" || collective == "ring" || collective == "hierarchical");
     }
     bool ring(net::CollectiveOp op) const {
         return op == net::CollectiveOp::reduce_scatter ? rs_ring : op == net::CollectiveOp::all_gather && ag_ring;
     }
 
-    // A collective of `bytes` per rank over n ranks. `per_node` > 0: the group
-    // fills whole nodes with that many ranks on each (k = n / per_node
-    // nodes); -1: every rank on its own node; 0: unknown layout (only the
-    // GPU's own links count).
+    // A collective of `bytes` per rank over n ranks laid out as `per_node`
+    // says (kOneNode and kUnknown: only the GPU's own links count).
     double time(net::CollectiveOp op, double bytes, int n, int per_node) const {
         if (n < 2 || bytes <= 0) return 0;
         const double dn = n;
@@ -104,13 +160,13 @@ struct CommBound {
         // reduce-scatter's shard (the rest may come pre-reduced); an
         // all-gather's other shards. A ring moves (n - 1)/n of the buffer
         // into every rank for either.
-        double gpu = op == net::CollectiveOp::all_reduce       ? bytes
+        double gpu = op == net::CollectiveOp::all_reduce       ? all_reduce_in(bytes, n, per_node)
                      : op == net::CollectiveOp::reduce_scatter ? (is_ring ? (dn - 1) / dn * bytes : bytes / dn)
                                                                : (dn - 1) / dn * bytes;
         double t = gpu_in > 0 ? gpu / gpu_in : 0.0;
         // Every ring step (n - 1 of them) pays a step latency first.
         if (is_ring) t += (dn - 1) * step_latency;
-        if (per_node == 0 || net <= 0) return t;
+        if (per_node == kUnknown || per_node == kOneNode || net <= 0) return t;
         const int r = per_node < 0 ? 1 : per_node;
         const double k = per_node < 0 ? dn : dn / r;  // nodes
         if (k < 2) return t;
@@ -127,6 +183,8 @@ struct CommBound {
                                 : op == net::CollectiveOp::reduce_scatter ? bytes / k
                                                                           : (k - 1) / k * bytes;
             t = std::max(t, node / node_in);
+            if (op == net::CollectiveOp::all_reduce && all_reduce_rails(per_node))
+                t = std::max(t, 2 * (k - 1) / k * bytes / (r * net));
         }
         return t;
     }
@@ -152,9 +210,15 @@ double ops_lower_bound(const config::ScenarioSpec& sc, const parallel::ResolvedS
     // A TP group of tp-first placement (consecutive GPUs) that fills k >= 2
     // whole nodes has gpus_per_node ranks on each.
     const int g = comm.gpus_per_node;
-    const bool spans_nodes = placement != parallel::Placement::pp_first && g > 0 && rs.tp > g && rs.tp % g == 0;
+    // One inside a node when tp divides gpus_per_node (the group's GPUs are
+    // consecutive from a multiple of tp).
+    const bool grouped = placement != parallel::Placement::pp_first && g > 0;
+    const bool spans_nodes = grouped && rs.tp > g && rs.tp % g == 0;
+    const int layout = spans_nodes                      ? g
+                       : grouped && g % rs.tp == 0 ? CommBound::kOneNode
+                                                         : CommBound::kUnknown;
     const auto tp_time = [&](net::CollectiveOp op, const workload::Operator& o) {
-        return comm.time(op, o.tp_sync_bytes.as_double(), rs.tp, spans_nodes ? g : 0);
+        return comm.time(op, o.tp_sync_bytes.as_double(), rs.tp, layout);
     };
     const auto reduce = opt.sequence_parallel ? net::CollectiveOp::reduce_scatter : net::CollectiveOp::all_reduce;
     const bool tp_on = rs.tp > 1;
@@ -200,7 +264,7 @@ double iteration_lower_bound(const config::ScenarioSpec& sc, const config::Strat
     // A ModelSpec has at most two layer shapes: its first_dense_layers dense
     // ones, then the rest (MoE when the model has experts). One layer of each
     // kind stands for all of that kind.
-    const CommBound comm(sc);
+    const CommBound comm(sc, spec);
     const auto bound = [&](const std::vector<workload::Operator>& ops) {
         return ops_lower_bound(sc, rs, opt, spec.placement, ops, cm, comm);
     };
@@ -276,7 +340,9 @@ double iteration_lower_bound(const config::ScenarioSpec& sc, const config::Strat
     // Tensor-parallel groups that fill whole nodes put every rank of a data-
     // parallel group (dp x cp, strides of tp GPUs or more) on its own node.
     const int g = comm.gpus_per_node;
-    const int dp_layout = spec.placement != parallel::Placement::pp_first && g > 0 && rs.tp % g == 0 ? -1 : 0;
+    const int dp_layout = spec.placement != parallel::Placement::pp_first && g > 0 && rs.tp % g == 0
+                              ? CommBound::kOnePerNode
+                              : CommBound::kUnknown;
     double fwd_all = 0;
     for (const double f : fwd) fwd_all += f;
     for (int s = 0; s < rs.pp; ++s) {
@@ -325,7 +391,7 @@ InferenceBound inference_lower_bound(const config::ScenarioSpec& sc, const confi
     const auto& w = sc.workload;
     if (w.mode != Mode::inference || w.serving || vstages.empty() || rs.microbatch_sizes.empty()) return {};
     const auto opt = parallel::operator_options(sc, rs);
-    const CommBound comm(sc);
+    const CommBound comm(sc, spec);
     const auto& model = sc.model;
     const std::size_t nv = vstages.size(), pp = static_cast<std::size_t>(rs.pp);
     // As parallel/builder.cpp's emit_inference: the prefill of every

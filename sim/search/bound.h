@@ -1,6 +1,7 @@
-// A lower bound on a training iteration's simulated time, cheap enough to
-// compute for every candidate of a plan search (docs/planning.md, "Why the
-// bound never drops the best plan"). It counts only work the simulation
+// Lower bounds on a training iteration's simulated time and on an
+// inference run's TTFT and TPOT, cheap enough to compute for every
+// candidate of a plan search (docs/planning.md, "The bound, and why it
+// never drops the best plan"). They count only work the simulation
 // certainly does, each piece at a time the executor can never beat.
 #pragma once
 
