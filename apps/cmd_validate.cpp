@@ -78,7 +78,7 @@ int cmd_validate(const Args& args) {
                 }
             if (!found)
                 throw UsageError(fmt::format(
-                    "--kind: '{}' is not a kind (training, inference, gemm, attention, collective, memory)", name));
+                    "--kind: '{}' is not a kind (training, inference, gemm, attention, collective, memory, serving)", name));
         }
     }
     const auto dataset = sim::validate::load_dataset(vm["dataset"].as<std::string>());

@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
-# Regenerates the TensorRT-LLM throughput tables of docs/serving.md (the block
-# between the GENERATED markers, "Validation status") by running `parasim
-# serve` on every point of tests/data/validation/serving.yaml that has a
-# scenario file in tests/data/validation/serving/, so no simulated figure in
-# the report is typed in. The test "the published serving throughputs stay
+# Regenerates the tables of docs/serving.md (the block between the GENERATED
+# markers, "Validation status") from `parasim validate` on the serving
+# validation set, tests/data/validation/serving.yaml, so no simulated figure
+# in the report is typed in. The test "the published serving throughputs stay
 # within the guarded MAPE" (tests/serve/test_serving_validation.cpp) runs the
 # same points through the same functions.
 #
@@ -12,30 +11,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-build/bin/parasim}
-python3 - "$bin" docs/serving.md tests/data/validation/serving.yaml <<'PY'
-import json, re, subprocess, sys
-bin, doc, data = sys.argv[1], sys.argv[2], sys.argv[3]
-# The data file is regular: each point's id, measured metric and value, and
-# its scenario path, on their own lines.
-points, cur = [], None
-for line in open(data):
-    m = re.match(r"\s*- id: (\S+)", line)
-    if m:
-        cur = {"id": m.group(1)}
-        points.append(cur)
-        continue
-    m = re.match(r"\s*measured: \{metric: (\w+),.*value: ([0-9.]+)\}", line)
-    if m and cur is not None:
-        cur["metric"], cur["measured"] = m.group(1), float(m.group(2))
-    m = re.match(r'\s*simulated: \{.*scenario: "(serving/[^"]+\.yaml)"', line)
-    if m and cur is not None:
-        cur["scenario"] = m.group(1)
-rows = [p for p in points if p.get("metric") == "output_tokens_per_s" and "scenario" in p]
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$bin" validate tests/data/validation/serving.yaml --format json -o "$tmp/serving.json"
+python3 - "$tmp/serving.json" docs/serving.md <<'PY'
+import json, re, sys
+result, doc = sys.argv[1], sys.argv[2]
+report = json.load(open(result))
+points = report["points"]
+rows = [p for p in points if p["id"].startswith("trtllm-1.0-") and p["metric"] == "tokens_per_s"]
 for p in rows:
-    out = subprocess.run([bin, "serve", "tests/data/validation/" + p["scenario"], "--format", "json"],
-                         check=True, capture_output=True, text=True).stdout
-    p["simulated"] = json.loads(out)["output_tokens_per_s"]
-    p["error"] = (p["simulated"] - p["measured"]) / p["measured"]
+    if p["simulated"] is None:
+        sys.exit(f"{p['id']} was skipped: {p.get('skipped')}")
 
 def key(p):  # (model, gpu, tp, isl/osl) from the id trtllm-1.0-<model>-<gpu>-tp<k>-<isl>-<osl>
     m = re.match(r"trtllm-1\.0-(llama3\d)-[0-9a-z]+-(h\d+)-tp(\d+)-(\d+)-(\d+)$", p["id"])

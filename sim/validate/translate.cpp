@@ -223,9 +223,10 @@ Setup translate(const Point& p, config::GpuCatalog& gpus, const ShippedClusters&
 
     switch (p.kind) {
         case Kind::training:
-        case Kind::inference: {
+        case Kind::inference:
+        case Kind::serving: {
             const auto& par = p.parallelism;
-            if (par.cp > 1 && p.kind == Kind::inference)
+            if (par.cp > 1 && p.kind != Kind::training)
                 return skip(fmt::format("context parallelism (cp={}) is modelled for training only", par.cp));
             if (par.ep > 1) return skip(fmt::format("expert parallelism (ep={}) is not modelled", par.ep));
             if (par.dp == 0)

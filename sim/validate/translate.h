@@ -34,8 +34,8 @@ struct Setup {
     std::optional<std::string> skip;      // why the point cannot be simulated
     std::vector<std::string> defaults;    // defaults applied (the loader's, then the translation's)
     std::string link_source;              // the shipped cluster whose link figures were used, or the GPU file
-    config::ScenarioSpec scenario;        // cluster, GPU and GPU count (all kinds); model and workload (runs)
-    config::StrategySpec strategy;        // runs only
+    config::ScenarioSpec scenario;        // cluster, GPU and GPU count (all kinds); model and workload (runs, serving)
+    config::StrategySpec strategy;        // runs and serving only
     std::vector<hw::KernelDesc> kernels;  // gemm, attention, memory: run one after another on GPU 0
 };
 
