@@ -361,7 +361,7 @@ Point read_point(const Node& node) {
         if (op) op->fail(fmt::format("a {} point has no 'op' (that is for kernel points)", to_string(p.kind)));
         std::int64_t max_seq = 0;
         if (p.kind == Kind::serving) {
-            p.workload = read_serving_workload(*workload, p.defaults);
+            p.workload = read_serving_workload(*workload, p.defaults, p.serving_yaml);
             max_seq = serving_max_seq(*p.workload.serving);
             if (max_seq == 0 && !model->yaml()["max_seq"])
                 model->fail("lengths without a bound (lognormal without 'max'): give the model's max_seq");

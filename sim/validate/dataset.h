@@ -125,6 +125,9 @@ struct Point {
     config::SoftwareSpec software;  // the stack that ran, when the point says
     Metric metric = Metric::iteration_s;
     Statistic statistic = Statistic::none;  // serving latency metrics only
+    // Serving: the point's `serving:` block as flow YAML (a trace file's
+    // path resolved), which scenario_yaml writes into a `parasim serve` scenario.
+    std::string serving_yaml;
     double measured = 0;
     // "micro_batch=1", ...: the defaults the loader applied for fields the point left out.
     std::vector<std::string> defaults;

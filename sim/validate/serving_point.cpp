@@ -6,6 +6,7 @@
 #include "sim/serve/simulator.h"
 
 #include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 
@@ -25,9 +26,17 @@ std::int64_t length_bound(const config::LengthSpec& l) {
     return 0;
 }
 
+// Every map and sequence of `n` in flow style, so that it fits on one line.
+void flow_style(YAML::Node n) {
+    if (!n.IsMap() && !n.IsSequence()) return;
+    n.SetStyle(YAML::EmitterStyle::Flow);
+    for (auto it = n.begin(); it != n.end(); ++it) flow_style(n.IsMap() ? it->second : *it);
+}
+
 }  // namespace
 
-config::WorkloadSpec read_serving_workload(const config::Node& node, std::vector<std::string>& defaults) {
+config::WorkloadSpec read_serving_workload(const config::Node& node, std::vector<std::string>& defaults,
+                                           std::string& block) {
     config::MapReader r(node);
     config::WorkloadSpec w;
     w.mode = config::Mode::inference;
@@ -35,7 +44,18 @@ config::WorkloadSpec read_serving_workload(const config::Node& node, std::vector
     const std::optional<config::Node> flash = r.optional("flash_attention"), attention = r.optional("attention");
     config::apply_attention(w, attention, flash);
     if (!flash && !attention) defaults.push_back("flash_attention=true");
-    w.serving = config::read_serving(r.required("serving"), node.file());
+    const config::Node serving = r.required("serving");
+    w.serving = config::read_serving(serving, node.file());
+    {
+        // The block as written, with a trace file's path made absolute: it
+        // is read again beside a scenario file that may live elsewhere.
+        YAML::Node copy = YAML::Clone(serving.yaml());
+        if (w.serving->arrivals == config::ArrivalProcess::trace) copy["arrivals"]["file"] = w.serving->trace_file;
+        flow_style(copy);
+        YAML::Emitter e;
+        e << copy;
+        block = e.c_str();
+    }
     // As the scenario loader sets a serving workload's static fields: the
     // plan's shapes come from each iteration, not from these.
     w.batch = 1;

@@ -22,7 +22,9 @@ namespace sim::validate {
 // A serving point's `workload:` map: dtype, kv_dtype, attention or
 // flash_attention as for inference points, and `serving:` (required). A
 // trace file is read beside the dataset.
-config::WorkloadSpec read_serving_workload(const config::Node& node, std::vector<std::string>& defaults);
+// `block` receives the `serving:` map as flow YAML (serving_yaml of the Point).
+config::WorkloadSpec read_serving_workload(const config::Node& node, std::vector<std::string>& defaults,
+                                           std::string& block);
 
 // The longest sequence (prompt + output) the lengths can give, the default
 // for the model's max_seq; 0 when unbounded (lognormal without `max`).

@@ -52,7 +52,8 @@ Setup translate(const Point& point, config::GpuCatalog& gpus, const ShippedClust
 
 // A whole-run point's setup as a scenario file that `parasim run` accepts
 // and simulates identically (the cluster, model, workload and strategy
-// written out in full), headed by a comment naming the point.
+// written out in full), headed by a comment naming the point; a serving
+// point's, with its serving block, for `parasim serve`.
 std::string scenario_yaml(const Point& point, const Setup& setup);
 
 }  // namespace sim::validate

@@ -7,6 +7,7 @@
 #include "sim/serve/serve_report.h"
 #include "sim/serve/simulator.h"
 #include "sim/validate/dataset.h"
+#include "sim/validate/translate.h"
 #include "sim/validate/validate.h"
 
 #include "tests/test_util.h"
@@ -181,6 +182,45 @@ TEST_CASE("validate serving: serving points have their own MAPE row, JSON member
     const std::string table = sim::validate::format_table(r);
     CHECK(table.find("ttft_ms p99") != std::string::npos);
     CHECK(table.find("serving / unstated") != std::string::npos);
+}
+
+TEST_CASE("validate serving: --scenarios writes a serving point as a scenario that parasim serve runs identically") {
+    namespace fs = std::filesystem;
+    // A trace beside the dataset (read relative to it), the scenario in another folder.
+    const fs::path dir = fs::temp_directory_path() / ("parasim-validate-serving-" + std::to_string(::getpid()));
+    fs::create_directories(dir / "out");
+    {
+        std::ofstream trace(dir / "trace.csv");
+        trace << "arrival_s,prompt_tokens,output_tokens\n0.0,300,20\n0.01,900,40\n0.02,120,8\n0.5,600,30\n";
+        std::ofstream data(dir / "data.yaml");
+        data << replace(replace(dataset_text("ttft_ms, statistic: p99"), "arrivals: {process: poisson, rate: 40}",
+                                "arrivals: {process: trace, file: trace.csv}"),
+                        "      prompt_tokens: {distribution: uniform, min: 64, max: 1024}\n"
+                        "      output_tokens: {distribution: uniform, min: 8, max: 64}\n"
+                        "      requests: 40\n",
+                        "");
+    }
+    const auto d = sim::validate::load_dataset((dir / "data.yaml").string());
+    const auto& p = d.points.at(0);
+    CHECK(p.model.max_seq == 940);  // the trace's longest row
+    sim::config::GpuCatalog gpus;
+    const sim::validate::ShippedClusters shipped;
+    const auto setup = sim::validate::translate(p, gpus, shipped);
+    REQUIRE_FALSE(setup.skip);
+    const fs::path file = dir / "out" / "s.yaml";
+    {
+        std::ofstream out(file);
+        out << sim::validate::scenario_yaml(p, setup);
+    }
+    const auto sc = sim::config::load_scenario(file.string(), {});
+    const auto result = sim::serve::simulate_serving(sc, sc.strategies.front(), {});
+    const double via_file = sim::serve::summarize(sc, result).ttft_ms.p99;
+    const auto r = sim::validate::validate(d, {});
+    fs::remove_all(dir);
+    REQUIRE(r.outcomes.size() == 1);
+    REQUIRE_MESSAGE(!r.outcomes[0].skipped, r.outcomes[0].reason);
+    CHECK(result.records.size() == 4);
+    CHECK(r.outcomes[0].simulated == via_file);  // bit for bit
 }
 
 TEST_SUITE_END();
