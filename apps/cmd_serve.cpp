@@ -4,6 +4,7 @@
 #include "apps/cli.h"
 #include "apps/command_line.h"
 #include "sim/config/scenario.h"
+#include "sim/report/error_band.h"
 #include "sim/serve/serve_report.h"
 
 #include <boost/program_options.hpp>
@@ -31,9 +32,19 @@ int cmd_serve(const Args& args) {
     if (vm.count("strategy")) strategy = &find_strategy(scenario, vm["strategy"].as<std::string>());
     const auto result = sim::serve::simulate_serving(scenario, *strategy, sim::serve::ServeOptions{});
     const auto summary = sim::serve::summarize(scenario, result);
+    // How far published serving measurements were from parasim (docs/serving.md, "Validation status").
+    const auto band = sim::report::expected_error(scenario, sim::report::shipped_bands());
+    std::string text;
+    if (format == "json") {
+        text = sim::serve::serve_json(scenario, result, summary);
+        std::string member(",");
+        member.append(sim::report::error_band_json_member(band));
+        text.insert(text.rfind('}'), member);  // a member of the report's object
+    } else {
+        text = sim::serve::serve_table(scenario, result, summary) + sim::report::format_error_band(band);
+    }
     OutputSet outputs;  // report and CSV: both or neither
-    outputs.add(cl.output(), format == "json" ? sim::serve::serve_json(scenario, result, summary)
-                                                                 : sim::serve::serve_table(scenario, result, summary));
+    outputs.add(cl.output(), text);
     if (vm.count("requests-csv"))
         outputs.add(vm["requests-csv"].as<std::string>(),
                     sim::serve::serve_requests_csv(result, scenario.workload.serving->warmup_requests));

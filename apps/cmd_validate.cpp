@@ -38,7 +38,8 @@ int cmd_validate(const Args& args) {
         "id", po::value<std::string>(), "only the points with these ids (comma-separated)")(
         "jobs,j", po::value<int>()->default_value(0), "points simulated in parallel (0: one per hardware thread)")(
         "scenarios", po::value<std::string>(),
-        "also write each whole-run point as a scenario file DIR/<id>.yaml that 'parasim run' simulates identically")(
+        "also write each whole-run (serving) point as a scenario file DIR/<id>.yaml that 'parasim run' ('parasim serve') "
+        "simulates identically")(
         "gpu-dir", po::value<std::string>(), "read GPU files from DIR instead of topologies/gpus (tools/fit-gemms.py)")(
         "software-dir", po::value<std::string>(),
         "read software profiles from DIR instead of topologies/software (tools/fit-profiles.py)");
@@ -62,7 +63,7 @@ int cmd_validate(const Args& args) {
                 }
             if (!found)
                 throw UsageError(fmt::format(
-                    "--kind: '{}' is not a kind (training, inference, gemm, attention, collective, memory)", name));
+                    "--kind: '{}' is not a kind (training, inference, gemm, attention, collective, memory, serving)", name));
         }
     }
     const auto dataset = sim::validate::load_dataset(cl.input());
@@ -80,7 +81,9 @@ int cmd_validate(const Args& args) {
         sim::config::GpuCatalog catalog;
         const sim::validate::ShippedClusters shipped;
         for (const auto& p : dataset.points) {
-            if (p.kind != sim::validate::Kind::training && p.kind != sim::validate::Kind::inference) continue;
+            if (p.kind != sim::validate::Kind::training && p.kind != sim::validate::Kind::inference &&
+                p.kind != sim::validate::Kind::serving)
+                continue;
             if (!vo.ids.empty() && std::find(vo.ids.begin(), vo.ids.end(), p.id) == vo.ids.end()) continue;
             const auto setup = sim::validate::translate(p, catalog, shipped, vo.software_dir);
             if (!setup.skip) outputs.add(dir + "/" + p.id + ".yaml", sim::validate::scenario_yaml(p, setup));

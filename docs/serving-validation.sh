@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
-# Regenerates the TensorRT-LLM throughput tables of docs/serving.md (the block
-# between the GENERATED markers, "Validation status") by running `parasim
-# serve` on every point of tests/data/validation/serving.yaml that has a
-# scenario file in tests/data/validation/serving/, so no simulated figure in
-# the report is typed in. The test "the published serving throughputs stay
+# Regenerates the tables of docs/serving.md (the block between the GENERATED
+# markers, "Validation status") from `parasim validate` on the serving
+# validation set, tests/data/validation/serving.yaml, so no simulated figure
+# in the report is typed in. The test "the published serving throughputs stay
 # within the guarded MAPE" (tests/serve/test_serving_validation.cpp) runs the
 # same points through the same functions.
 #
@@ -12,30 +11,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-build/bin/parasim}
-python3 - "$bin" docs/serving.md tests/data/validation/serving.yaml <<'PY'
-import json, re, subprocess, sys
-bin, doc, data = sys.argv[1], sys.argv[2], sys.argv[3]
-# The data file is regular: each point's id, measured metric and value, and
-# its scenario path, on their own lines.
-points, cur = [], None
-for line in open(data):
-    m = re.match(r"\s*- id: (\S+)", line)
-    if m:
-        cur = {"id": m.group(1)}
-        points.append(cur)
-        continue
-    m = re.match(r"\s*measured: \{metric: (\w+),.*value: ([0-9.]+)\}", line)
-    if m and cur is not None:
-        cur["metric"], cur["measured"] = m.group(1), float(m.group(2))
-    m = re.match(r'\s*simulated: \{.*scenario: "(serving/[^"]+\.yaml)"', line)
-    if m and cur is not None:
-        cur["scenario"] = m.group(1)
-rows = [p for p in points if p.get("metric") == "output_tokens_per_s" and "scenario" in p]
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$bin" validate tests/data/validation/serving.yaml --format json -o "$tmp/serving.json"
+python3 - "$tmp/serving.json" docs/serving.md <<'PY'
+import json, re, sys
+result, doc = sys.argv[1], sys.argv[2]
+report = json.load(open(result))
+points = report["points"]
+rows = [p for p in points if p["id"].startswith("trtllm-1.0-") and p["metric"] == "tokens_per_s"]
 for p in rows:
-    out = subprocess.run([bin, "serve", "tests/data/validation/" + p["scenario"], "--format", "json"],
-                         check=True, capture_output=True, text=True).stdout
-    p["simulated"] = json.loads(out)["output_tokens_per_s"]
-    p["error"] = (p["simulated"] - p["measured"]) / p["measured"]
+    if p["simulated"] is None:
+        sys.exit(f"{p['id']} was skipped: {p.get('skipped')}")
 
 def key(p):  # (model, gpu, tp, isl/osl) from the id trtllm-1.0-<model>-<gpu>-tp<k>-<isl>-<osl>
     m = re.match(r"trtllm-1\.0-(llama3\d)-[0-9a-z]+-(h\d+)-tp(\d+)-(\d+)-(\d+)$", p["id"])
@@ -75,10 +62,43 @@ out.append(f"(output tokens/s, all GPUs of the replica together.) Throughput MAP
            f"TensorRT-LLM points: **{100 * sum(errs) / len(errs):.1f}%** (median {100 * median:.1f}%, mean signed "
            f"error {100 * sum(signed) / len(signed):+.1f}%); by column: {by_col}; "
            f"{sum(1 for e in errs if e > 0.1)} points over 10%, {sum(1 for e in errs if e > 0.2)} over 20%.")
+
+# Every other point (the vLLM points, latencies under load), one row each,
+# then the error by class over every point of the file: throughput, the
+# median-like statistics (p50, mean) and the P99s.
+rest = [p for p in points if p not in rows]
+def metric(p):
+    return p["metric"] + (" " + p["statistic"] if p.get("statistic") else "")
+def num(v):
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.2f}"
+lat = ["| point | metric | measured | parasim | error |", "|---|---|---|---|---|"]
+for p in rest:
+    if p["simulated"] is None:
+        lat.append(f"| {p['id']} | {metric(p)} | {num(p['measured'])} | skipped | {p.get('skipped')} |")
+    else:
+        lat.append(f"| {p['id']} | {metric(p)} | {num(p['measured'])} | {num(p['simulated'])} | {err(p['error'])} |")
+def cls(p):
+    if not p.get("statistic"): return "throughput"
+    return "P99" if p["statistic"] == "p99" else "median-like (p50, p90, mean)"
+lat.append("")
+lines = []
+for c, target in (("throughput", "10%"), ("median-like (p50, p90, mean)", "10%"), ("P99", "20%")):
+    errs = [abs(p["error"]) for p in points if p["simulated"] is not None and cls(p) == c]
+    if errs:
+        lines.append(f"{c}: MAPE **{100 * sum(errs) / len(errs):.1f}%** over {len(errs)} points (target {target}; "
+                     f"{sum(1 for e in errs if e > 0.1)} over 10%, {sum(1 for e in errs if e > 0.2)} over 20%)")
+    else:
+        lines.append(f"{c}: no point (target {target})")
+allerr = [abs(p["error"]) for p in points if p["simulated"] is not None]
+lat.append("Over every point of `tests/data/validation/serving.yaml` (" + f"{len(allerr)} simulated, "
+           f"MAPE {100 * sum(allerr) / len(allerr):.1f}%), by class: " + "; ".join(lines) + ".")
+
 text = open(doc).read()
-begin, end = "<!-- BEGIN GENERATED by docs/serving-validation.sh -->", "<!-- END GENERATED -->"
-i, j = text.index(begin), text.index(end, text.index(begin))
-text = text[:i] + begin + "\n" + "\n".join(out) + "\n" + text[j:]
+for tag, body in (("", out), (" (latencies)", lat)):
+    begin, end = f"<!-- BEGIN GENERATED by docs/serving-validation.sh{tag} -->", f"<!-- END GENERATED{tag} -->"
+    i, j = text.index(begin), text.index(end, text.index(begin))
+    text = text[:i] + begin + "\n" + "\n".join(body) + "\n" + text[j:]
 open(doc, "w").write(text)
 print(out[-1])
+print(lat[-1])
 PY

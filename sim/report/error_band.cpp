@@ -18,7 +18,8 @@ Bands load_bands(const std::string& path) {
     for (const auto& e : r.required("bands").elements()) {
         config::MapReader b(e);
         ValidatedBand v;
-        v.kind = b.required("kind").as_enum({"training", "inference"});
+        v.kind = b.required("kind").as_enum({"training", "inference", "serving"});
+        if (auto m = b.optional("metric")) v.metric = m->as_enum({"throughput", "median", "p99"});
         if (auto g = b.optional("gpu")) v.gpu = g->as_string();
         if (auto s = b.optional("software")) v.software = s->as_string();
         v.mape = b.required("mape").as_number(0, 100);
@@ -38,11 +39,14 @@ const Bands& shipped_bands() {
 
 ErrorBand expected_error(const config::ScenarioSpec& sc, const Bands& bands) {
     ErrorBand out;
-    const std::string kind = sc.workload.mode == config::Mode::training ? "training" : "inference";
+    const std::string kind = sc.workload.serving                       ? "serving"
+                             : sc.workload.mode == config::Mode::training ? "training"
+                                                                          : "inference";
     const std::string gpu = sc.gpu.name, software = sc.software.given() ? sc.software.name : "";
+    std::string metric;  // the metric class looked for ("" for runs)
     const auto find = [&](const std::string& g, const std::string& s) -> const ValidatedBand* {
         for (const auto& b : bands.bands)
-            if (b.kind == kind && b.gpu == g && b.software == s) return &b;
+            if (b.kind == kind && b.gpu == g && b.software == s && b.metric == metric) return &b;
         return nullptr;
     };
     const auto covered = [&](auto field, const std::string& value) {
@@ -53,11 +57,24 @@ ErrorBand expected_error(const config::ScenarioSpec& sc, const Bands& bands) {
     std::vector<std::pair<std::string, std::string>> order;
     if (!software.empty()) order.insert(order.end(), {{gpu, software}, {"", software}});
     order.insert(order.end(), {{gpu, ""}, {"", ""}});
-    for (const auto& [g, s] : order)
-        if (const auto* b = find(g, s); b && b->n >= kMinPoints) {
-            out.band = *b;
-            break;
+    const auto narrowest = [&]() -> std::optional<ValidatedBand> {
+        for (const auto& [g, s] : order)
+            if (const auto* b = find(g, s); b && b->n >= kMinPoints) return *b;
+        return std::nullopt;
+    };
+    if (kind == "serving") {
+        out.serving = true;
+        for (const char* m : kServingMetrics) {
+            metric = m;
+            if (auto b = narrowest()) out.by_metric.push_back(*b);
+            else
+                out.warnings.push_back(
+                    fmt::format("no band for serving {} metrics: too few published points were validated", m));
         }
+        if (!out.by_metric.empty()) out.band = out.by_metric.front();
+    } else {
+        out.band = narrowest();
+    }
     if (!covered(&ValidatedBand::gpu, gpu))
         out.warnings.push_back(fmt::format("no published {} run on {} was validated: the figure above is for other GPUs",
                                            kind, gpu));
@@ -70,6 +87,18 @@ ErrorBand expected_error(const config::ScenarioSpec& sc, const Bands& bands) {
 
 std::string format_error_band(const ErrorBand& e) {
     std::string out;
+    if (e.serving) {
+        for (const auto& b : e.by_metric) {
+            std::string what = "serving";
+            if (!b.gpu.empty()) what += " on " + b.gpu;
+            if (!b.software.empty()) what += " with " + b.software;
+            out += fmt::format("expected error: {} ({}): MAPE {:.1f}% over {} published points (docs/serving.md)\n",
+                               what, b.metric, 100 * b.mape, b.n);
+        }
+        if (e.by_metric.empty()) out = "expected error: no validated band for serving runs (docs/serving.md)\n";
+        for (const auto& w : e.warnings) out += "warning: " + w + "\n";
+        return out;
+    }
     if (e.band) {
         const auto& b = *e.band;
         std::string what = b.kind;
@@ -97,7 +126,18 @@ std::string error_band_json_member(const ErrorBand& e) {
         if (i) warnings += ',';
         warnings += json_string(e.warnings[i]);
     }
-    return fmt::format("\"expected_error\":{{\"band\":{},\"warnings\":[{}]}}", band, warnings);
+    std::string by_metric;
+    if (e.serving) {
+        by_metric = ",\"by_metric\":[";
+        for (std::size_t i = 0; i < e.by_metric.size(); ++i) {
+            const auto& b = e.by_metric[i];
+            by_metric += fmt::format("{}{{\"metric\":{},\"gpu\":{},\"software\":{},\"mape\":{},\"n\":{}}}", i ? "," : "",
+                                     json_string(b.metric), json_string(b.gpu), json_string(b.software),
+                                     json_number(b.mape), b.n);
+        }
+        by_metric += "]";
+    }
+    return fmt::format("\"expected_error\":{{\"band\":{},\"warnings\":[{}]{}}}", band, warnings, by_metric);
 }
 
 }  // namespace sim::report

@@ -15,13 +15,16 @@
 namespace sim::report {
 
 // One line of the bands file: the MAPE of `n` simulated published runs of
-// `kind` ("training" / "inference"), narrowed to a GPU and a software stack
-// when those are set ("" = any).
+// `kind` ("training" / "inference" / "serving"), narrowed to a GPU and a
+// software stack when those are set ("" = any). Serving bands are per
+// metric class: "throughput", "median" (p50, p90 and mean latencies) or
+// "p99"; other kinds have none ("").
 struct ValidatedBand {
     std::string kind, gpu, software;
     double mape = 0;
     int n = 0;
     bool fitted = false;  // the stack's efficiency was fitted on these runs: in-sample
+    std::string metric;   // serving bands only
 };
 
 struct Bands {
@@ -36,12 +39,19 @@ const Bands& shipped_bands();
 struct ErrorBand {
     std::optional<ValidatedBand> band;  // the narrowest band with at least kMinPoints runs
     std::vector<std::string> warnings;  // what no validated run covers
+    // A serving run: the narrowest band of each metric class that has one
+    // (throughput, median, p99, in that order); `band` is the first of them.
+    bool serving = false;
+    std::vector<ValidatedBand> by_metric;
 };
+inline constexpr const char* kServingMetrics[] = {"throughput", "median", "p99"};
 inline constexpr int kMinPoints = 3;
 
 ErrorBand expected_error(const config::ScenarioSpec& sc, const Bands& bands);
 // "expected error: training on h100-sxm with megatron-core: MAPE 4.1% over 5
 // published runs (docs/validation.md)", then one "warning: ..." line each.
+// A serving run gets one "expected error: serving ... (p99): ..." line per
+// metric class that has a band (docs/serving.md).
 std::string format_error_band(const ErrorBand& e);
 // "\"expected_error\":{...}": the band (or null) and the warnings, for a JSON report.
 std::string error_band_json_member(const ErrorBand& e);

@@ -7,6 +7,7 @@
 #include "sim/config/run_details.h"
 #include "sim/core/checked.h"
 #include "sim/net/collective/i_collective.h"
+#include "sim/validate/serving_point.h"
 
 #include <fmt/format.h>
 
@@ -35,7 +36,7 @@ hw::DType read_dtype(const Node& n, const std::vector<std::string>& allowed) {
 const std::vector<std::string> kDTypes = hw::dtype_names();
 
 Kind read_kind(const Node& n) {
-    const std::string v = n.as_enum({"training", "inference", "gemm", "attention", "collective", "memory"});
+    const std::string v = n.as_enum({"training", "inference", "gemm", "attention", "collective", "memory", "serving"});
     for (Kind k : kAllKinds)
         if (v == to_string(k)) return k;
     return Kind::training;
@@ -52,6 +53,10 @@ Metric read_metric(const Node& n, Kind kind) {
         case Kind::attention: allowed = {Metric::time_us}; break;
         case Kind::collective: allowed = {Metric::busbw_GBps, Metric::time_us}; break;
         case Kind::memory: allowed = {Metric::bandwidth_GBps}; break;
+        case Kind::serving:
+            allowed = {Metric::tokens_per_s, Metric::tokens_per_s_per_gpu, Metric::requests_per_s,
+                       Metric::ttft_ms,      Metric::tpot_ms,              Metric::e2e_ms};
+            break;
     }
     std::vector<std::string> names;
     for (Metric m : allowed) names.emplace_back(to_string(m));
@@ -327,7 +332,8 @@ void read_op(const Node& node, Point& p) {
             break;
         }
         case Kind::training:
-        case Kind::inference: break;
+        case Kind::inference:
+        case Kind::serving: break;
     }
     r.finish();
 }
@@ -346,16 +352,24 @@ Point read_point(const Node& node) {
     p.source = r.required("source").as_string();
     if (auto n = r.optional("notes")) p.notes = n->as_string();
     p.hardware = read_hardware(r.required("hardware"), p.defaults);
-    const bool run = p.kind == Kind::training || p.kind == Kind::inference;
+    const bool run = p.kind == Kind::training || p.kind == Kind::inference || p.kind == Kind::serving;
     std::optional<Node> model = r.optional("model"), workload = r.optional("workload"),
                         parallelism = r.optional("parallelism"), op = r.optional("op");
     if (run) {
         if (!model) node.fail(fmt::format("a {} point needs 'model'", to_string(p.kind)));
         if (!workload) node.fail(fmt::format("a {} point needs 'workload'", to_string(p.kind)));
         if (op) op->fail(fmt::format("a {} point has no 'op' (that is for kernel points)", to_string(p.kind)));
-        p.workload = read_workload(*workload, p.kind, p.defaults);
-        const std::int64_t max_seq =
-            p.kind == Kind::training ? p.workload.seq_len : p.workload.prompt_tokens + p.workload.output_tokens;
+        std::int64_t max_seq = 0;
+        if (p.kind == Kind::serving) {
+            p.workload = read_serving_workload(*workload, p.defaults, p.serving_yaml);
+            max_seq = serving_max_seq(*p.workload.serving);
+            if (max_seq == 0 && !model->yaml()["max_seq"])
+                model->fail("lengths without a bound (lognormal without 'max'): give the model's max_seq");
+        } else {
+            p.workload = read_workload(*workload, p.kind, p.defaults);
+            max_seq =
+                p.kind == Kind::training ? p.workload.seq_len : p.workload.prompt_tokens + p.workload.output_tokens;
+        }
         p.model = read_model(*model, p.id, max_seq);
         p.parallelism = read_parallelism(parallelism, p, p.defaults);
     } else {
@@ -368,6 +382,7 @@ Point read_point(const Node& node) {
     {
         MapReader m(r.required("measured"));
         p.metric = read_metric(m.required("metric"), p.kind);
+        if (p.kind == Kind::serving) p.statistic = read_statistic(m.optional("statistic"), p.metric, m.node());
         const Node value = m.required("value");
         p.measured = value.as_number(-1e300, 1e300);
         if (!(p.measured > 0)) value.fail("a measured value must be positive");
@@ -388,6 +403,18 @@ const char* to_string(Kind k) {
         case Kind::attention: return "attention";
         case Kind::collective: return "collective";
         case Kind::memory: return "memory";
+        case Kind::serving: return "serving";
+    }
+    return "?";
+}
+
+const char* to_string(Statistic s) {
+    switch (s) {
+        case Statistic::none: return "";
+        case Statistic::p50: return "p50";
+        case Statistic::p90: return "p90";
+        case Statistic::p99: return "p99";
+        case Statistic::mean: return "mean";
     }
     return "?";
 }
@@ -402,6 +429,8 @@ const char* to_string(Metric m) {
         case Metric::time_us: return "time_us";
         case Metric::busbw_GBps: return "busbw_GBps";
         case Metric::bandwidth_GBps: return "bandwidth_GBps";
+        case Metric::requests_per_s: return "requests_per_s";
+        case Metric::e2e_ms: return "e2e_ms";
     }
     return "?";
 }

@@ -2,7 +2,9 @@
 // set of published measurements, documented in docs/validation.md):
 // training runs, inference runs, single GEMMs, attention kernels,
 // collectives and memory-bandwidth runs, each with its hardware, its setup
-// and the measured value.
+// and the measured value; and, parasim's extension of the shared format,
+// serving runs (requests arriving over time, simulated by `parasim serve`'s
+// engine; docs/validation.md §2, "Serving points").
 //
 // load_dataset() reads and checks the whole file before anything is
 // simulated. A malformed file (a missing or misspelt field, a bare number
@@ -31,10 +33,11 @@
 
 namespace sim::validate {
 
-enum class Kind { training, inference, gemm, attention, collective, memory };
-inline constexpr std::size_t kKindCount = 6;
-inline constexpr std::array<Kind, kKindCount> kAllKinds = {Kind::training,  Kind::inference,  Kind::gemm,
-                                                           Kind::attention, Kind::collective, Kind::memory};
+enum class Kind { training, inference, gemm, attention, collective, memory, serving };
+inline constexpr std::size_t kKindCount = 7;
+inline constexpr std::array<Kind, kKindCount> kAllKinds = {Kind::training,   Kind::inference, Kind::gemm,
+                                                           Kind::attention,  Kind::collective, Kind::memory,
+                                                           Kind::serving};
 const char* to_string(Kind k);
 
 // What was measured (README "Metrics"). Each kind accepts only some.
@@ -46,9 +49,16 @@ enum class Metric {
     tpot_ms,               // inference: time between two output tokens of one sequence
     time_us,               // gemm, attention: time of the kernel(s)
     busbw_GBps,            // collective: nccl-tests bus bandwidth, GB/s
-    bandwidth_GBps         // memory: achieved bandwidth, GB/s
+    bandwidth_GBps,        // memory: achieved bandwidth, GB/s
+    requests_per_s,        // serving: finished requests per second
+    e2e_ms                 // serving: a request's arrival to its last token
 };
 const char* to_string(Metric m);
+
+// Serving latency metrics are a statistic over the measured requests
+// (nearest-rank percentiles, as `parasim serve` reports them).
+enum class Statistic { none, p50, p90, p99, mean };
+const char* to_string(Statistic s);
 
 struct HardwareSpec {
     std::string gpu;              // catalog name; unknown names are skipped, not errors
@@ -103,7 +113,7 @@ struct Point {
     Kind kind = Kind::training;
     std::string source, notes;
     HardwareSpec hardware;
-    // training and inference
+    // training, inference and serving (serving: workload.serving is set)
     workload::ModelSpec model;
     config::WorkloadSpec workload;
     ParallelismSpec parallelism;
@@ -114,6 +124,10 @@ struct Point {
     MemoryOp memory;
     config::SoftwareSpec software;  // the stack that ran, when the point says
     Metric metric = Metric::iteration_s;
+    Statistic statistic = Statistic::none;  // serving latency metrics only
+    // Serving: the point's `serving:` block as flow YAML (a trace file's
+    // path resolved), which scenario_yaml writes into a `parasim serve` scenario.
+    std::string serving_yaml;
     double measured = 0;
     // "micro_batch=1", ...: the defaults the loader applied for fields the point left out.
     std::vector<std::string> defaults;

@@ -224,9 +224,10 @@ Setup translate(const Point& p, config::GpuCatalog& gpus, const ShippedClusters&
 
     switch (p.kind) {
         case Kind::training:
-        case Kind::inference: {
+        case Kind::inference:
+        case Kind::serving: {
             const auto& par = p.parallelism;
-            if (par.cp > 1 && p.kind == Kind::inference)
+            if (par.cp > 1 && p.kind != Kind::training)
                 return skip(fmt::format("context parallelism (cp={}) is modelled for training only", par.cp));
             if (par.dp == 0)
                 return skip(fmt::format("tp={} x pp={} x cp={} does not divide the {} GPUs", par.tp, par.pp, par.cp,
@@ -299,7 +300,8 @@ const char* yes(bool b) { return b ? "true" : "false"; }
 }  // namespace
 
 std::string scenario_yaml(const Point& p, const Setup& s) {
-    check(p.kind == Kind::training || p.kind == Kind::inference, "scenario_yaml: not a whole-run point");
+    check(p.kind == Kind::training || p.kind == Kind::inference || p.kind == Kind::serving,
+          "scenario_yaml: not a whole-run or serving point");
     const auto& sc = s.scenario;
     const auto& c = sc.cluster;
     const auto& m = sc.model;
@@ -345,8 +347,9 @@ std::string scenario_yaml(const Point& p, const Setup& s) {
         y += fmt::format("  bias: {{qkv: {}, out: {}, mlp: {}}}\n", yes(b.qkv), yes(b.out), yes(b.mlp));
     if (m.experts > 0) y += fmt::format("  moe: {{experts: {}, top_k: {}}}\n", m.experts, m.top_k);
     const bool training = w.mode == config::Mode::training;
+    const bool serving = p.kind == Kind::serving;
     y += fmt::format("workload:\n  mode: {}\n  dtype: {}\n  weight_dtype: {}\n  kv_dtype: {}\n  flash_attention: {}\n",
-                     training ? "training" : "inference", hw::to_string(w.precision.compute),
+                     training ? "training" : serving ? "serving" : "inference", hw::to_string(w.precision.compute),
                      hw::to_string(w.precision.weights), hw::to_string(w.precision.kv), yes(w.flash_attention));
     if (w.attention) y += fmt::format("  attention: {}\n", workload::to_string(*w.attention));
     if (training) {
@@ -357,6 +360,8 @@ std::string scenario_yaml(const Point& p, const Setup& s) {
                                                                          : "full";
         y += fmt::format("  seq_len: {}\n  global_batch: {}\n  micro_batch: {}\n  recompute: {}\n", w.seq_len,
                          w.global_batch, w.micro_batch, rc);
+    } else if (serving) {
+        y += fmt::format("  serving: {}\n", p.serving_yaml);
     } else {
         y += fmt::format("  batch: {}\n  prompt_tokens: {}\n  output_tokens: {}\n", w.batch, w.prompt_tokens,
                          w.output_tokens);

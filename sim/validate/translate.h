@@ -34,8 +34,8 @@ struct Setup {
     std::optional<std::string> skip;      // why the point cannot be simulated
     std::vector<std::string> defaults;    // defaults applied (the loader's, then the translation's)
     std::string link_source;              // the shipped cluster whose link figures were used, or the GPU file
-    config::ScenarioSpec scenario;        // cluster, GPU and GPU count (all kinds); model and workload (runs)
-    config::StrategySpec strategy;        // runs only
+    config::ScenarioSpec scenario;        // cluster, GPU and GPU count (all kinds); model and workload (runs, serving)
+    config::StrategySpec strategy;        // runs and serving only
     std::vector<hw::KernelDesc> kernels;  // gemm, attention, memory: run one after another on GPU 0
 };
 
@@ -52,7 +52,8 @@ Setup translate(const Point& point, config::GpuCatalog& gpus, const ShippedClust
 
 // A whole-run point's setup as a scenario file that `parasim run` accepts
 // and simulates identically (the cluster, model, workload and strategy
-// written out in full), headed by a comment naming the point.
+// written out in full), headed by a comment naming the point; a serving
+// point's, with its serving block, for `parasim serve`.
 std::string scenario_yaml(const Point& point, const Setup& setup);
 
 }  // namespace sim::validate

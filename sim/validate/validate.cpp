@@ -11,6 +11,7 @@
 #include "sim/parallel/plan.h"
 #include "sim/report/metrics.h"
 #include "sim/report/runner.h"
+#include "sim/validate/serving_point.h"
 #include "sim/validate/translate.h"
 
 #include <fmt/format.h>
@@ -125,6 +126,7 @@ Outcome simulate_point(const Point& p, config::GpuCatalog& catalog, const Shippe
     o.id = p.id;
     o.kind = p.kind;
     o.metric = p.metric;
+    o.statistic = p.statistic;
     o.measured = p.measured;
     o.defaults = p.defaults;
     o.software = p.software.name;
@@ -161,6 +163,16 @@ Outcome simulate_point(const Point& p, config::GpuCatalog& catalog, const Shippe
                                        r.microbatches, s.scenario.cluster.name, s.link_source);
                 break;
             }
+            case Kind::serving: {
+                const ServingValue v = simulate_serving_point(p, s);
+                if (!v.value)
+                    return skip(v.detail.empty() ? fmt::format("the serving run does not produce {}",
+                                                               to_string(p.metric))
+                                                 : v.detail);
+                value = *v.value;
+                o.detail = v.detail;
+                break;
+            }
             case Kind::gemm:
             case Kind::attention: {
                 value = run_kernels(s, *cm).seconds() * 1e6;
@@ -194,6 +206,13 @@ Outcome simulate_point(const Point& p, config::GpuCatalog& catalog, const Shippe
         return skip(e.what());
     }
     return o;
+}
+
+// "ttft_ms p99" for a serving latency, the metric alone otherwise.
+std::string metric_name(const Outcome& o) {
+    std::string out = to_string(o.metric);
+    if (o.statistic != Statistic::none) out.append(" ").append(to_string(o.statistic));
+    return out;
 }
 
 std::string percent(double f) { return fmt::format("{:+.1f}%", f * 100); }
@@ -238,7 +257,7 @@ void summarise(Report& r) {
 
     std::map<std::pair<Kind, std::string>, std::pair<KindSummary, double>> stacks;
     for (const auto& o : r.outcomes) {
-        if (o.kind != Kind::training && o.kind != Kind::inference) continue;
+        if (o.kind != Kind::training && o.kind != Kind::inference && o.kind != Kind::serving) continue;
         auto& [k, total] = stacks[{o.kind, o.software.empty() ? "unstated" : o.software}];
         add(k, o);
         if (!o.skipped) total += std::fabs(o.error);
@@ -300,7 +319,7 @@ std::string format_table(const Report& r) {
     out += std::string(wid + 72, '-') + "\n";
     for (const auto& o : r.outcomes) {
         out += fmt::format("{:<{}}  {:<10}  {:<20}  {:>12}  {:>12}  {:>8}\n", o.id, wid, to_string(o.kind),
-                           to_string(o.metric), number(o.measured), o.skipped ? "skipped" : number(o.simulated),
+                           metric_name(o), number(o.measured), o.skipped ? "skipped" : number(o.simulated),
                            o.skipped ? "-" : percent(o.error));
     }
     out += fmt::format("\n{:<11}  {:>9}  {:>7}  {:>7}  {}\n", "kind", "simulated", "skipped", "MAPE", "worst point");
@@ -353,6 +372,7 @@ std::string format_json(const Report& r) {
                            json_string(o.id), json_string(to_string(o.kind)), json_string(to_string(o.metric)),
                            json_number(o.measured), o.skipped ? "null" : json_number(o.simulated),
                            o.skipped ? "null" : json_number(o.error));
+        if (o.statistic != Statistic::none) out += ",\"statistic\":" + json_string(to_string(o.statistic));
         if (o.skipped) out += ",\"skipped\":" + json_string(o.reason);
         if (!o.detail.empty()) out += ",\"detail\":" + json_string(o.detail);
         if (!o.software.empty()) out += ",\"software\":" + json_string(o.software);

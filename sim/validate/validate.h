@@ -9,6 +9,9 @@
 //   collective           one collective task over the point's GPUs, run by
 //                        exec::execute (comm_tuning's NCCL request, flows
 //                        on the generated topology)
+//   serving              serve::simulate_serving on the translated scenario
+//                        (the path `parasim serve` uses); the metric is read
+//                        from its summary (serving_point.h)
 //
 // Error = (simulated - measured) / measured, signed. MAPE of a kind = mean
 // |error| over its simulated points; skipped points are listed with their
@@ -28,6 +31,7 @@ struct Outcome {
     std::string id;
     Kind kind = Kind::training;
     Metric metric = Metric::iteration_s;
+    Statistic statistic = Statistic::none;  // serving latencies: which one
     double measured = 0;
     bool skipped = false;
     std::string reason;  // why skipped
@@ -52,7 +56,7 @@ struct Report {
     std::vector<Outcome> outcomes;  // dataset order
     std::array<KindSummary, kKindCount> kinds;
     KindSummary all;
-    // Whole runs (training, inference) by software stack, "unstated" where a
+    // Whole runs (training, inference, serving) by software stack, "unstated" where a
     // point does not say; ordered by kind, then name.
     struct StackSummary {
         Kind kind;
@@ -80,7 +84,7 @@ void summarise(Report& report);
 // skipped points with their reasons, and the defaults applied.
 std::string format_table(const Report& report);
 // {"points":[{"id","kind","metric","measured","simulated","error",...}],
-//  "mape":{"all","training","inference","gemm","attention","collective","memory"}, ...}
+//  "mape":{"all","training","inference","gemm","attention","collective","memory","serving"}, ...}
 std::string format_json(const Report& report);
 
 }  // namespace sim::validate

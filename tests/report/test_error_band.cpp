@@ -20,11 +20,11 @@ config::ScenarioSpec run_of(config::Mode mode, const std::string& gpu, const std
 }
 
 const report::Bands kBands{{
-                               {"training", "h100-sxm", "megatron-core", 0.02, 2, true},  // too few runs
-                               {"training", "", "megatron-core", 0.04, 5, true},
-                               {"training", "h100-sxm", "", 0.07, 10, false},
-                               {"training", "a100-sxm-80gb", "", 0.09, 12, false},
-                               {"training", "", "", 0.08, 24, false},
+                               {"training", "h100-sxm", "megatron-core", 0.02, 2, true, ""},  // too few runs
+                               {"training", "", "megatron-core", 0.04, 5, true, ""},
+                               {"training", "h100-sxm", "", 0.07, 10, false, ""},
+                               {"training", "a100-sxm-80gb", "", 0.09, 12, false, ""},
+                               {"training", "", "", 0.08, 24, false, ""},
                            },
                            "test"};
 
@@ -59,6 +59,55 @@ TEST_CASE("the expected error is the narrowest band of at least 3 runs: GPU and 
     CHECK_FALSE(e.band);
     CHECK(report::format_error_band(e).find("no validated band") != std::string::npos);
     CHECK(report::error_band_json_member(e).find("\"band\":null") != std::string::npos);
+}
+
+TEST_CASE("a serving run gets one band per metric class: throughput, median, p99") {
+    using config::Mode;
+    auto sc = run_of(Mode::inference, "h100-sxm", "tensorrt-llm");
+    sc.workload.serving.emplace();
+    const report::Bands bands{{
+                                  {"inference", "h100-sxm", "", 0.20, 12, false, ""},  // not a serving band
+                                  {"serving", "h100-sxm", "tensorrt-llm", 0.07, 18, false, "throughput"},
+                                  {"serving", "", "", 0.08, 40, false, "throughput"},
+                                  {"serving", "h100-sxm", "tensorrt-llm", 0.30, 2, false, "median"},  // too few
+                                  {"serving", "", "", 0.25, 9, false, "median"},
+                              },
+                              "test"};
+    const auto e = report::expected_error(sc, bands);
+    CHECK(e.serving);
+    REQUIRE(e.by_metric.size() == 2);
+    CHECK(e.by_metric[0].metric == "throughput");
+    CHECK(e.by_metric[0].n == 18);  // the narrowest: GPU and stack
+    CHECK(e.by_metric[1].metric == "median");
+    CHECK(e.by_metric[1].n == 9);  // the GPU-and-stack median band has 2 points
+    REQUIRE(e.band);
+    CHECK(e.band->metric == "throughput");
+    REQUIRE(e.warnings.size() == 1);
+    CHECK(e.warnings[0] == "no band for serving p99 metrics: too few published points were validated");
+    CHECK(report::format_error_band(e) ==
+          "expected error: serving on h100-sxm with tensorrt-llm (throughput): MAPE 7.0% over 18 published points "
+          "(docs/serving.md)\n"
+          "expected error: serving (median): MAPE 25.0% over 9 published points (docs/serving.md)\n"
+          "warning: no band for serving p99 metrics: too few published points were validated\n");
+    const std::string json = report::error_band_json_member(e);
+    CHECK(json.find("\"by_metric\":[{\"metric\":\"throughput\"") != std::string::npos);
+    // Runs never see serving bands, nor serving runs the runs' bands.
+    const auto run = report::expected_error(run_of(Mode::inference, "h100-sxm", ""), bands);
+    REQUIRE(run.band);
+    CHECK(run.band->kind == "inference");
+    CHECK_FALSE(run.serving);
+    CHECK(report::error_band_json_member(run).find("by_metric") == std::string::npos);
+}
+
+TEST_CASE("the shipped bands have serving bands from the serving validation set") {
+    const auto& bands = report::shipped_bands();
+    bool throughput = false;
+    for (const auto& b : bands.bands)
+        if (b.kind == "serving") {
+            CHECK_FALSE(b.metric.empty());
+            throughput = throughput || (b.metric == "throughput" && b.gpu.empty() && b.software.empty());
+        }
+    CHECK(throughput);
 }
 
 TEST_SUITE_END();
