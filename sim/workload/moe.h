@@ -54,4 +54,9 @@ ExpertLoad expert_load(std::int64_t experts, std::int64_t top_k, int ep, std::in
 // 0 when ep == 1 (no exchange).
 double all_to_all_bytes(const ExpertLoad& load, int ep, std::int64_t hidden, double bytes_per_element);
 
+// Bytes per element of a token sent to the experts in FP8 (DeepSeek-V3
+// report section 3.3, DeepEP): 1 byte and one FP32 scale per 1 x 128 tile,
+// 1 + 4 / 128 = 1.03125.
+inline constexpr double kFp8DispatchBytesPerElement = 1.0 + 4.0 / 128.0;
+
 }  // namespace sim::workload

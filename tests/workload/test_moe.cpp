@@ -124,6 +124,21 @@ TEST_CASE("Mixtral layer under ep 8: four all-to-alls of the straggler's tokens,
     CHECK(expert_flops == doctest::Approx(6.0 * 5887 * 4096 * 14336));
 }
 
+TEST_CASE("FP8 dispatch: the exchanges into the experts carry 1 + 4/128 bytes an element, the combines 2") {
+    const ModelSpec m = mixtral();
+    OperatorOptions o;
+    o.ep = 8;
+    o.moe = zipf(1.0);
+    o.fp8_dispatch = true;
+    const PassShape s{1, 1000, 1000};
+    std::vector<std::uint64_t> sizes;  // in issue order: dispatch, combine; combine backward, dispatch backward
+    for (const auto& ops : {layer_forward(m, 0, 0, s, o), layer_backward(m, 0, 0, s, o, Recompute::none)})
+        for (const auto& op : ops)
+            if (op.ep_a2a_bytes.value > 0) sizes.push_back(op.ep_a2a_bytes.value);
+    // The straggler's 5887 tokens x 4096: x 1.03125 = 24 866 688 (FP8 + scales), x 2 = 48 226 304 (BF16).
+    CHECK(sizes == std::vector<std::uint64_t>{24866688u, 48226304u, 24866688u, 48226304u});
+}
+
 TEST_CASE("expert weights shard over ep: a Mixtral layer keeps 8 / ep experts per GPU") {
     const ModelSpec m = mixtral();
     OperatorOptions o;
