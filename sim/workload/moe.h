@@ -24,6 +24,11 @@ struct MoeRouting {
     // One grouped GEMM per projection over the local experts (Megatron
     // --moe-grouped-gemm) instead of one GEMM per expert.
     bool grouped_gemm = false;
+    // Under recompute: full, whether the recomputed forward repeats the
+    // dispatch and combine all-to-alls (true, the plain recompute). false:
+    // the layer keeps the tokens its experts received and the combined
+    // output, and recomputes locally (docs/moe.md section 3c).
+    bool recompute_exchange = true;
 };
 
 // Parses "balanced" or "zipf(S)" with 0 < S <= 8; empty error when it parses.

@@ -139,6 +139,27 @@ TEST_CASE("FP8 dispatch: the exchanges into the experts carry 1 + 4/128 bytes an
     CHECK(sizes == std::vector<std::uint64_t>{24866688u, 48226304u, 24866688u, 48226304u});
 }
 
+TEST_CASE("full recompute repeats the exchange unless the layer keeps it, which costs its tokens in memory") {
+    const ModelSpec m = mixtral();
+    OperatorOptions o;
+    o.ep = 8;
+    o.moe = zipf(1.0);
+    const PassShape s{1, 1000, 1000};
+    const auto exchanges = [&] {
+        int n = 0;
+        for (const auto& op : layer_backward(m, 0, 0, s, o, Recompute::full))
+            if (op.ep_a2a_bytes.value > 0) ++n;
+        return n;
+    };
+    CHECK(exchanges() == 4);  // recomputed dispatch and combine, then the backward's two
+    const double plain = layer_activation_bytes(m, s, o, Recompute::full);
+    CHECK(plain == doctest::Approx(1000.0 * 4096 * 2));  // the layer input only
+    o.moe.recompute_exchange = false;
+    CHECK(exchanges() == 2);
+    // + the straggler's 5887 received tokens and the 1000 combined outputs, x 4096 x 2 bytes.
+    CHECK(layer_activation_bytes(m, s, o, Recompute::full) == doctest::Approx((1000.0 + 5887 + 1000) * 4096 * 2));
+}
+
 TEST_CASE("expert weights shard over ep: a Mixtral layer keeps 8 / ep experts per GPU") {
     const ModelSpec m = mixtral();
     OperatorOptions o;
