@@ -197,7 +197,15 @@ ModelSpec load_model(const Node& map) {
         if (auto n = mr.optional("ffn")) m.moe_ffn = n->as_int(1, kMaxDim);
         if (auto n = mr.optional("shared_experts")) m.shared_experts = n->as_int(0, workload::kMaxExperts);
         if (auto n = mr.optional("first_dense_layers")) m.first_dense_layers = n->as_int(0, workload::kMaxLayers);
+        const std::optional<Node> groups = mr.optional("groups");
+        if (groups) m.expert_groups = groups->as_int(1, workload::kMaxExperts);
+        if (auto n = mr.optional("group_limit")) {
+            if (!groups) n->fail("group_limit needs groups (the expert groups a token picks among)");
+            m.expert_group_limit = n->as_int(1, m.expert_groups);
+        }
         mr.finish();
+        if (groups && m.experts % m.expert_groups != 0)
+            groups->fail(fmt::format("groups ({}) does not divide experts ({})", m.expert_groups, m.experts));
         if (m.top_k > m.experts) {
             top_k.fail(fmt::format("top_k ({}) exceeds experts ({})", m.top_k, m.experts));
         }
@@ -319,6 +327,16 @@ ModelSpec load_hf_config(const Node& map) {
             if (arch == "DeepseekV3ForCausalLM") {
                 if (auto n = hf_field(r, "n_shared_experts")) m.shared_experts = n->as_int(0, workload::kMaxExperts);
                 if (auto n = hf_field(r, "first_k_dense_replace")) m.first_dense_layers = n->as_int(0, workload::kMaxLayers);
+                // Group-limited routing; ignored unless both are present and the groups divide the experts.
+                const auto ng = hf_field(r, "n_group");
+                const auto tg = hf_field(r, "topk_group");
+                if (ng && tg) {
+                    const std::int64_t groups = ng->as_int(1, workload::kMaxExperts);
+                    if (m.experts % groups != 0)
+                        ng->fail(fmt::format("n_group ({}) does not divide n_routed_experts ({})", groups, m.experts));
+                    m.expert_groups = groups;
+                    m.expert_group_limit = tg->as_int(1, groups);
+                }
                 workload::MlaAttention x;
                 if (auto n = hf_field(r, "q_lora_rank")) x.q_lora_rank = n->as_int(1, kMaxDim);
                 x.kv_lora_rank = hf_int(r, "kv_lora_rank");

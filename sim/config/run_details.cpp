@@ -9,7 +9,7 @@ namespace sim::config {
 
 const std::vector<std::string> kSoftwareNames = {
     "megatron-lm", "megatron-core", "nemo",   "megatron-bridge", "llm-foundry", "flash-attention", "torchtitan",
-    "deepspeed",   "tensorrt-llm",  "lmdeploy", "vllm",          "other"};
+    "deepspeed",   "tensorrt-llm",  "lmdeploy", "vllm",          "hai-llm", "other"};
 
 workload::AttentionImpl read_attention_impl(const Node& n) {
     const std::vector<std::string> names(std::begin(workload::kAttentionImplNames),

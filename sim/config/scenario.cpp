@@ -190,7 +190,7 @@ int positive_or_auto(const Node& n, int max) {
     return static_cast<int>(n.as_int(1, max));
 }
 
-// workload.moe: {routing: balanced | zipf(S), capacity_factor: X, grouped_gemm: B}.
+// workload.moe: {routing: balanced | zipf(S), capacity_factor: X, grouped_gemm: B, recompute_exchange: B}.
 void read_moe(const Node& node, WorkloadSpec& w) {
     MapReader r(node);
     w.moe_where = node.location();
@@ -201,6 +201,7 @@ void read_moe(const Node& node, WorkloadSpec& w) {
     }
     if (auto n = r.optional("capacity_factor")) w.moe.capacity_factor = n->as_number(0.01, 1024.0);
     if (auto n = r.optional("grouped_gemm")) w.moe.grouped_gemm = n->as_bool();
+    if (auto n = r.optional("recompute_exchange")) w.moe.recompute_exchange = n->as_bool();
     r.finish();
 }
 

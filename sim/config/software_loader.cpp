@@ -48,6 +48,7 @@ SoftwareProfile load_software_profile(const Node& root, const std::string& expec
         if (p.kernel_efficiency < 0.1) e.fail("a kernel efficiency below 0.1 is not plausible");
     }
     p.fuse_elementwise = sourced(r, "fuse_elementwise", p.fuse_elementwise_from).as_bool();
+    if (r.has("moe_fp8_dispatch")) p.moe_fp8_dispatch = sourced(r, "moe_fp8_dispatch", p.moe_fp8_dispatch_from).as_bool();
     {
         const Node list = sourced(r, "overlaps", p.overlaps_from);
         for (const Node& e : list.elements()) {

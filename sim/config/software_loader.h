@@ -42,6 +42,13 @@ struct SoftwareProfile {
     // mechanism.
     double kernel_efficiency = 1.0;
     Provenance kernel_efficiency_from;
+    // MoE token dispatch in FP8 when the workload's dtype is fp8 (DeepSeek-V3
+    // report section 3.3, DeepEP): the dispatch all-to-all and the backward
+    // one that feeds the experts carry 1 byte an element plus an FP32 scale
+    // per 128 (docs/moe.md section 3b); combines stay BF16. Optional key,
+    // default false.
+    bool moe_fp8_dispatch = false;
+    Provenance moe_fp8_dispatch_from;
     // Overlaps the stack can do (documentation: the run says which it used).
     std::vector<std::string> overlaps;
     Provenance overlaps_from;

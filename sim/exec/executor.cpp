@@ -239,6 +239,7 @@ private:
                 req.gpus = plan_.groups[t.group].gpus;
                 req.size = t.bytes;
                 req.algorithm = plan_.groups[t.group].algorithm;
+                req.tokens = plan_.groups[t.group].tokens;
                 coll_.start(req, [this, id] { finish(id); });
                 break;
             }

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -56,7 +57,7 @@ struct CollectiveEngine::Impl {
     // bandwidth).
     Time estimate(const CollectivePlan& plan) const;
 
-    using ChoiceKey = std::tuple<int, std::uint64_t, std::string, std::vector<int>>;
+    using ChoiceKey = std::tuple<int, std::uint64_t, std::string, std::vector<int>, std::array<int, 4>>;
     mutable std::map<ChoiceKey, CollectiveChoice> choices;
     void launch(std::uint32_t slot);
     void phase_done(std::uint32_t slot);
@@ -94,6 +95,8 @@ const ICollectiveAlgorithm& CollectiveEngine::Impl::resolve(const CollectiveRequ
                                      fmt::join(collective_algorithm_names(), ", ")));
     if (!algo->implements(req.op))
         throw ModelError(fmt::format("algorithm '{}' does not implement {}", req.algorithm, to_string(req.op)));
+    if (algo->needs_token_routing() && req.tokens.top_k <= 0)
+        throw ModelError(fmt::format("algorithm '{}' runs only MoE token exchanges (dispatch and combine)", req.algorithm));
     if (std::string why = algo->infeasible(topo, req.gpus); !why.empty()) throw ModelError(why);
     return *algo;
 }
@@ -101,7 +104,7 @@ const ICollectiveAlgorithm& CollectiveEngine::Impl::resolve(const CollectiveRequ
 std::vector<const ICollectiveAlgorithm*> CollectiveEngine::Impl::auto_candidates(const CollectiveRequest& req) const {
     std::vector<std::pair<int, const ICollectiveAlgorithm*>> ranked;
     for (const auto* a : collective_algorithms())
-        if (a->implements(req.op))
+        if (a->implements(req.op) && (!a->needs_token_routing() || req.tokens.top_k > 0))
             if (const auto rank = a->auto_rank(topo, req.op, req.gpus)) ranked.emplace_back(*rank, a);
     std::stable_sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
     std::vector<const ICollectiveAlgorithm*> out;
@@ -236,7 +239,9 @@ Time CollectiveEngine::Impl::estimate(const CollectivePlan& plan) const {
 CollectiveChoice CollectiveEngine::Impl::choose(const CollectiveRequest& req) const {
     const ICollectiveAlgorithm& rule = resolve(req);  // validates
     if (req.protocols.empty() || req.gpus.size() < 2) return CollectiveChoice{std::string(rule.name()), "", Time{}};
-    ChoiceKey key{static_cast<int>(req.op), req.size.value, req.algorithm, req.gpus};
+    const TokenRouting& tr = req.tokens;
+    ChoiceKey key{static_cast<int>(req.op), req.size.value, req.algorithm, req.gpus,
+                  std::array<int, 4>{tr.top_k, tr.experts, tr.groups, tr.group_limit}};
     if (auto it = choices.find(key); it != choices.end()) return it->second;
     // auto weighs every candidate, as NCCL's tuner does; a named algorithm only its protocols.
     const std::vector<const ICollectiveAlgorithm*> algos =

@@ -25,6 +25,9 @@
 //                 concurrently (multimem reduce + multicast), in one step
 //   direct        all-to-all: one step of n(n-1) flows of ceil(size/n);
 //                 send-recv: one flow of size from gpus[0] to gpus[1]
+//   deepep        all-to-all of MoE tokens (request.tokens set): each token
+//                 sent once per destination node to the same-rail GPU there,
+//                 forwarded over NVLink (DeepEP's normal kernels)
 //   auto          as NCCL: in-switch for all-reduce over > 4 GPUs of one
 //                 NVSwitch node with reduction support, hierarchical when the
 //                 group spans nodes (same rank count on each), ring otherwise
@@ -60,6 +63,22 @@ struct Protocol {
     Time base_latency{};           // once per collective, before its first step
 };
 
+// What an all-to-all of MoE tokens (dispatch or combine) says about its
+// payload, for algorithms that send a token once per destination node
+// (`deepep`, docs/moe.md section 3a). The buffer of `size` holds top_k
+// copies of each token; the experts lie evenly over the group's ranks in
+// rank order. top_k == 0: not a token exchange.
+struct TokenRouting {
+    int top_k = 0;
+    int experts = 0;      // routed experts over the group
+    // Group-limited routing (DeepSeek-V3's n_group / topk_group): the
+    // experts fall in `groups` equal groups of consecutive experts and a
+    // token picks its top_k from `group_limit` of them. 0: unlimited.
+    int groups = 0;
+    int group_limit = 0;
+    friend bool operator==(const TokenRouting&, const TokenRouting&) = default;
+};
+
 struct CollectiveRequest {
     CollectiveOp op = CollectiveOp::all_reduce;
     std::vector<int> gpus;   // participants, in rank order
@@ -78,6 +97,7 @@ struct CollectiveRequest {
     // step_latency) and algorithms chosen by the rules above. In-switch
     // reduction runs the protocol named "Simple" only (NCCL's NVLS does).
     std::vector<Protocol> protocols;
+    TokenRouting tokens;  // all-to-all of MoE tokens only
 };
 
 // What a request resolves to: the algorithm and, with a protocol table, the protocol.

@@ -114,6 +114,12 @@ struct Emitter {
         // The strategy's algorithm names an all-reduce algorithm; the EP
         // all-to-all takes auto's (the registry's all-to-all algorithm).
         g.algorithm = kind == 2 ? std::string("auto") : collective_algorithm;
+        if (kind == 2) {
+            // What a token-deduplicating all-to-all (deepep) needs to know.
+            const auto& m = sc.model;
+            g.tokens = net::TokenRouting{static_cast<int>(m.top_k), static_cast<int>(m.experts),
+                                         static_cast<int>(m.expert_groups), static_cast<int>(m.expert_group_limit)};
+        }
         const int folded = rs.dp * rs.cp;
         if (kind == 0) {
             for (int i = 0; i < rs.tp; ++i) g.gpus.push_back(real(idx / rs.cp, s, idx % rs.cp, i));

@@ -61,6 +61,7 @@ struct Group {
     std::vector<int> gpus;                // real GPU ids, rank order
     std::vector<std::uint32_t> members;   // local indices of the simulated members
     std::string algorithm = "auto";
+    net::TokenRouting tokens;             // EP groups: the MoE routing their all-to-alls carry
 };
 
 struct Plan {

@@ -33,6 +33,7 @@ workload::OperatorOptions operator_options(const config::ScenarioSpec& sc, const
     o.cp = rs.cp;
     o.ep = rs.ep;
     o.moe = sc.workload.moe;
+    o.fp8_dispatch = sc.profile.moe_fp8_dispatch && sc.workload.precision.compute == hw::DType::fp8;
     return o;
 }
 

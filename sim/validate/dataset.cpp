@@ -51,7 +51,7 @@ Metric read_metric(const Node& n, Kind kind) {
             break;
         case Kind::gemm:
         case Kind::attention: allowed = {Metric::time_us}; break;
-        case Kind::collective: allowed = {Metric::busbw_GBps, Metric::time_us}; break;
+        case Kind::collective: allowed = {Metric::busbw_GBps, Metric::time_us, Metric::rdma_GBps}; break;
         case Kind::memory: allowed = {Metric::bandwidth_GBps}; break;
         case Kind::serving:
             allowed = {Metric::tokens_per_s, Metric::tokens_per_s_per_gpu, Metric::requests_per_s,
@@ -310,6 +310,23 @@ void read_op(const Node& node, Point& p) {
                    : op == "reduce_scatter" ? net::CollectiveOp::reduce_scatter
                                             : net::CollectiveOp::all_to_all;
             c.bytes = read_bytes(r.required("bytes"));
+            if (auto t = r.optional("tokens")) {
+                // The routing of an MoE token exchange (net::TokenRouting).
+                if (c.op != net::CollectiveOp::all_to_all) t->fail("tokens: only an all_to_all carries MoE tokens");
+                MapReader tr(*t);
+                auto& k = c.tokens;
+                const Node experts = tr.required("experts");
+                k.experts = static_cast<int>(experts.as_int(1, workload::kMaxExperts));
+                k.top_k = static_cast<int>(tr.required("top_k").as_int(1, k.experts));
+                if (auto g = tr.optional("groups")) {
+                    k.groups = static_cast<int>(g->as_int(1, k.experts));
+                    if (k.experts % k.groups != 0) g->fail("groups must divide experts");
+                    k.group_limit = static_cast<int>(tr.required("group_limit").as_int(1, k.groups));
+                }
+                tr.finish();
+                if (k.experts % p.hardware.gpus != 0)
+                    experts.fail(fmt::format("experts ({}) must be a multiple of the GPUs ({})", k.experts, p.hardware.gpus));
+            }
             if (auto n = r.optional("algorithm")) {
                 // Published points name NCCL_ALGO values (nvls for in-switch).
                 std::vector<std::string> names{"auto"};
@@ -381,8 +398,11 @@ Point read_point(const Node& node) {
     }
     {
         MapReader m(r.required("measured"));
-        p.metric = read_metric(m.required("metric"), p.kind);
+        const Node metric = m.required("metric");
+        p.metric = read_metric(metric, p.kind);
         if (p.kind == Kind::serving) p.statistic = read_statistic(m.optional("statistic"), p.metric, m.node());
+        if (p.metric == Metric::rdma_GBps && p.collective.tokens.top_k == 0)
+            metric.fail("rdma_GBps needs an all_to_all with 'tokens' (the MoE routing it counts)");
         const Node value = m.required("value");
         p.measured = value.as_number(-1e300, 1e300);
         if (!(p.measured > 0)) value.fail("a measured value must be positive");
@@ -428,6 +448,7 @@ const char* to_string(Metric m) {
         case Metric::tpot_ms: return "tpot_ms";
         case Metric::time_us: return "time_us";
         case Metric::busbw_GBps: return "busbw_GBps";
+        case Metric::rdma_GBps: return "rdma_GBps";
         case Metric::bandwidth_GBps: return "bandwidth_GBps";
         case Metric::requests_per_s: return "requests_per_s";
         case Metric::e2e_ms: return "e2e_ms";

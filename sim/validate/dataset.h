@@ -49,6 +49,7 @@ enum class Metric {
     tpot_ms,               // inference: time between two output tokens of one sequence
     time_us,               // gemm, attention: time of the kernel(s)
     busbw_GBps,            // collective: nccl-tests bus bandwidth, GB/s
+    rdma_GBps,             // MoE token all-to-all: DeepEP's "RDMA" bandwidth, bytes x nodes_per_token / top_k / time
     bandwidth_GBps,        // memory: achieved bandwidth, GB/s
     requests_per_s,        // serving: finished requests per second
     e2e_ms                 // serving: a request's arrival to its last token
@@ -100,6 +101,7 @@ struct CollectiveSpec {
     net::CollectiveOp op = net::CollectiveOp::all_reduce;
     Bytes bytes;                     // nccl-tests size: the buffer per rank
     std::string algorithm = "auto";  // parasim's name: auto | ring | in-switch (README's nvls)
+    net::TokenRouting tokens;        // all_to_all of MoE tokens: `tokens: {top_k, experts, groups, group_limit}`
 };
 
 enum class MemoryOpKind { copy, read, write, triad };

@@ -6,6 +6,7 @@
 #include "sim/exec/executor.h"
 #include "sim/hw/cost_model.h"
 #include "sim/net/collective.h"
+#include "sim/net/collective/i_collective.h"
 #include "sim/net/flow_network.h"
 #include "sim/net/topology.h"
 #include "sim/parallel/plan.h"
@@ -67,6 +68,7 @@ Time run_collective(const Setup& s, const CollectiveSpec& c, const hw::CostModel
     Plan plan;
     parallel::Group g;
     g.algorithm = c.algorithm;
+    g.tokens = c.tokens;
     for (int i = 0; i < n; ++i) {
         plan.simulated_gpus.push_back(i);
         g.gpus.push_back(i);
@@ -100,6 +102,7 @@ std::string collective_choice(const Setup& s, const CollectiveSpec& c) {
     for (int i = 0; i < n; ++i) req.gpus.push_back(i);
     req.size = c.bytes;
     req.algorithm = c.algorithm;
+    req.tokens = c.tokens;
     const auto choice = engine.choose(req);
     return choice.protocol.empty() ? choice.algorithm : choice.algorithm + "/" + choice.protocol;
 }
@@ -189,9 +192,16 @@ Outcome simulate_point(const Point& p, config::GpuCatalog& catalog, const Shippe
             }
             case Kind::collective: {
                 const Time t = run_collective(s, p.collective, *cm);
-                value = p.metric == Metric::time_us
-                            ? t.seconds() * 1e6
-                            : net::bus_bandwidth(p.collective.op, p.collective.bytes, p.hardware.gpus, t) / 1e9;
+                if (p.metric == Metric::time_us) {
+                    value = t.seconds() * 1e6;
+                } else if (p.metric == Metric::rdma_GBps) {
+                    // DeepEP's count: each token once per node it reaches, its own node included.
+                    const auto& k = p.collective.tokens;
+                    const int nodes = std::max(1, p.hardware.gpus / s.scenario.cluster.gpus_per_node);
+                    value = p.collective.bytes.as_double() * net::nodes_per_token(k, nodes) / k.top_k / t.seconds() / 1e9;
+                } else {
+                    value = net::bus_bandwidth(p.collective.op, p.collective.bytes, p.hardware.gpus, t) / 1e9;
+                }
                 o.detail = fmt::format("{} over {} GPUs, {}, cluster {} (links of {})", net::to_string(p.collective.op),
                                        p.hardware.gpus, collective_choice(s, p.collective), s.scenario.cluster.name,
                                        s.link_source);

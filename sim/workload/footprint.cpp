@@ -109,7 +109,15 @@ double layer_activation_bytes(const ModelSpec& m, const PassShape& shape, const 
     const double tokens = as_d(shape.batch) * as_d(shape.new_tokens) / as_d(opt.cp);  // 1/cp of each sequence
     const double h = as_d(m.hidden), d = as_d(m.head_dim);
     const double sp = opt.sequence_parallel && opt.tp > 1 ? as_d(opt.tp) : 1.0;
-    if (recompute == Recompute::full) return tokens * ab * h / sp;  // the layer input only
+    if (recompute == Recompute::full) {
+        double kept = 0;  // the layer input only, unless the exchange is kept (docs/moe.md 3c)
+        if (m.experts > 0 && opt.ep > 1 && !opt.moe.recompute_exchange) {
+            const auto t = std::max<std::int64_t>(1, shape.batch * shape.new_tokens / opt.cp);
+            const double to_experts = opt.fp8_dispatch ? kFp8DispatchBytesPerElement : ab;
+            kept = as_d(expert_load(m.experts, m.top_k, opt.ep, t, opt.moe).hot_tokens) * h * to_experts + tokens * ab * h;
+        }
+        return tokens * ab * h / sp + kept;
+    }
     const double a_p = as_d(heads_per_shard(m, opt.tp)), g_p = as_d(kv_heads_per_shard(m, opt.tp));
     // MoE: each token's MLP tensors once per chosen expert; under expert
     // parallelism, the tokens the straggler rank's experts receive.

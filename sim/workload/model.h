@@ -89,6 +89,12 @@ struct ModelSpec {
     std::int64_t moe_ffn = 0;
     std::int64_t shared_experts = 0;
     std::int64_t first_dense_layers = 0;
+    // Group-limited routing (DeepSeek-V3 n_group / topk_group): the routed
+    // experts form expert_groups equal groups and a token picks its top_k
+    // among the experts of expert_group_limit groups (0: unlimited). Under
+    // EP, a group on a node bounds the nodes a token reaches (docs/moe.md 3a).
+    std::int64_t expert_groups = 0;
+    std::int64_t expert_group_limit = 0;
     const MlaAttention* mla() const { return std::get_if<MlaAttention>(&attention); }
     bool is_mla() const { return mla() != nullptr; }
     bool qk_norm() const {

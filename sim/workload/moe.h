@@ -24,6 +24,11 @@ struct MoeRouting {
     // One grouped GEMM per projection over the local experts (Megatron
     // --moe-grouped-gemm) instead of one GEMM per expert.
     bool grouped_gemm = false;
+    // Under recompute: full, whether the recomputed forward repeats the
+    // dispatch and combine all-to-alls (true, the plain recompute). false:
+    // the layer keeps the tokens its experts received and the combined
+    // output, and recomputes locally (docs/moe.md section 3c).
+    bool recompute_exchange = true;
 };
 
 // Parses "balanced" or "zipf(S)" with 0 < S <= 8; empty error when it parses.
@@ -53,5 +58,10 @@ ExpertLoad expert_load(std::int64_t experts, std::int64_t top_k, int ep, std::in
 // bytes per element, so that the hot rank's links carry what it receives.
 // 0 when ep == 1 (no exchange).
 double all_to_all_bytes(const ExpertLoad& load, int ep, std::int64_t hidden, double bytes_per_element);
+
+// Bytes per element of a token sent to the experts in FP8 (DeepSeek-V3
+// report section 3.3, DeepEP): 1 byte and one FP32 scale per 1 x 128 tile,
+// 1 + 4 / 128 = 1.03125.
+inline constexpr double kFp8DispatchBytesPerElement = 1.0 + 4.0 / 128.0;
 
 }  // namespace sim::workload

@@ -27,12 +27,14 @@ Dims expert_dims(const Dims& x, std::int64_t ffn) {
 // experts when ep == 1), and the all-to-all bytes per rank (moe.h).
 struct MoeShape {
     std::vector<std::int64_t> local;  // tokens per local expert of the hot rank
-    double a2a = 0;                   // dispatch / combine all-to-all bytes per rank (0 without EP)
+    double a2a = 0;                   // combine (and dispatch backward) all-to-all bytes per rank (0 without EP)
+    double to_experts = 0;            // dispatch (and combine backward): a2a, or FP8 with its scales
 };
 
 MoeShape moe_shape(const Dims& x) {
     const ExpertLoad load = expert_load(x.m->experts, x.m->top_k, x.o->ep, x.T, x.o->moe);
-    return {load.hot_local, all_to_all_bytes(load, x.o->ep, x.h, x.ab)};
+    const double to_experts = x.o->fp8_dispatch ? kFp8DispatchBytesPerElement : x.ab;
+    return {load.hot_local, all_to_all_bytes(load, x.o->ep, x.h, x.ab), all_to_all_bytes(load, x.o->ep, x.h, to_experts)};
 }
 
 // Merges the same kernel of every local expert into one grouped kernel
@@ -141,7 +143,7 @@ void moe_forward(const Dims& x, std::vector<Operator>& ops) {
     }
     const std::size_t first_expert = ops.size();
     append_experts(xe, experts, ops);
-    if (ops.size() > first_expert) precede_by_all_to_all(ops[first_expert], ms.a2a);
+    if (ops.size() > first_expert) precede_by_all_to_all(ops[first_expert], ms.to_experts);
     combine.push_back(use(partial_if_tp(x, x.act(aslot::down)), full_act(x), true));
     Operator op = elementwise(x, "moe_combine", 2 * T * k * h, T * k * h * x.ab + idx, full_act(x), std::move(combine));
     precede_by_all_to_all(op, ms.a2a);
@@ -189,7 +191,7 @@ void moe_backward(const Dims& x, std::vector<Operator>& ops) {
     }
     const std::size_t first_expert = ops.size();
     append_experts(xe, experts, ops);
-    if (ops.size() > first_expert) precede_by_all_to_all(ops[first_expert], ms.a2a);
+    if (ops.size() > first_expert) precede_by_all_to_all(ops[first_expert], ms.to_experts);
     // Dispatch backward: sum each token's expert input gradients; the TP
     // reduction of the column-parallel experts' input gradient follows.
     db.push_back(use(partial_if_tp(x, flagged(x.act(aslot::norm2), kGrad)), full_act(x), true));

@@ -61,6 +61,10 @@ struct OperatorOptions {
     // layer's tokens travel by all-to-all); moe says how tokens route.
     int ep = 1;
     MoeRouting moe;
+    // The tokens going to the experts (dispatch, and the output gradients in
+    // the backward) travel in FP8 with a scale per 128 elements; the
+    // combines stay in the activation type (docs/moe.md section 3b).
+    bool fp8_dispatch = false;
 };
 
 // The shape of one pass of a micro-batch through a layer.

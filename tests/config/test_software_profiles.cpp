@@ -58,6 +58,12 @@ TEST_CASE("software profiles: every stack of kSoftwareNames and the default ship
     CHECK(d.kernel_issue == Time{});
     CHECK(d.kernel_efficiency == 1.0);
     CHECK(software_profile_names().size() == kSoftwareNames.size() + 1);
+    // FP8 dispatch is opt-in: only DeepSeek's stack states it (docs/moe.md section 3b).
+    CHECK_FALSE(d.moe_fp8_dispatch);
+    CHECK_FALSE(software_profile("megatron-core").moe_fp8_dispatch);
+    const SoftwareProfile hai = software_profile("hai-llm");
+    CHECK(hai.moe_fp8_dispatch);
+    CHECK(hai.moe_fp8_dispatch_from.kind == "source");
 }
 
 TEST_CASE("software profiles: malformed files are errors at file:line:column naming the field") {

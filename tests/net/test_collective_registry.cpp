@@ -46,7 +46,7 @@ CollectivePlan plan_with(const char* algorithm, const Topology& t, const Collect
 
 TEST_CASE("the collective registry lists ring, tree, hierarchical, in-switch and direct, each described") {
     CHECK(sim::net::collective_algorithm_names() ==
-          std::vector<std::string>{"ring", "tree", "hierarchical", "in-switch", "direct"});
+          std::vector<std::string>{"ring", "tree", "hierarchical", "in-switch", "direct", "deepep"});
     CHECK(sim::net::collective_algorithm_names(CollectiveOp::all_reduce) ==
           std::vector<std::string>{"ring", "tree", "hierarchical", "in-switch"});
     for (const auto* a : sim::net::collective_algorithms()) {
@@ -66,7 +66,7 @@ TEST_CASE("an unknown collective algorithm is not found, and the engine names th
     r.algorithm = "butterfly";
     CHECK_THROWS_WITH_AS(engine.resolve(r),
                          "unknown collective algorithm 'butterfly' (known: auto, ring, tree, hierarchical, in-switch, "
-                         "direct)",
+                         "direct, deepep)",
                          sim::ModelError);
     CHECK(engine.algorithms().front() == "auto");
 }

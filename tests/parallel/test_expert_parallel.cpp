@@ -6,6 +6,7 @@
 #include "sim/exec/executor.h"
 #include "sim/hw/cost_model.h"
 #include "sim/parallel/builder.h"
+#include "sim/parallel/strategy.h"
 #include "sim/report/runner.h"
 
 #include <doctest/doctest.h>
@@ -67,6 +68,8 @@ TEST_CASE("the all-to-alls run over the 8 GPUs of the EP group; expert gradients
         if (t.op == net::CollectiveOp::all_to_all) {
             ++a2a;
             a2a_sizes.insert(g.gpus.size());
+            // The routing a deduplicating all-to-all needs: Mixtral's top 2 of 8, no groups.
+            CHECK(g.tokens == net::TokenRouting{2, 8, 0, 0});
             // 4096 tokens x top-2 x 4096 x 2 bytes (balanced: the straggler holds T x k).
             CHECK(t.bytes.value == 4096u * 2 * 4096 * 2);
         }
@@ -78,6 +81,19 @@ TEST_CASE("the all-to-alls run over the 8 GPUs of the EP group; expert gradients
     CHECK(a2a_sizes == std::set<std::size_t>{4});
     // Dense buckets over dp = 8, expert buckets over dp / ep = 2.
     CHECK(reduce_sizes == std::set<std::size_t>{2, 8});
+}
+
+TEST_CASE("FP8 dispatch needs both the fp8 dtype and a stack that dispatches in FP8") {
+    const auto fp8 = [](const std::vector<std::string>& sets, const std::string& stack = "") {
+        auto sc = scenario(sets);
+        if (!stack.empty()) sc.profile = config::software_profile(stack);
+        const auto rs = parallel::resolve_degrees(sc, sc.strategies.at(1));
+        return parallel::operator_options(sc, rs).fp8_dispatch;
+    };
+    CHECK_FALSE(fp8({}));
+    CHECK_FALSE(fp8({"workload.dtype=fp8"}));
+    CHECK_FALSE(fp8({}, "hai-llm"));
+    CHECK(fp8({"workload.dtype=fp8"}, "hai-llm"));
 }
 
 TEST_CASE("placement pp-last keeps an EP group of 8 in one node; tp-first spreads it over both with pp 2") {

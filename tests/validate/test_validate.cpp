@@ -176,7 +176,10 @@ TEST_CASE("validate dataset: malformed points are errors at file:line:column nam
           "like '450 GB/s' or '400 Gb/s'");
     CHECK(error_of(replace(kDataset, "metric: busbw_GBps", "metric: time_s")) ==
           "data.yaml:36:22: points[4].measured.metric: 'time_s' is not a metric of a collective point (expected one of "
-          "busbw_GBps, time_us) (did you mean 'time_us'?)");
+          "busbw_GBps, time_us, rdma_GBps) (did you mean 'time_us'?)");
+    CHECK(error_of(replace(kDataset, "metric: busbw_GBps", "metric: rdma_GBps")) ==
+          "data.yaml:36:22: points[4].measured.metric: rdma_GBps needs an all_to_all with 'tokens' (the MoE routing it "
+          "counts)");
     CHECK(error_of(replace(kDataset, "id: gemm\n", "id: attn\n")).find("duplicate id 'attn' (first at data.yaml:") !=
           std::string::npos);
     const std::string no_net = error_of(replace(kDataset, ",\n             network: {kind: infiniband, bandwidth_per_gpu: 400 Gb/s}", ""));

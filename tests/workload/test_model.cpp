@@ -280,6 +280,12 @@ TEST_CASE("model file errors: unknown keys, bad enums, bad numbers, MoE") {
     CHECK(error_of(text) == "bad.yaml:2:9: layers: 0 is out of range [1, 1048573]");
     CHECK(error_of(std::string(kLlamaLike) + "moe: {experts: 4, top_k: 5}\n") ==
           "bad.yaml:14:26: moe.top_k: top_k (5) exceeds experts (4)");
+    CHECK(error_of(std::string(kLlamaLike) + "moe: {experts: 4, top_k: 2, groups: 3, group_limit: 1}\n") ==
+          "bad.yaml:14:37: moe.groups: groups (3) does not divide experts (4)");
+    CHECK(error_of(std::string(kLlamaLike) + "moe: {experts: 4, top_k: 2, group_limit: 1}\n") ==
+          "bad.yaml:14:42: moe.group_limit: group_limit needs groups (the expert groups a token picks among)");
+    CHECK(error_of(std::string(kLlamaLike) + "moe: {experts: 4, top_k: 2, groups: 2, group_limit: 3}\n") ==
+          "bad.yaml:14:53: moe.group_limit: 3 is out of range [1, 2]");
     CHECK(error_of(std::string(kLlamaLike) + "moe: {experts: 4, topk: 2}\n") ==
           "bad.yaml:14:19: unknown key 'moe.topk' (did you mean 'top_k'?)");
 }

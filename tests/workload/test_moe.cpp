@@ -124,6 +124,42 @@ TEST_CASE("Mixtral layer under ep 8: four all-to-alls of the straggler's tokens,
     CHECK(expert_flops == doctest::Approx(6.0 * 5887 * 4096 * 14336));
 }
 
+TEST_CASE("FP8 dispatch: the exchanges into the experts carry 1 + 4/128 bytes an element, the combines 2") {
+    const ModelSpec m = mixtral();
+    OperatorOptions o;
+    o.ep = 8;
+    o.moe = zipf(1.0);
+    o.fp8_dispatch = true;
+    const PassShape s{1, 1000, 1000};
+    std::vector<std::uint64_t> sizes;  // in issue order: dispatch, combine; combine backward, dispatch backward
+    for (const auto& ops : {layer_forward(m, 0, 0, s, o), layer_backward(m, 0, 0, s, o, Recompute::none)})
+        for (const auto& op : ops)
+            if (op.ep_a2a_bytes.value > 0) sizes.push_back(op.ep_a2a_bytes.value);
+    // The straggler's 5887 tokens x 4096: x 1.03125 = 24 866 688 (FP8 + scales), x 2 = 48 226 304 (BF16).
+    CHECK(sizes == std::vector<std::uint64_t>{24866688u, 48226304u, 24866688u, 48226304u});
+}
+
+TEST_CASE("full recompute repeats the exchange unless the layer keeps it, which costs its tokens in memory") {
+    const ModelSpec m = mixtral();
+    OperatorOptions o;
+    o.ep = 8;
+    o.moe = zipf(1.0);
+    const PassShape s{1, 1000, 1000};
+    const auto exchanges = [&] {
+        int n = 0;
+        for (const auto& op : layer_backward(m, 0, 0, s, o, Recompute::full))
+            if (op.ep_a2a_bytes.value > 0) ++n;
+        return n;
+    };
+    CHECK(exchanges() == 4);  // recomputed dispatch and combine, then the backward's two
+    const double plain = layer_activation_bytes(m, s, o, Recompute::full);
+    CHECK(plain == doctest::Approx(1000.0 * 4096 * 2));  // the layer input only
+    o.moe.recompute_exchange = false;
+    CHECK(exchanges() == 2);
+    // + the straggler's 5887 received tokens and the 1000 combined outputs, x 4096 x 2 bytes.
+    CHECK(layer_activation_bytes(m, s, o, Recompute::full) == doctest::Approx((1000.0 + 5887 + 1000) * 4096 * 2));
+}
+
 TEST_CASE("expert weights shard over ep: a Mixtral layer keeps 8 / ep experts per GPU") {
     const ModelSpec m = mixtral();
     OperatorOptions o;

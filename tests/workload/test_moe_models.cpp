@@ -42,6 +42,9 @@ TEST_CASE("DeepSeek-V3: 671 B total, 37 B active per token") {
     CHECK(layer_parameters(c, m, 3) == c.per_layer);
     // Its MLA head: queries and keys of 128 + 64.
     CHECK(m.head_dim == 192);
+    // Node-limited routing: 8 groups of 32 experts, a token's top 8 from 4 of them.
+    CHECK(m.expert_groups == 8);
+    CHECK(m.expert_group_limit == 4);
 }
 
 TEST_CASE("Qwen3-30B-A3B: 30.5 B total, 3.3 B active; Qwen3-235B-A22B: 235 B / 22 B") {
@@ -89,6 +92,8 @@ TEST_CASE("Hugging Face configs of DeepSeek-V3, Qwen2, Qwen3 and Qwen3-MoE give 
         CHECK(hf.experts == file.experts);
         CHECK(hf.expert_ffn() == file.expert_ffn());
         CHECK(hf.first_dense_layers == file.first_dense_layers);
+        CHECK(hf.expert_groups == file.expert_groups);
+        CHECK(hf.expert_group_limit == file.expert_group_limit);
         CHECK(hf.bias.qkv == file.bias.qkv);
         CHECK(hf.qk_norm() == file.qk_norm());
         CHECK(hf.head_dim == file.head_dim);

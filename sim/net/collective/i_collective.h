@@ -82,6 +82,13 @@ std::vector<std::vector<int>> ranks_by_node(const Topology& topo, const std::vec
 // when the group spans nodes with the same number of ranks on each.
 std::vector<std::vector<int>> rings_of(const Topology& topo, const std::vector<int>& gpus);
 
+// The mean number of distinct nodes one token of an MoE exchange reaches,
+// its own included, over a group of `nodes` nodes (docs/moe.md section 3a):
+// min(top_k, M) when group-limited routing confines a token to M < nodes
+// nodes, else the expectation under uniform choice of top_k distinct experts,
+// nodes x (1 - C(E - E/nodes, k) / C(E, k)).
+double nodes_per_token(const TokenRouting& r, int nodes);
+
 class ICollectiveAlgorithm {
 public:
     virtual ~ICollectiveAlgorithm() = default;
@@ -101,6 +108,9 @@ public:
     virtual std::optional<int> auto_rank(const Topology&, CollectiveOp, const std::vector<int>&) const {
         return std::nullopt;
     }
+    // Whether it plans only MoE token exchanges (request().tokens.top_k > 0):
+    // neither auto nor a name gives it other requests.
+    virtual bool needs_token_routing() const { return false; }
     // Whether it runs with NCCL protocol `p`, and pays its base latency.
     virtual bool runs_protocol(const Protocol&) const { return true; }
     virtual bool pays_base_latency() const { return true; }

@@ -13,6 +13,7 @@ const ICollectiveAlgorithm& tree();
 const ICollectiveAlgorithm& hierarchical();
 const ICollectiveAlgorithm& in_switch();
 const ICollectiveAlgorithm& direct();
+const ICollectiveAlgorithm& deepep();
 }  // namespace sim::net::collectives
 
 namespace sim::net {
@@ -20,7 +21,7 @@ namespace sim::net {
 const std::vector<const ICollectiveAlgorithm*>& collective_algorithms() {
     static const std::vector<const ICollectiveAlgorithm*> all = {
         &collectives::ring(),      &collectives::tree(),   &collectives::hierarchical(),
-        &collectives::in_switch(), &collectives::direct(),
+        &collectives::in_switch(), &collectives::direct(), &collectives::deepep(),
     };
     return all;
 }
