@@ -33,6 +33,7 @@ workload::OperatorOptions operator_options(const config::ScenarioSpec& sc, const
     o.cp = rs.cp;
     o.ep = rs.ep;
     o.moe = sc.workload.moe;
+    o.decode_attention_issue = sc.profile.decode_attention_issue;
     return o;
 }
 

@@ -61,6 +61,11 @@ struct OperatorOptions {
     // layer's tokens travel by all-to-all); moe says how tokens route.
     int ep = 1;
     MoeRouting moe;
+    // The stack's generation attention kernel (SoftwareProfile::
+    // decode_attention_issue): CUDA-core lane instructions per K/V element
+    // and query head of a decode step (one new token per sequence); 0 = a
+    // kernel that shares each KV head among its query heads on tensor cores.
+    double decode_attention_issue = 0.0;
 };
 
 // The shape of one pass of a micro-batch through a layer.
