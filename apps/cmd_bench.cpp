@@ -1,5 +1,6 @@
 // parasim bench: speed benchmarks (targets live here, not in timed tests).
 #include "apps/cli.h"
+#include "apps/command_line.h"
 #include "sim/config/scenario.h"
 #include "sim/core/limits.h"
 #include "apps/hold_bench.h"
@@ -181,13 +182,29 @@ int bench_scale_impl(const std::string& format) {
 
 int bench_scale(const std::string& format) { return bench_scale_impl(format); }
 
-// The plan search of GPT-3 175B on 1024 A100s (scenarios/plan-gpt3-175b-1024xa100.yaml)
-// with 2 threads: its wall time and counts (docs/planning.md). `set`
+// A plan search with 2 threads, k = 1 (the best plan): its wall and CPU
+// time and counts (docs/planning.md). `which` is gpt3 (GPT-3 175B on 1024
+// A100s, scenarios/plan-gpt3-175b-1024xa100.yaml, target < 60 s) or
+// llama3-405b (Llama 3 405B on 16,384 H100s,
+// scenarios/plan-llama3-405b-16384xh100.yaml, target < 5 min). `set`
 // narrows the space for a quicker run (--set search.space.tp=[8]).
-static int bench_plan(const std::string& format, const std::vector<std::string>& set) {
+static int bench_plan(const std::string& format, const std::string& which, const std::vector<std::string>& set) {
+    struct Case {
+        const char *name, *file, *label, *json_case;
+        double target_s;
+    };
+    static const Case cases[] = {
+        {"gpt3", "plan-gpt3-175b-1024xa100.yaml", "GPT-3 175B on 1024 A100", "plan gpt3-175b 1024xA100", 60},
+        {"llama3-405b", "plan-llama3-405b-16384xh100.yaml", "Llama 3 405B on 16384 H100", "plan llama3-405b 16384xH100",
+         300},
+    };
+    const Case* c = nullptr;
+    for (const auto& k : cases)
+        if (which == k.name) c = &k;
+    if (!c) throw UsageError(fmt::format("unknown plan case '{}' (expected gpt3 or llama3-405b)", which));
     std::vector<sim::config::Override> ov;
     for (const auto& s : set) ov.push_back(sim::config::parse_override(s));
-    const auto sc = sim::config::load_scenario(std::string(PARASIM_DATA_DIR) + "/scenarios/plan-gpt3-175b-1024xa100.yaml", ov);
+    const auto sc = sim::config::load_scenario(std::string(PARASIM_DATA_DIR) + "/scenarios/" + c->file, ov);
     sim::search::SearchOptions so;
     so.threads = 2;
     so.keep = 1;  // the question the target asks: the best plan
@@ -195,50 +212,45 @@ static int bench_plan(const std::string& format, const std::vector<std::string>&
         so.progress = [](std::size_t done, std::size_t planned) {
             fmt::print(stderr, "\rsimulated {}/{} planned", done, planned);
         };
+    const double cpu0 = cpu_seconds();
     const auto start = std::chrono::steady_clock::now();
     const auto res = sim::search::run_search(sc, so);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double cpu = cpu_seconds() - cpu0;
     const std::string best = res.ranked.empty() ? std::string("none") : res.outcomes[res.ranked.front()].candidate.strategy.name;
     if (format == "json")
-        fmt::print("{{\"case\":\"plan gpt3-175b 1024xA100\",\"threads\":2,\"wall_s\":{:.2f},\"generated\":{},"
-                   "\"over_memory\":{},\"pruned\":{},\"simulated\":{},\"best\":{}}}\n",
-                   wall, res.generated, res.over_memory, res.pruned, res.simulated, sim::report::json_string(best));
+        fmt::print("{{\"case\":{},\"threads\":2,\"wall_s\":{:.2f},\"cpu_s\":{:.2f},\"generated\":{},"
+                   "\"equivalent\":{},\"invalid\":{},\"over_memory\":{},\"pruned\":{},\"simulated\":{},\"best\":{}}}\n",
+                   sim::report::json_string(c->json_case), wall, cpu, res.generated, res.equivalent, res.invalid,
+                   res.over_memory, res.pruned, res.simulated, sim::report::json_string(best));
     else
-        fmt::print("plan GPT-3 175B on 1024 A100 (2 threads): {:.1f} s wall, target < 60 s\n{}\nbest: {}\n", wall,
-                   sim::search::counts_line(res), best);
+        fmt::print("plan {} (2 threads): {:.1f} s wall, {:.1f} s CPU, target < {:g} s\n{}\nbest: {}\n", c->label, wall,
+                   cpu, c->target_s, sim::search::counts_line(res), best);
     return 0;
 }
 
 int cmd_bench(const Args& args) {
-    po::options_description opts("parasim bench engine|scale|serving|plan [options]");
-    opts.add_options()("help,h", "show this help")("format", po::value<std::string>()->default_value("table"),
-                                                     "table | json")(
-        "seed", po::value<std::uint64_t>()->default_value(1), "seed of the hold model's generator")(
+    CommandLine cl({"bench", "which", "engine | scale | serving | plan",
+                    "a benchmark name: engine, scale, serving or plan", {"table", "json"}, false, true, false});
+    cl.add()("seed", po::value<std::uint64_t>()->default_value(1), "seed of the hold model's generator")(
         "repeat", po::value<int>()->default_value(3), "engine: runs per population; the best of each side is reported")(
-        "set", po::value<std::vector<std::string>>()->composing(), "plan: override a field of the scenario (repeatable)")(
-        "which", po::value<std::string>(), "engine | scale | serving | plan");
-    po::positional_options_description pos;
-    pos.add("which", 1);
-    po::variables_map vm;
-    po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
-    if (vm.count("help")) {
-        std::cout << opts << "\n  engine  the hold model at 10^3, 10^5 and 10^6 pending events vs std::priority_queue\n"
-                  << "  scale   whole simulations from 16 to 16,384 GPUs\n"
-                  << "  serving 10,000 requests of Llama 3 8B on one H100 (parasim serve)\n"
-                  << "  plan    the plan search of GPT-3 175B on 1024 A100s, 2 threads\n";
+        "case", po::value<std::string>()->default_value("gpt3"), "plan: gpt3 | llama3-405b");
+    if (!cl.parse(args, "  engine  the hold model at 10^3, 10^5 and 10^6 pending events vs std::priority_queue\n"
+                        "  scale   whole simulations from 16 to 16,384 GPUs\n"
+                        "  serving 10,000 requests of Llama 3 8B on one H100 (parasim serve)\n"
+                        "  plan    a plan search, 2 threads: GPT-3 175B on 1024 A100s (--case gpt3) or\n"
+                        "          Llama 3 405B on 16,384 H100s (--case llama3-405b)\n"))
         return 0;
-    }
-    const std::string format = vm["format"].as<std::string>();
-    if (format != "table" && format != "json") throw UsageError(fmt::format("--format must be table or json, not '{}'", format));
-    if (!vm.count("which")) throw UsageError("bench needs a benchmark name: engine, scale, serving or plan");
-    const std::string which = vm["which"].as<std::string>();
-    const int repeat = vm["repeat"].as<int>();
-    if (repeat < 1) throw UsageError(fmt::format("--repeat must be at least 1, not {}", repeat));
+    const auto& vm = cl.vm();
+    const std::string& format = cl.format();
+    const int repeat = cl.int_at_least("repeat", 1);
+    const std::string& which = cl.input();
     if (which == "engine") return bench_engine(format, vm["seed"].as<std::uint64_t>(), repeat);
     if (which == "scale") return bench_scale(format);
     if (which == "serving") return bench_serving(format);
     if (which == "plan")
-        return bench_plan(format, vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{});
+        return bench_plan(format, vm["case"].as<std::string>(),
+                          vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{});
     throw UsageError(fmt::format("unknown benchmark '{}' (expected engine, scale, serving or plan)", which));
 }
 

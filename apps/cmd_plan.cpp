@@ -3,6 +3,7 @@
 // ranked top N with run's metrics, the Pareto front, why the winner wins,
 // JSON / CSV / SVG, and --explain ID, a runnable scenario for one candidate.
 #include "apps/cli.h"
+#include "apps/command_line.h"
 #include "apps/scaleout.h"
 #include "sim/config/scenario.h"
 #include "sim/report/runner.h"
@@ -283,38 +284,22 @@ std::string explain(const std::string& path, const sim::config::ScenarioSpec& sc
 }  // namespace
 
 int cmd_plan(const Args& args) {
-    po::options_description opts("parasim plan SCENARIO [options]");
-    opts.add_options()("help,h", "show this help")("top", po::value<int>()->default_value(5),
-                                                     "plans to rank and keep (the k of the bound)")(
+    CommandLine cl({"plan", "scenario", "scenario file with a search: block", "a scenario file", {}});
+    cl.add()("top", po::value<int>()->default_value(5), "plans to rank and keep (the k of the bound)")(
         "threads", po::value<int>()->default_value(0), "worker threads (0: all cores; rank 0's under MPI, where 0 means 1)")(
         "no-prune", "simulate every candidate that fits memory (exhaustive; for checking the bound)")(
         "json", po::value<std::string>(), "write the ranked plans as JSON to FILE")(
         "csv", po::value<std::string>(), "write every plan meeting the constraints as CSV to FILE")(
         "plot", po::value<std::string>(), "write the Pareto front as SVG (gnuplot) into DIR")(
-        "output,o", po::value<std::string>()->default_value(""), "write the report to FILE (atomically)")(
-        "explain", po::value<std::size_t>(), "print a runnable scenario for candidate ID and exit")(
-        "set", po::value<std::vector<std::string>>()->composing(), "override a field: PATH=VALUE (repeatable)")(
-        "scenario", po::value<std::string>(), "scenario file with a search: block");
-    add_limit_option(opts);
-    po::positional_options_description pos;
-    pos.add("scenario", 1);
-    po::variables_map vm;
-    po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
-    apply_limits(vm);
-    if (vm.count("help")) {
-        std::cout << opts << "\nThe scenario's search: block names the space, constraints and objective "
-                  << "(docs/planning.md), e.g.\n  search:\n    space: {tp: auto, pp: auto, micro_batch: [1, 2]}\n";
+        "explain", po::value<std::size_t>(), "print a runnable scenario for candidate ID and exit");
+    if (!cl.parse(args, "The scenario's search: block names the space, constraints and objective "
+                        "(docs/planning.md), e.g.\n  search:\n    space: {tp: auto, pp: auto, micro_batch: [1, 2]}\n"))
         return 0;
-    }
-    if (!vm.count("scenario")) throw UsageError("plan needs a scenario file (try 'parasim plan --help')");
-    const int top = vm["top"].as<int>();
-    if (top < 1) throw UsageError("--top must be >= 1");
-    const int threads = vm["threads"].as<int>();
-    if (threads < 0) throw UsageError("--threads must be >= 0");
-    const std::string path = vm["scenario"].as<std::string>();
-    std::vector<sim::config::Override> cli;
-    if (vm.count("set"))
-        for (const auto& s : vm["set"].as<std::vector<std::string>>()) cli.push_back(sim::config::parse_override(s));
+    const auto& vm = cl.vm();
+    const int top = cl.int_at_least("top", 1);
+    const int threads = cl.int_at_least("threads", 0);
+    const std::string& path = cl.input();
+    const std::vector<sim::config::Override> cli = cl.overrides();
     const auto sc = sim::config::load_scenario(path, cli);
     if (!sc.search) throw UsageError(fmt::format("{} has no search: block (docs/planning.md)", path));
     ScaleOut scale;  // MPI ranks, when started by mpirun or srun
@@ -353,7 +338,7 @@ int cmd_plan(const Args& args) {
     }
     if (vm.count("json")) outputs.add(vm["json"].as<std::string>(), format_plan_json(sc, res, top));
     if (vm.count("csv")) outputs.add(vm["csv"].as<std::string>(), format_plan_csv(res));
-    outputs.add(vm["output"].as<std::string>(), format_report(sc, res, top, wall));
+    outputs.add(cl.output(), format_report(sc, res, top, wall));
     outputs.commit();
     if (!plot_failure.empty()) throw UsageError(plot_failure + " (the report was written; no plot files)");
     return 0;

@@ -2,6 +2,7 @@
 // simulated in parallel (threads, or MPI ranks: scaleout.h), reported in sweep
 // order whatever the thread or rank count.
 #include "apps/cli.h"
+#include "apps/command_line.h"
 #include "apps/scaleout.h"
 #include "sim/config/scenario.h"
 #include "sim/core/limits.h"
@@ -277,35 +278,18 @@ private:
 }  // namespace
 
 int cmd_sweep(const Args& args) {
-    po::options_description opts("parasim sweep SCENARIO [options]");
-    opts.add_options()("help,h", "show this help")("format", po::value<std::string>()->default_value("table"),
-                                                     "table | json | csv")(
-        "output,o", po::value<std::string>()->default_value(""), "write the report to FILE (atomically)")(
-        "set", po::value<std::vector<std::string>>()->composing(), "override a field: PATH=VALUE (repeatable)")(
-        "threads", po::value<int>()->default_value(0), "worker threads (0: all cores; rank 0's under MPI, where 0 means 1)")(
-        "plot", po::value<std::string>(), "write SVG plots (gnuplot) into DIR")(
-        "scenario", po::value<std::string>(), "scenario file with a sweep: block");
-    add_limit_option(opts);
-    po::positional_options_description pos;
-    pos.add("scenario", 1);
-    po::variables_map vm;
-    po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
-    apply_limits(vm);
-    if (vm.count("help")) {
-        std::cout << opts << "\nThe scenario's sweep: block maps field paths to lists of values, e.g.\n"
-                  << "  sweep:\n    gpus: [8, 12, 16]\n    workload.batch: [1, 16]\n";
+    CommandLine cl({"sweep", "scenario", "scenario file with a sweep: block", "a scenario file", {"table", "json", "csv"}});
+    cl.add()("threads", po::value<int>()->default_value(0),
+             "worker threads (0: all cores; rank 0's under MPI, where 0 means 1)")(
+        "plot", po::value<std::string>(), "write SVG plots (gnuplot) into DIR");
+    if (!cl.parse(args, "The scenario's sweep: block maps field paths to lists of values, e.g.\n"
+                        "  sweep:\n    gpus: [8, 12, 16]\n    workload.batch: [1, 16]\n"))
         return 0;
-    }
-    if (!vm.count("scenario")) throw UsageError("sweep needs a scenario file (try 'parasim sweep --help')");
-    const std::string format = vm["format"].as<std::string>();
-    if (format != "table" && format != "json" && format != "csv")
-        throw UsageError(fmt::format("--format must be table, json or csv, not '{}'", format));
-    const int threads = vm["threads"].as<int>();
-    if (threads < 0) throw UsageError("--threads must be >= 0");
-    const std::string path = vm["scenario"].as<std::string>();
-    std::vector<sim::config::Override> cli;
-    if (vm.count("set"))
-        for (const auto& s : vm["set"].as<std::vector<std::string>>()) cli.push_back(sim::config::parse_override(s));
+    const auto& vm = cl.vm();
+    const std::string& format = cl.format();
+    const int threads = cl.int_at_least("threads", 0);
+    const std::string& path = cl.input();
+    const std::vector<sim::config::Override> cli = cl.overrides();
     const auto base = sim::config::load_scenario(path, cli);
     if (base.sweep.empty()) throw UsageError(fmt::format("{} has no sweep: block", path));
     auto points = cross_product(base.sweep);
@@ -397,7 +381,7 @@ int cmd_sweep(const Args& args) {
             outputs = OutputSet{};
         }
     }
-    outputs.add(vm["output"].as<std::string>(), text);
+    outputs.add(cl.output(), text);
     outputs.commit();
     if (!plot_failure.empty()) throw UsageError(plot_failure + " (the report was written; no plot files)");
     return 0;

@@ -2,6 +2,7 @@
 // dataset with the machinery of `parasim run` and report the error per
 // point and the MAPE per kind (docs/validation.md).
 #include "apps/cli.h"
+#include "apps/command_line.h"
 #include "sim/validate/translate.h"
 #include "sim/validate/validate.h"
 
@@ -32,39 +33,22 @@ std::vector<std::string> split(const std::string& s) {
 }  // namespace
 
 int cmd_validate(const Args& args) {
-    po::options_description opts("parasim validate DATASET [options]");
-    opts.add_options()("help,h", "show this help")("format", po::value<std::string>()->default_value("table"),
-                                                     "table | json")(
-        "output,o", po::value<std::string>()->default_value(""), "write the report to FILE (atomically)")(
-        "kind", po::value<std::string>(), "only points of these kinds (comma-separated: training,inference,...)")(
+    CommandLine cl({"validate", "dataset", "dataset file", "a dataset file", {"table", "json"}, true, false});
+    cl.add()("kind", po::value<std::string>(), "only points of these kinds (comma-separated: training,inference,...)")(
         "id", po::value<std::string>(), "only the points with these ids (comma-separated)")(
         "jobs,j", po::value<int>()->default_value(0), "points simulated in parallel (0: one per hardware thread)")(
         "scenarios", po::value<std::string>(),
         "also write each whole-run point as a scenario file DIR/<id>.yaml that 'parasim run' simulates identically")(
         "gpu-dir", po::value<std::string>(), "read GPU files from DIR instead of topologies/gpus (tools/fit-gemms.py)")(
         "software-dir", po::value<std::string>(),
-        "read software profiles from DIR instead of topologies/software (tools/fit-profiles.py)")(
-        "dataset", po::value<std::string>(), "dataset file");
-    add_limit_option(opts);
-    po::positional_options_description pos;
-    pos.add("dataset", 1);
-    po::variables_map vm;
-    po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
-    apply_limits(vm);
-    if (vm.count("help")) {
-        std::cout << opts
-                  << "\nExample: parasim validate ../shared/validation/published.yaml --format json\n"
-                     "The dataset format is described in docs/validation.md.\n";
+        "read software profiles from DIR instead of topologies/software (tools/fit-profiles.py)");
+    if (!cl.parse(args, "Example: parasim validate ../shared/validation/published.yaml --format json\n"
+                        "The dataset format is described in docs/validation.md.\n"))
         return 0;
-    }
-    if (!vm.count("dataset")) throw UsageError("validate needs a dataset file (try 'parasim validate --help')");
-    const std::string format = vm["format"].as<std::string>();
-    if (format != "table" && format != "json")
-        throw UsageError(fmt::format("--format must be table or json, not '{}'", format));
-    if (vm["jobs"].as<int>() < 0) throw UsageError("--jobs must be 0 or more");
-
+    const auto& vm = cl.vm();
+    const std::string& format = cl.format();
     sim::validate::ValidateOptions vo;
-    vo.jobs = vm["jobs"].as<int>();
+    vo.jobs = cl.int_at_least("jobs", 0);
     if (vm.count("gpu-dir")) vo.gpu_dir = vm["gpu-dir"].as<std::string>();
     if (vm.count("software-dir")) vo.software_dir = vm["software-dir"].as<std::string>();
     if (vm.count("id")) vo.ids = split(vm["id"].as<std::string>());
@@ -81,7 +65,7 @@ int cmd_validate(const Args& args) {
                     "--kind: '{}' is not a kind (training, inference, gemm, attention, collective, memory)", name));
         }
     }
-    const auto dataset = sim::validate::load_dataset(vm["dataset"].as<std::string>());
+    const auto dataset = sim::validate::load_dataset(cl.input());
     if (!vo.ids.empty()) {
         for (const auto& id : vo.ids) {
             bool found = false;
@@ -103,7 +87,7 @@ int cmd_validate(const Args& args) {
         }
     }
     const auto report = sim::validate::validate(dataset, vo);
-    outputs.add(vm["output"].as<std::string>(),
+    outputs.add(cl.output(),
                 format == "json" ? sim::validate::format_json(report) : sim::validate::format_table(report));
     outputs.commit();
     return 0;

@@ -122,6 +122,8 @@ hw::AttentionFit load_attention_fit(const Node& root) {
     f.ref_head_dim = static_cast<double>(sourced(r, "ref_head_dim").as_int(1, 1024));
     f.backward_share = positive_fraction(sourced(r, "backward_share"));
     f.default_share = positive_fraction(sourced(r, "default_share"));
+    f.triton_forward = sourced(r, "triton_forward").as_number(1, 10);
+    f.triton_backward = sourced(r, "triton_backward").as_number(1, 10);
     r.finish();
     return f;
 }

@@ -77,8 +77,11 @@ Work attention_work(const GpuSpec& gpu, const KernelDesc& kd) {
         throw ModelError(fmt::format("GPU {} has no attention fit (topologies/kernels/flash-attention.yaml)", gpu.name));
     const double ceiling = gpu.gemm_ceiling(kd.dtype);
     const double best = gpu.efficiency.attention.value_or(fit.default_share * ceiling);
-    const double share = kd.attention_kernel == AttentionKernel::flash2 ? gpu.efficiency.attention_flash2.value_or(best)
-                                                                         : best;
+    const double flash2 = gpu.efficiency.attention_flash2.value_or(best);
+    double share = best;
+    if (kd.attention_kernel == AttentionKernel::flash2) share = flash2;
+    if (kd.attention_kernel == AttentionKernel::triton)
+        share = flash2 / (kd.backward ? fit.triton_backward : fit.triton_forward);
     double eff = share;
     if (kd.k > 0) {
         const double d = static_cast<double>(kd.k);

@@ -43,6 +43,9 @@ struct AttentionFit {
     double ref_head_dim = 0;    // the head_dim efficiency.attention is measured at
     double backward_share = 0;  // backward kernel's rate over the forward's
     double default_share = 0;   // efficiency.attention when the GPU file has none, x the GEMM ceiling
+    // The Triton kernel's time over FlashAttention-2's on the same shape,
+    // forward and backward (>= 1; kernel benchmarks, docs/hardware-model.md §3).
+    double triton_forward = 1, triton_backward = 1;
 };
 
 struct GpuSpec {

@@ -20,7 +20,11 @@ enum class KernelKind {
     communication  // a collective's reduction kernel (SMs + HBM while it runs)
 };
 
-enum class AttentionKernel : std::uint8_t { best, flash2 };
+// best: the GPU's best flash kernel; flash2: FlashAttention-2 (on Hopper its
+// Ampere-style path); triton: the FlashAttention-1-era Triton port
+// (flash_attn_triton.py, llm-foundry's attn_impl: triton), timed as flash2
+// slowed by AttentionFit::triton_forward / triton_backward.
+enum class AttentionKernel : std::uint8_t { best, flash2, triton };
 
 // Lanes an SM issues per clock: 4 sub-partitions, each one warp instruction
 // (32 lanes) per clock, on Volta, Ampere and Hopper (NVIDIA's V100, A100 and

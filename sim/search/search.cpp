@@ -75,9 +75,16 @@ void apply(config::ScenarioSpec& sc, const Candidate& c) {
     sc.workload.batch = c.batch;
 }
 
+// The objective at the bound: training tokens are global_batch x seq_len
+// per iteration; inference reports batch x output_tokens over TTFT plus
+// output_tokens - 1 decode periods (report/metrics.cpp), which bound_s
+// bounds from below.
 double optimistic_value(const SearchSpec& spec, const config::ScenarioSpec& sc, int gpus, double bound_s) {
     if (bound_s <= 0) return std::numeric_limits<double>::infinity();
-    const double tps = static_cast<double>(sc.workload.global_batch) * static_cast<double>(sc.workload.seq_len) / bound_s;
+    const auto& w = sc.workload;
+    const double tokens = w.mode == Mode::training ? static_cast<double>(w.global_batch) * static_cast<double>(w.seq_len)
+                                                   : static_cast<double>(w.batch) * static_cast<double>(w.output_tokens);
+    const double tps = tokens / bound_s;
     switch (spec.objective) {
         case Objective::tokens_per_s: return tps;
         case Objective::tokens_per_s_per_gpu: return tps / gpus;
@@ -379,6 +386,18 @@ SearchResult run_search(const config::ScenarioSpec& sc, const SearchOptions& opt
             o.bound_s = iteration_lower_bound(work, c.strategy, rs, vstages, *cm);
             splits[i] = vstages;
             o.optimistic = optimistic_value(spec, work, c.gpus, o.bound_s);
+            if (work.workload.mode == Mode::inference) {
+                // The run's time is TTFT + (output_tokens - 1) x TPOT; a
+                // candidate whose least TTFT or TPOT misses an SLO cannot
+                // meet the constraints (it ranks last, pruned once enough
+                // plans meet them).
+                const auto ib = inference_lower_bound(work, c.strategy, rs, vstages, *cm);
+                if (ib.tpot_s > 0)
+                    o.bound_s = ib.ttft_s + static_cast<double>(work.workload.output_tokens - 1) * ib.tpot_s;
+                o.optimistic = optimistic_value(spec, work, c.gpus, o.bound_s);
+                if ((spec.ttft_ms && ib.ttft_s * 1e3 > *spec.ttft_ms) || (spec.tpot_ms && ib.tpot_s * 1e3 > *spec.tpot_ms))
+                    o.optimistic = -std::numeric_limits<double>::infinity();
+            }
             o.verdict = Verdict::pruned;  // until simulated
         }
     });

@@ -83,6 +83,7 @@ std::vector<hw::KernelDesc> attention_kernels(const AttentionOp& a) {
     for (auto& op : ops) {
         if (op.kernel.kind != hw::KernelKind::attention) continue;
         if (a.impl == AttentionImpl::flash2) op.kernel.attention_kernel = hw::AttentionKernel::flash2;
+        if (a.impl == AttentionImpl::triton) op.kernel.attention_kernel = hw::AttentionKernel::triton;
         op.kernel.tensors.clear();  // a benchmark's fresh inputs: no residency from other kernels
         out.push_back(op.kernel);
     }
@@ -227,7 +228,6 @@ Setup translate(const Point& p, config::GpuCatalog& gpus, const ShippedClusters&
             const auto& par = p.parallelism;
             if (par.cp > 1 && p.kind == Kind::inference)
                 return skip(fmt::format("context parallelism (cp={}) is modelled for training only", par.cp));
-            if (par.ep > 1) return skip(fmt::format("expert parallelism (ep={}) is not modelled", par.ep));
             if (par.dp == 0)
                 return skip(fmt::format("tp={} x pp={} x cp={} does not divide the {} GPUs", par.tp, par.pp, par.cp,
                                         p.hardware.gpus));
@@ -258,6 +258,16 @@ Setup translate(const Point& p, config::GpuCatalog& gpus, const ShippedClusters&
             st.first_stage_layers = par.first_stage_layers;
             st.last_stage_layers = par.last_stage_layers;
             st.where = par.where;
+            if (par.ep > 1) {
+                // The format names ep but neither the rank order nor the router:
+                // Megatron-Core's order (tp, cp, dp, then pp slowest: each EP group
+                // on consecutive GPUs) and a balanced router (a trained router with
+                // its balancing loss), as docs/validation.md §2 says.
+                st.ep = par.ep;
+                st.placement = parallel::Placement::pp_last;
+                s.defaults.push_back("placement=pp-last (ep > 1)");
+                s.defaults.push_back("moe.routing=balanced");
+            }
             sc.strategies = {st};
             break;
         }
@@ -354,6 +364,8 @@ std::string scenario_yaml(const Point& p, const Setup& s) {
     y += fmt::format("strategies:\n  - name: {}\n    tp: {}\n    pp: {}\n    dp: {}\n    sp: {}\n    zero: {}\n",
                      st.name, st.tp, st.pp, st.dp, yes(st.sp), st.zero);
     if (st.cp > 1) y += fmt::format("    cp: {}\n", st.cp);
+    if (st.ep > 1) y += fmt::format("    ep: {}\n", st.ep);
+    if (st.placement == parallel::Placement::pp_last) y += "    placement: pp-last\n";
     y += fmt::format("    schedule: {}\n", st.schedule->name());
     if (st.virtual_stages > 1) y += fmt::format("    virtual_stages: {}\n", st.virtual_stages);
     if (training)

@@ -48,6 +48,15 @@ struct HeadDims {
 HeadDims head_dims(const ModelSpec& m, std::int64_t microbatch, const PassShape& shape, const OperatorOptions& opt,
                    bool training) {
     HeadDims hd{make_dims(m, kHeadLayer, microbatch, shape, opt)};
+    if (training && hw::is_low_precision(opt.precision.compute)) {
+        // Low-precision training keeps the LM head in the activations' 16-bit
+        // type: Megatron-Core's output layer is a plain ColumnParallelLinear,
+        // outside Transformer Engine's FP8 modules (docs/workload-model.md,
+        // "FP8 training").
+        hd.x.gemm_dt = hd.x.act_dt;
+        hd.x.in_b = hd.x.ab;
+        hd.x.wb = hd.x.ab;
+    }
     hd.tokens = training ? hd.x.T : shape.batch;  // inference: the last token of each sequence
     hd.norm_tokens = static_cast<double>(hd.tokens) / (hd.x.sp ? static_cast<double>(hd.x.p) : 1.0);
     hd.v_p = ceil_div(m.vocab, hd.x.p);

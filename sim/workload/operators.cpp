@@ -481,9 +481,9 @@ hw::AttentionKernel attention_kernel_of(AttentionImpl a) {
     switch (a) {
         case AttentionImpl::flash3:
         case AttentionImpl::cudnn: return hw::AttentionKernel::best;
+        case AttentionImpl::triton: return hw::AttentionKernel::triton;
         case AttentionImpl::flash1:
         case AttentionImpl::flash2:
-        case AttentionImpl::triton:
         case AttentionImpl::xformers:
         case AttentionImpl::naive: return hw::AttentionKernel::flash2;
     }
@@ -497,6 +497,34 @@ std::vector<Operator> with_attention_kernel(std::vector<Operator> ops, const Ope
         if (op.kernel.kind == KernelKind::attention) op.kernel.attention_kernel = opt.attention_kernel;
     return ops;
 }
+
+// Low-precision (FP8) training: the activations and their gradients are
+// stored in BF16, so each GEMM operand that is an activation or an
+// activation gradient is quantized first. Transformer Engine runs a fused
+// cast-transpose kernel: it reads the BF16 tensor once and writes two FP8
+// copies, row-wise for this GEMM and column-wise (transposed) for the weight
+// gradient, because Hopper's FP8 GEMMs take only K-major operands
+// (docs/workload-model.md, "FP8 training"). The operand is M x K of a
+// forward or input-gradient GEMM; weight-gradient GEMMs read the transposed
+// copies already made, and weights are cast once per step (left out).
+std::vector<Operator> with_low_precision_casts(std::vector<Operator> ops, const OperatorOptions& opt) {
+    if (opt.inference || !hw::is_low_precision(opt.precision.compute)) return ops;
+    const double ab = hw::bytes_per_element(activation_dtype(opt.precision));
+    const double qb = hw::bytes_per_element(opt.precision.compute);
+    std::vector<Operator> out;
+    out.reserve(ops.size() * 2);
+    for (auto& op : ops) {
+        const hw::KernelDesc& k = op.kernel;
+        if (k.kind == KernelKind::gemm && k.dtype == opt.precision.compute && !op.is_weight_grad) {
+            const double elems = static_cast<double>(k.m) * static_cast<double>(k.k) *
+                                 static_cast<double>(std::max<std::int64_t>(1, k.batch));
+            out.push_back(make_op(k.name + "_cast_transpose", KernelKind::elementwise, activation_dtype(opt.precision),
+                                  elems, elems * ab, 2 * elems * qb, {}));
+        }
+        out.push_back(std::move(op));
+    }
+    return out;
+}
 }  // namespace
 
 std::vector<Operator> layer_forward(const ModelSpec& m, std::int64_t layer, std::int64_t microbatch,
@@ -505,7 +533,7 @@ std::vector<Operator> layer_forward(const ModelSpec& m, std::int64_t layer, std:
     const Dims x = make_dims(m, layer, microbatch, shape, opt);
     std::vector<Operator> ops;
     forward_ops(x, ops);
-    return with_attention_kernel(std::move(ops), opt);
+    return with_attention_kernel(with_low_precision_casts(std::move(ops), opt), opt);
 }
 
 std::vector<Operator> layer_backward(const ModelSpec& m, std::int64_t layer, std::int64_t microbatch,
@@ -514,7 +542,7 @@ std::vector<Operator> layer_backward(const ModelSpec& m, std::int64_t layer, std
     const Dims x = make_dims(m, layer, microbatch, shape, opt);
     std::vector<Operator> ops;
     backward_ops(x, ops, recompute);
-    return with_attention_kernel(std::move(ops), opt);
+    return with_attention_kernel(with_low_precision_casts(std::move(ops), opt), opt);
 }
 
 TrainingStateBytes training_state_bytes_per_param(const OperatorOptions& opt) {

@@ -135,11 +135,14 @@ head_dim0: {value: 32, fitted_on: "b"}
 ref_head_dim: {value: 128, source: "c"}
 backward_share: {value: 0.5, fitted_on: "d"}
 default_share: {value: 0.7, source: "e"}
+triton_forward: {value: 1.4, source: "f"}
+triton_backward: {value: 2.0, source: "f"}
 )";
     const hw::AttentionFit f = load_attention_fit(load_string(good, "kernels/flash-attention.yaml"));
     CHECK(f.block == 64);
     CHECK(f.seq0 == 100);
     CHECK(f.default_share == 0.7);
+    CHECK(f.triton_backward == 2.0);
     const auto err = [](const std::string& t) {
         return parasim_test::config_error_of(
             [](const std::string& s) { load_attention_fit(load_string(s, "kernels/flash-attention.yaml")); }, t);
@@ -148,6 +151,7 @@ default_share: {value: 0.7, source: "e"}
     CHECK(err(replace(good, ", fitted_on: \"d\"", "")) ==
           "kernels/flash-attention.yaml:7:17: backward_share: a value needs its evidence: source: or fitted_on:");
     CHECK(err(replace(good, "block: {value: 64", "block: {value: 8")).find("kernels/flash-attention.yaml:3:") == 0);
+    CHECK(err(replace(good, "value: 1.4", "value: 0.9")).find("kernels/flash-attention.yaml:9:") == 0);
 }
 
 TEST_SUITE_END();

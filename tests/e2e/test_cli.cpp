@@ -128,6 +128,34 @@ TEST_CASE("parasim --help lists the subcommands and a bad command exits 2 with o
     CHECK(parasim("run --help").code == 0);
 }
 
+TEST_CASE("every command shares one command line: its input, --format list and negative counts refused alike") {
+    // apps/command_line.cpp declares these options once for all commands.
+    const std::vector<std::pair<std::string, std::string>> commands = {
+        {"run", "table, json or csv"}, {"sweep", "table, json or csv"}, {"serve", "table or json"},
+        {"validate", "table or json"},  {"bench", "table or json"}};
+    for (const auto& entry : commands) {
+        const std::string& command = entry.first;
+        const std::string& formats = entry.second;
+        CAPTURE(command);
+        const auto bad_format = parasim(command + " --format xml input.yaml");
+        CHECK(bad_format.code == 2);
+        CHECK(bad_format.err == "parasim: --format must be " + formats + ", not 'xml'\n");
+        const auto no_input = parasim(command);
+        CHECK(no_input.code == 2);
+        CHECK(no_input.err.rfind("parasim: " + command + " needs a", 0) == 0);
+        CHECK(no_input.err.find("(try 'parasim " + command + " --help')") != std::string::npos);
+        const auto help = parasim(command + " --help");
+        CHECK(help.code == 0);
+        CHECK(help.out.rfind("parasim " + command + " ", 0) == 0);
+    }
+    const auto threads = parasim("sweep --threads -1 input.yaml");
+    CHECK(threads.err == "parasim: --threads must be at least 0, not -1\n");
+    const auto top = parasim("plan --top 0 input.yaml");
+    CHECK(top.err == "parasim: --top must be at least 1, not 0\n");
+    const auto jobs = parasim("validate --jobs -2 input.yaml");
+    CHECK(jobs.err == "parasim: --jobs must be at least 0, not -2\n");
+}
+
 TEST_CASE("the published partitioning experiment reports both strategies out of memory with the KV cache") {
     const auto r = parasim("run " + kRoot + "/scenarios/partitioning-16xh100.yaml --format json");
     REQUIRE(r.code == 0);

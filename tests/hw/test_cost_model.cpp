@@ -240,6 +240,25 @@ TEST_CASE("attention efficiency falls for short sequences, small heads and backw
     CHECK(bwd_eff > 50.0 / 73.0 * long_eff);
 }
 
+TEST_CASE("the Triton attention kernel runs FlashAttention-2's rate divided by its forward and backward slowdowns") {
+    GpuSpec g = test::h100();
+    g.efficiency.attention = 0.66;
+    g.efficiency.attention_flash2 = 0.41;
+    g.attention_fit.triton_forward = 1.4;
+    g.attention_fit.triton_backward = 2.0;
+    const auto model = make_cost_model("roofline");
+    KernelDesc fwd = attention(1, 16, 128, 16384, false);
+    fwd.attention_kernel = AttentionKernel::flash2;
+    const double fa2 = model->cost(g, fwd, {}).compute_efficiency;
+    // FA2's share 0.41 x kv 16384/(16384+128) x waves 2048 CTAs / (16 x 132).
+    CHECK(fa2 == doctest::Approx(0.41 * 16384.0 / (16384 + 128) * 2048 / (16 * 132)));
+    fwd.attention_kernel = AttentionKernel::triton;
+    CHECK(model->cost(g, fwd, {}).compute_efficiency == doctest::Approx(fa2 / 1.4));
+    KernelDesc bwd = fwd;
+    bwd.backward = true;
+    CHECK(model->cost(g, bwd, {}).compute_efficiency == doctest::Approx(fa2 / 2.0 * 0.85));
+}
+
 TEST_CASE("decode attention is bound by reading the KV cache") {
     const GpuSpec g = test::h100();
     KernelDesc k;

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 
 namespace {
@@ -113,6 +114,38 @@ search:
   space: {tp: [1, 2], pp: [1, 2, 4], ep: auto, micro_batch: [1, 2]}
 )";
 
+// Case 6: data parallelism across nodes (32 A100s; tp 8 fills each node,
+// so every data-parallel group has one rank per node), little compute per
+// GPU and the gradient reduction after the backward (no overlap): the
+// reduce-scatter, ZeRO's parameter all-gather through the NICs dominate,
+// and the bound's data-parallel tail prunes (the bound without it prunes
+// none of these with k = 3).
+const char* kDpAcrossNodes = R"(name: search-dp-nodes
+cluster: dgx-a100-pod
+gpus: 32
+model: gpt-6.7b
+workload: {mode: training, dtype: fp16, seq_len: 512, global_batch: 8, micro_batch: 1}
+strategies:
+  - {name: base, tp: 8, dp: auto, overlap: {grad_reduce: false}}
+search:
+  space: {tp: [8], pp: [1, 2, 4], sp: auto, zero: [0, 1], micro_batch: [1, 2]}
+)";
+
+// Case 7: inference on one DGX H100 under TTFT and TPOT limits: the
+// inference bound (TTFT and decode period) orders and prunes, and
+// candidates whose least TTFT or TPOT misses a limit go last.
+const char* kServe8 = R"(name: search-serve8
+cluster: dgx-h100
+model: llama3-8b
+workload: {mode: inference, dtype: bf16, batch: 64, prompt_tokens: 1024, output_tokens: 128}
+strategies:
+  - {name: base, tp: 1}
+search:
+  space: {tp: [1, 2, 4, 8], pp: auto, dp: auto, batch: auto}
+  constraints: {gpus: [8], ttft_ms: 200, tpot_ms: 15}
+  objective: tokens_per_s_per_gpu
+)";
+
 sim::search::SearchResult search(const sim::config::ScenarioSpec& sc, bool prune, int threads, int keep = 3) {
     sim::search::SearchOptions o;
     o.prune = prune;
@@ -137,7 +170,7 @@ void check_same(const sim::search::SearchResult& one, const sim::search::SearchR
 TEST_SUITE_BEGIN("e2e");
 
 TEST_CASE("the pruned search returns the exhaustive search's best plan, and the bound is a bound") {
-    const std::pair<const char*, const char*> cases[] = {{kGpt13, "gpt13"}, {kGpuCount, "gpus"}, {kLlama8, "llama8"}, {kAcrossNodes, "nodes"}, {kMoe, "moe"}};
+    const std::pair<const char*, const char*> cases[] = {{kGpt13, "gpt13"}, {kGpuCount, "gpus"}, {kLlama8, "llama8"}, {kAcrossNodes, "nodes"}, {kMoe, "moe"}, {kDpAcrossNodes, "dp-nodes"}, {kServe8, "serve8"}};
     for (const auto& c : cases) {
         const std::string name = c.second;
         CAPTURE(name);
@@ -159,6 +192,55 @@ TEST_CASE("the pruned search returns the exhaustive search's best plan, and the 
             CHECK(o.bound_s * 1e3 <= *o.metrics->iteration_ms);
         }
     }
+}
+
+TEST_CASE("the bound holds the data-parallel tail: gradients and ZeRO's parameters through the NICs") {
+    // tp 8 x dp 4 on four DGX A100 nodes, ZeRO-1, gradients reduced after
+    // the backward: each GPU's 1/8 of the model (2-byte gradients, then
+    // 2-byte parameters) is reduce-scattered, then all-gathered over 4
+    // ranks on 4 nodes. A ring moves 3/4 of the buffer into each rank, one
+    // step after another, each step's flow crossing a 200 Gb/s (25 GB/s)
+    // network link: at least 2 x 3/4 x (parameters / 8) x 2 B / 25 GB/s,
+    // about 100 ms. The compute of 8 sequences of 512 tokens is less.
+    const ScenarioFile f(kDpAcrossNodes, "dp-tail");
+    const auto sc = f.load();
+    const auto res = search(sc, false, 2);
+    const double params = sim::workload::count_parameters(sc.model).total;
+    const double dp_s = 2 * 0.75 * params / 8 * 2 / 25e9;
+    bool seen = false;
+    for (const auto& o : res.outcomes) {
+        if (o.candidate.strategy.name != "tp8-pp1-dp4-z1-1f1b-mb1-none") continue;
+        seen = true;
+        CHECK(o.bound_s >= dp_s);
+        REQUIRE(o.metrics);
+        CHECK(o.bound_s * 1e3 <= *o.metrics->iteration_ms);
+    }
+    CHECK(seen);
+    // The pruned search skips some of the rest.
+    CHECK(search(sc, true, 2).pruned > 0);
+}
+
+TEST_CASE("the inference bound is below every simulated run, and an SLO it rules out is missed") {
+    const ScenarioFile f(kServe8, "serve8-bound");
+    const auto sc = f.load();
+    const auto full = search(sc, false, 2);
+    int bounded = 0, ruled_out = 0;
+    for (const auto& o : full.outcomes) {
+        if (!o.metrics || !o.metrics->tokens_per_s) continue;
+        CAPTURE(o.candidate.strategy.name);
+        // The run's time: batch x output_tokens over its tokens/s.
+        const double total_s = static_cast<double>(o.candidate.batch) * 128 / *o.metrics->tokens_per_s;
+        CHECK(o.bound_s > 0);
+        CHECK(o.bound_s <= total_s);
+        ++bounded;
+        if (o.optimistic == -std::numeric_limits<double>::infinity()) {
+            CHECK(!o.value);
+            ++ruled_out;
+        }
+    }
+    CHECK(bounded > 10);
+    CHECK(ruled_out > 0);
+    CHECK(search(sc, true, 2).pruned > 0);
 }
 
 TEST_CASE("ep is searched like any other degree, with run's rules") {

@@ -84,6 +84,16 @@ const char* const kDataset = R"(points:
   hardware: {gpu: a100-sxm-80gb, gpus: 1}
   op: {op: triad, bytes: 3 GiB}
   measured: {metric: bandwidth_GBps, value: 1700}
+- id: train-moe
+  kind: training
+  source: test
+  hardware: {gpu: h100-sxm, gpus: 16, gpus_per_node: 8, intra_node: nvswitch,
+             network: {kind: infiniband, bandwidth_per_gpu: 400 Gb/s}}
+  model: {layers: 4, hidden: 1024, heads: 16, kv_heads: 4, ffn: 2048, ffn_kind: swiglu, vocab: 32000,
+          experts: 8, top_k: 2}
+  workload: {seq_len: 1024, global_batch: 32, dtype: bf16, flash_attention: true}
+  parallelism: {tp: 1, pp: 2, dp: 8, ep: 8, zero: 1}
+  measured: {metric: iteration_s, value: 0.5}
 )";
 
 Dataset parse(const std::string& text) { return sim::validate::parse_dataset(sim::config::load_string(text, "data.yaml")); }
@@ -109,7 +119,7 @@ bool has(const std::vector<std::string>& v, const std::string& s) {
 
 TEST_CASE("validate dataset: reads every kind, with the model loader's checks and documented defaults") {
     const Dataset d = parse(kDataset);
-    REQUIRE(d.points.size() == 6);
+    REQUIRE(d.points.size() == 7);
     const Point& t = point(d, "train-small");
     CHECK(t.kind == Kind::training);
     CHECK(t.metric == Metric::iteration_s);
@@ -320,7 +330,19 @@ TEST_CASE("validate translate: what parasim cannot simulate is skipped with the 
     CHECK(*sim::validate::translate(p, gpus, shipped).skip == "context parallelism (cp=2) is modelled for training only");
     p = point(d, "train-small");
     p.parallelism.ep = 4;
-    CHECK(*sim::validate::translate(p, gpus, shipped).skip == "expert parallelism (ep=4) is not modelled");
+    p.parallelism.dp = 4;
+    p.parallelism.tp = 2;
+    p.parallelism.pp = 2;
+    // Expert parallelism is simulated (docs/moe.md): the point keeps its ep, in
+    // Megatron-Core's rank order, and the defaults it took are listed.
+    const auto ep_train = sim::validate::translate(p, gpus, shipped);
+    CHECK_FALSE(ep_train.skip);
+    CHECK(ep_train.strategy.ep == 4);
+    CHECK(ep_train.strategy.placement == sim::parallel::Placement::pp_last);
+    CHECK(std::count(ep_train.defaults.begin(), ep_train.defaults.end(), "placement=pp-last (ep > 1)") == 1);
+    CHECK(point(d, "train-small").parallelism.ep == 1);
+    CHECK(sim::validate::translate(point(d, "train-small"), gpus, shipped).strategy.placement ==
+          sim::parallel::Placement::tp_first);  // dense points keep the default order
     p = point(d, "train-small");
     p.parallelism.dp = 3;
     CHECK(sim::validate::translate(p, gpus, shipped).skip->find("= 12, but the run has 16 GPUs") != std::string::npos);
@@ -346,7 +368,7 @@ TEST_CASE("validate: a whole-run point simulates exactly as its scenario file un
             q.parallelism.cp = 2;
             q.parallelism.dp = 2;
         }
-    for (const char* id : {"train-small", "infer-small", "train-small-cp"}) {
+    for (const char* id : {"train-small", "infer-small", "train-small-cp", "train-moe"}) {
         const Dataset& ds = std::string(id) == "train-small-cp" ? with_cp : d;
         const Point& p = point(ds, id);
         const auto s = sim::validate::translate(p, gpus, shipped);

@@ -482,6 +482,50 @@ TEST_CASE("precision: FP8 matmuls with BF16 activations, TF32 with FP32 storage,
     CHECK(wr(find(ops, "norm1")) == doctest::Approx(16 * 4096 * 4.0));
 }
 
+TEST_CASE("FP8 training: a cast-transpose before each forward and dgrad GEMM, the LM head in BF16") {
+    const ModelSpec m = gpt_like();
+    const PassShape s{2, 256, 256};  // T = 512 tokens
+    OperatorOptions o;
+    o.precision.compute = DType::fp8;
+    o.precision.weights = DType::fp8;
+    const auto fwd = layer_forward(m, 0, 0, s, o);
+    // qkv: M = 512 tokens, K = h = 1024; read in BF16, written twice in FP8.
+    const Operator& cast = find(fwd, "qkv_cast_transpose");
+    CHECK(cast.kernel.kind == KernelKind::elementwise);
+    CHECK(rd(cast) == doctest::Approx(512 * 1024 * 2.0));
+    CHECK(wr(cast) == doctest::Approx(2 * 512 * 1024 * 1.0));
+    // The cast runs right before its GEMM.
+    const auto at = [&](const std::vector<Operator>& ops, const std::string& name) {
+        return std::find_if(ops.begin(), ops.end(), [&](const Operator& op) { return op.kernel.name == name; });
+    };
+    CHECK(at(fwd, "qkv_cast_transpose") + 1 == at(fwd, "qkv"));
+    const auto bwd = layer_backward(m, 0, 0, s, o, Recompute::none);
+    // out_proj's dgrad reads dY: M = 512, K = its output width h = 1024.
+    CHECK(rd(find(bwd, "out_proj_dgrad_cast_transpose")) == doctest::Approx(512 * 1024 * 2.0));
+    CHECK_FALSE(has(bwd, "out_proj_wgrad_cast_transpose"));
+    CHECK_FALSE(has(fwd, "attention_cast_transpose"));
+    // One cast per low-precision GEMM that is not a weight gradient.
+    const auto count = [](const std::vector<Operator>& ops, bool casts) {
+        return std::count_if(ops.begin(), ops.end(), [&](const Operator& op) {
+            if (casts) return op.kernel.name.find("_cast_transpose") != std::string::npos;
+            return op.kernel.kind == KernelKind::gemm && op.kernel.dtype == DType::fp8 && !op.is_weight_grad;
+        });
+    };
+    CHECK(count(fwd, true) == 4);
+    CHECK(count(fwd, true) == count(fwd, false));
+    CHECK(count(bwd, true) == count(bwd, false));
+    // BF16 training and FP8 inference: no casts.
+    OperatorOptions bf16;
+    CHECK(count(layer_forward(m, 0, 0, s, bf16), true) == 0);
+    OperatorOptions infer = o;
+    infer.inference = true;
+    CHECK(count(layer_forward(m, 0, 0, s, infer), true) == 0);
+    // The LM head: BF16 in training, FP8 in inference.
+    CHECK(find(head_forward(m, 0, s, o, true), "lm_head").kernel.dtype == DType::bf16);
+    CHECK(find(head_backward(m, 0, s, o), "lm_head_wgrad").kernel.dtype == DType::bf16);
+    CHECK(find(head_forward(m, 0, s, infer, false), "lm_head").kernel.dtype == DType::fp8);
+}
+
 TEST_CASE("embedding and head") {
     const ModelSpec m = shipped("llama3-8b");
     OperatorOptions o;
@@ -617,7 +661,7 @@ TEST_CASE("dropout: a 1-byte mask per element, fused into the residual kernels, 
 TEST_CASE("attention implementations time as the kernel measured for them") {
     CHECK(attention_kernel_of(AttentionImpl::flash3) == sim::hw::AttentionKernel::best);
     CHECK(attention_kernel_of(AttentionImpl::cudnn) == sim::hw::AttentionKernel::best);
-    CHECK(attention_kernel_of(AttentionImpl::triton) == sim::hw::AttentionKernel::flash2);
+    CHECK(attention_kernel_of(AttentionImpl::triton) == sim::hw::AttentionKernel::triton);
     CHECK(attention_kernel_of(AttentionImpl::flash1) == sim::hw::AttentionKernel::flash2);
     OperatorOptions o;
     o.attention_kernel = sim::hw::AttentionKernel::flash2;
