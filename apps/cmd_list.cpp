@@ -128,10 +128,14 @@ int cmd_list(const Args& args) {
             const auto mark = [](const sim::config::Provenance& from) {
                 return from.kind == "fitted_on" ? " (fitted)" : "";
             };
-            fmt::print("{:<16} issue {:>5.1f} us/kernel{:<9}  queue {:>5}  kernel efficiency {:.2f}{:<9}  {}  {}\n", n,
+            std::string decode;
+            if (p.decode_attention_issue > 0)
+                decode = fmt::format("  decode attention {:.1f} instr/element/query head{}", p.decode_attention_issue,
+                                     mark(p.decode_attention_issue_from));
+            fmt::print("{:<16} issue {:>5.1f} us/kernel{:<9}  queue {:>5}  kernel efficiency {:.2f}{:<9}  {}{}  {}\n", n,
                        p.kernel_issue.seconds() * 1e6, mark(p.kernel_issue_from), p.launch_queue_depth,
                        p.kernel_efficiency, mark(p.kernel_efficiency_from), p.fuse_elementwise ? "fused" : "unfused",
-                       p.description);
+                       decode, p.description);
         }
         return 0;
     }

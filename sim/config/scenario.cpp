@@ -331,7 +331,7 @@ ScenarioSpec load_scenario(const std::string& path, const std::vector<Override>&
     if (auto n = r.optional("software")) {
         s.software = read_software(*n);
         try {
-            s.profile = software_profile(s.software.name);
+            s.profile = software_profile(s.software.name, s.software.version, "");
         } catch (const ConfigError& e) {
             n->fail(message_of(e));
         }

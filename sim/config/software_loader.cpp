@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 
 namespace sim::config {
@@ -20,6 +21,14 @@ namespace fs = std::filesystem;
 
 const std::vector<std::string> kOverlapNames = {"tp_comm", "grad_reduce", "param_gather"};
 
+bool version_is_file_safe(const std::string& v) {
+    if (v.empty() || v.size() > 64 || v.front() == '.') return false;
+    return std::all_of(v.begin(), v.end(), [](unsigned char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' || c == '-' ||
+               c == '_';
+    });
+}
+
 }  // namespace
 
 SoftwareProfile load_software_profile(const Node& root, const std::string& expected_name) {
@@ -27,8 +36,13 @@ SoftwareProfile load_software_profile(const Node& root, const std::string& expec
     SoftwareProfile p;
     const Node name = r.required("name");
     p.name = name.as_string();
-    if (!expected_name.empty() && p.name != expected_name)
-        name.fail(fmt::format("name '{}' differs from the file name '{}'", p.name, expected_name));
+    if (auto v = r.optional("version")) {
+        p.version = v->as_string();
+        if (!version_is_file_safe(p.version)) v->fail("a version is letters, digits, '.', '-' or '_'");
+    }
+    const std::string stem = p.version.empty() ? p.name : p.name + "-" + p.version;
+    if (!expected_name.empty() && stem != expected_name)
+        name.fail(fmt::format("name '{}' differs from the file name '{}'", stem, expected_name));
     if (p.name != kDefaultSoftware && std::find(kSoftwareNames.begin(), kSoftwareNames.end(), p.name) == kSoftwareNames.end())
         name.fail(fmt::format("'{}' is not a software stack parasim knows (nor '{}')", p.name, kDefaultSoftware));
     p.description = r.required("description").as_string();
@@ -49,6 +63,11 @@ SoftwareProfile load_software_profile(const Node& root, const std::string& expec
     }
     p.fuse_elementwise = sourced(r, "fuse_elementwise", p.fuse_elementwise_from).as_bool();
     if (r.has("moe_fp8_dispatch")) p.moe_fp8_dispatch = sourced(r, "moe_fp8_dispatch", p.moe_fp8_dispatch_from).as_bool();
+    if (r.has("decode_attention_issue")) {
+        // Lane instructions per K/V element and query head: a handful for a
+        // dot product and a weighted sum; above 1000 is a unit slip.
+        p.decode_attention_issue = sourced(r, "decode_attention_issue", p.decode_attention_issue_from).as_number(0, 1000);
+    }
     {
         const Node list = sourced(r, "overlaps", p.overlaps_from);
         for (const Node& e : list.elements()) {
@@ -80,6 +99,28 @@ SoftwareProfile software_profile(const std::string& name_in, const std::string& 
         throw ConfigError(SourceLocation{path.string()}, fmt::format("no software profile '{}' (known: {})", name,
                                                                      fmt::join(software_profile_names(dir), ", ")));
     return load_software_file(path.string());
+}
+
+SoftwareProfile software_profile(const std::string& name, const std::string& version_in, const std::string& dir_in) {
+    std::string version = version_in;
+    if (!version.empty() && (version.front() == 'v' || version.front() == 'V')) version.erase(0, 1);
+    if (!name.empty() && version_is_file_safe(version)) {
+        const std::string dir = dir_in.empty() ? default_software_dir() : dir_in;
+        // Longest prefix first: 0.6.1, 0.6, 0; a pre-release tag on the last
+        // component is the release it leads to (0.6a: 0.6a, then 0.6).
+        const auto has = [&](const std::string& v) {
+            return !v.empty() && exists_quietly(fs::path(dir) / (name + "-" + v + ".yaml"));
+        };
+        for (std::string v = version; !v.empty();) {
+            if (has(v)) return software_profile(name + "-" + v, dir);
+            std::string bare = v;
+            while (!bare.empty() && !std::isdigit(static_cast<unsigned char>(bare.back()))) bare.pop_back();
+            if (bare != v && has(bare)) return software_profile(name + "-" + bare, dir);
+            const auto dot = v.rfind('.');
+            v = dot == std::string::npos ? std::string{} : v.substr(0, dot);
+        }
+    }
+    return software_profile(name, dir_in);
 }
 
 }  // namespace sim::config

@@ -18,7 +18,11 @@
 namespace sim::config {
 
 struct SoftwareProfile {
-    std::string name;         // file name without .yaml; "default" when a run names no stack
+    std::string name;         // the stack; "default" when a run names no stack
+    // The releases this file covers ("0.6": every 0.6.x), empty for the
+    // stack's general profile. The file is <name>.yaml, or
+    // <name>-<version>.yaml when a version is given (software_profile()).
+    std::string version;
     std::string description;
     // CPU time the framework spends issuing one kernel (Python, dispatcher,
     // cudaLaunchKernel). The executor's host thread per GPU issues kernels in
@@ -49,6 +53,17 @@ struct SoftwareProfile {
     // default false.
     bool moe_fp8_dispatch = false;
     Provenance moe_fp8_dispatch_from;
+    // The generation (decode) attention kernel: lane instructions it issues on
+    // the CUDA cores per key/value element per query head, or 0 for a
+    // kernel that reads each KV head's cache once for its whole group of
+    // query heads and does the math on tensor cores (FlashAttention,
+    // FlashInfer, TensorRT-LLM's XQA). Non-zero for a kernel that runs one
+    // thread block per (sequence, query head) on CUDA cores, as TensorRT-LLM's
+    // masked multi-head attention did for grouped-query models before XQA: its
+    // time is at least the issue time of those instructions
+    // (docs/software-profiles.md §3, "Generation attention").
+    double decode_attention_issue = 0.0;
+    Provenance decode_attention_issue_from;
     // Overlaps the stack can do (documentation: the run says which it used).
     std::vector<std::string> overlaps;
     Provenance overlaps_from;
@@ -67,6 +82,12 @@ std::string default_software_dir();
 // The profile of stack `name` ("" = kDefaultSoftware) from `dir`
 // (default_software_dir() when empty). A stack without a file is an error.
 SoftwareProfile software_profile(const std::string& name, const std::string& dir = "");
+// The profile of release `version` of stack `name`: the file
+// <name>-<v>.yaml for the longest prefix v of the version's dot-separated
+// components that has one ("0.6.1": 0.6.1, then 0.6, then 0; a leading 'v'
+// is dropped; a pre-release "0.6a" also tries 0.6), else <name>.yaml. A version with characters other than
+// letters, digits, '.', '-' and '_' names no file.
+SoftwareProfile software_profile(const std::string& name, const std::string& version, const std::string& dir);
 // Names of the *.yaml files in `dir`, sorted.
 std::vector<std::string> software_profile_names(const std::string& dir = "");
 

@@ -168,6 +168,10 @@ public:
         c.launch_overhead = gpu.efficiency.launch_overhead;
         c.compute_efficiency = w.efficiency;
         c.compute_time = w.flops > 0 ? compute_time(Flops{w.flops}, FlopRate{w.rate * w.efficiency}) : Time{};
+        if (kd.issue_instructions > 0.0 && gpu.tensor_clock_hz > 0.0)
+            c.compute_time = std::max(c.compute_time, Time::from_seconds_ceil(kd.issue_instructions /
+                                                                               (static_cast<double>(gpu.sm_count) *
+                                                                                hw::kIssueLanesPerSm * gpu.tensor_clock_hz)));
         c.hbm_bytes = Bytes::ceil(hbm);
         c.l2_request_bytes = Bytes::ceil(w.l2);
         c.memory_time = transfer_time(c.hbm_bytes, Bandwidth{sustained_hbm(gpu)});

@@ -26,6 +26,12 @@ enum class KernelKind {
 // slowed by AttentionFit::triton_forward / triton_backward.
 enum class AttentionKernel : std::uint8_t { best, flash2, triton };
 
+// Lanes an SM issues per clock: 4 sub-partitions, each one warp instruction
+// (32 lanes) per clock, on Volta, Ampere and Hopper (NVIDIA's V100, A100 and
+// H100 architecture whitepapers: four processing blocks per SM, each with one
+// warp scheduler dispatching one warp instruction per clock).
+inline constexpr double kIssueLanesPerSm = 4 * 32;
+
 // A named tensor a kernel reads or writes, for L2 residency across kernels.
 // `id` is unique within a simulation (the workload layer assigns it).
 struct TensorUse {
@@ -61,6 +67,13 @@ struct KernelDesc {
     // Ampere); `flash2` asks for FlashAttention-2 where a faster kernel
     // exists (efficiency.attention_flash2, when the GPU file gives it).
     AttentionKernel attention_kernel = AttentionKernel::best;
+    // Instructions (per lane: one warp instruction counts 32) the kernel
+    // issues on the CUDA cores beside its tensor-core math; 0 = none worth
+    // modelling. Its compute time is at least their issue time, sm_count x
+    // kIssueLanesPerSm per clock. Set for a generation attention kernel that
+    // works per query head on CUDA cores (docs/software-profiles.md §3,
+    // "Generation attention").
+    double issue_instructions = 0.0;
     std::vector<TensorUse> tensors;
 };
 

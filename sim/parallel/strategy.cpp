@@ -34,6 +34,7 @@ workload::OperatorOptions operator_options(const config::ScenarioSpec& sc, const
     o.ep = rs.ep;
     o.moe = sc.workload.moe;
     o.fp8_dispatch = sc.profile.moe_fp8_dispatch && sc.workload.precision.compute == hw::DType::fp8;
+    o.decode_attention_issue = sc.profile.decode_attention_issue;
     return o;
 }
 

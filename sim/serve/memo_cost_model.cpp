@@ -31,7 +31,7 @@ hw::KernelCost MemoCostModel::cost(const hw::GpuSpec& gpu, const hw::KernelDesc&
                   u(k.batch),
                   u(k.causal) | u(k.backward) << 1 | u(k.attention_kernel) << 2,
                   l2.resident_read_bytes.value,
-                  0};
+                  std::bit_cast<std::uint64_t>(k.issue_instructions)};
     if (const auto it = memo_.find(key); it != memo_.end()) {
         ++hits_;
         return it->second;

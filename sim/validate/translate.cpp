@@ -243,7 +243,7 @@ Setup translate(const Point& p, config::GpuCatalog& gpus, const ShippedClusters&
             sc.model = p.model;
             sc.workload = p.workload;
             sc.software = p.software;
-            sc.profile = config::software_profile(p.software.name, software_dir);
+            sc.profile = config::software_profile(p.software.name, p.software.version, software_dir);
             sc.workload.fuse_elementwise = sc.profile.fuse_elementwise;
             config::StrategySpec& st = s.strategy;
             st.name = "as-published";

@@ -171,6 +171,13 @@ void attention_forward(const Dims& x, std::vector<Operator>& ops) {
         op.kernel.k = core_head_dim(x);
         op.kernel.batch = b * x.a_p;
         op.kernel.causal = x.o->causal;
+        // A per-query-head generation kernel (docs/software-profiles.md §3)
+        // walks its KV head's keys and values once for every query head of
+        // the group: b x heads x context x (dq + dv) elements, each costing
+        // the profile's instructions on the CUDA cores.
+        if (tq == 1 && c > 1 && x.o->decode_attention_issue > 0.0)
+            op.kernel.issue_instructions = x.o->decode_attention_issue * static_cast<double>(b * x.a_p) *
+                                           static_cast<double>(c) * static_cast<double>(x.dq + x.dv);
         ops.push_back(std::move(op));
         return;
     }

@@ -65,6 +65,11 @@ struct OperatorOptions {
     // the backward) travel in FP8 with a scale per 128 elements; the
     // combines stay in the activation type (docs/moe.md section 3b).
     bool fp8_dispatch = false;
+    // The stack's generation attention kernel (SoftwareProfile::
+    // decode_attention_issue): CUDA-core lane instructions per K/V element
+    // and query head of a decode step (one new token per sequence); 0 = a
+    // kernel that shares each KV head among its query heads on tensor cores.
+    double decode_attention_issue = 0.0;
 };
 
 // The shape of one pass of a micro-batch through a layer.

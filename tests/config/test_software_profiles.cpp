@@ -9,12 +9,15 @@
 
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md)
 
 using namespace sim;
 using namespace sim::config;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -57,13 +60,53 @@ TEST_CASE("software profiles: every stack of kSoftwareNames and the default ship
     // The default models no host cost: a run that names no stack behaves as before profiles.
     CHECK(d.kernel_issue == Time{});
     CHECK(d.kernel_efficiency == 1.0);
-    CHECK(software_profile_names().size() == kSoftwareNames.size() + 1);
+    // One general file per stack, plus the default, plus release files <stack>-<version>.yaml.
+    std::size_t general = 0;
+    for (const auto& n : software_profile_names()) {
+        const SoftwareProfile p = software_profile(n);
+        CHECK(n == (p.version.empty() ? p.name : p.name + "-" + p.version));
+        if (p.version.empty()) ++general;
+    }
+    CHECK(general == kSoftwareNames.size() + 1);
     // FP8 dispatch is opt-in: only DeepSeek's stack states it (docs/moe.md section 3b).
     CHECK_FALSE(d.moe_fp8_dispatch);
     CHECK_FALSE(software_profile("megatron-core").moe_fp8_dispatch);
     const SoftwareProfile hai = software_profile("hai-llm");
     CHECK(hai.moe_fp8_dispatch);
     CHECK(hai.moe_fp8_dispatch_from.kind == "source");
+}
+
+TEST_CASE("software profiles: a release's file is found by the longest prefix of its version") {
+    const fs::path dir = fs::temp_directory_path() / "parasim-test-software-versions";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const auto write = [&](const std::string& file, const std::string& version, double issue) {
+        std::string text = replace(kGood, "name: megatron-lm", "name: tensorrt-llm" + version);
+        text += "decode_attention_issue: {value: " + std::to_string(issue) + ", source: \"a test\"}\n";
+        std::ofstream(dir / file) << text;
+    };
+    write("tensorrt-llm.yaml", "", 0);
+    write("tensorrt-llm-0.6.yaml", "\nversion: \"0.6\"", 8);
+    const auto issue = [&](const std::string& v) { return software_profile("tensorrt-llm", v, dir.string()).decode_attention_issue; };
+    CHECK(issue("0.6.1") == 8);
+    CHECK(issue("v0.6.1") == 8);
+    CHECK(issue("0.6") == 8);
+    CHECK(issue("0.6a") == 8);    // a pre-release of 0.6
+    CHECK(issue("0.61") == 0);    // not a 0.6 release
+    CHECK(issue("0.7.0") == 0);
+    CHECK(issue("") == 0);
+    CHECK(issue("../tensorrt-llm-0.6") == 0);  // not a file name: the general profile
+    CHECK(software_profile("tensorrt-llm", "0.6.1", dir.string()).version == "0.6");
+    fs::remove_all(dir);
+}
+
+TEST_CASE("software profiles: the shipped TensorRT-LLM 0.6 file times generation attention per query head") {
+    const SoftwareProfile old = software_profile("tensorrt-llm", "0.6.1", "");
+    CHECK(old.version == "0.6");
+    CHECK(old.decode_attention_issue > 0);
+    CHECK(old.decode_attention_issue_from.kind == "fitted_on");
+    CHECK(software_profile("tensorrt-llm", "1.0", "").decode_attention_issue == 0);
+    CHECK(software_profile("tensorrt-llm").decode_attention_issue == 0);
 }
 
 TEST_CASE("software profiles: malformed files are errors at file:line:column naming the field") {
@@ -83,6 +126,13 @@ TEST_CASE("software profiles: malformed files are errors at file:line:column nam
           "software/megatron-lm.yaml:1:7: name: name 'nemo' differs from the file name 'megatron-lm'");
     CHECK(error_of(replace(kGood, "kernel_efficiency:", "kernel_eficiency:")).find("did you mean 'kernel_efficiency'") !=
           std::string::npos);
+    CHECK(error_of(replace(kGood, "description:", "version: \"0.6\"\ndescription:")) ==
+          "software/megatron-lm.yaml:1:7: name: name 'megatron-lm-0.6' differs from the file name 'megatron-lm'");
+    CHECK(error_of(replace(kGood, "description:", "version: \"../x\"\ndescription:")) ==
+          "software/megatron-lm.yaml:2:10: version: a version is letters, digits, '.', '-' or '_'");
+    CHECK(error_of(kGood + "decode_attention_issue: {value: 5000, source: x}\n").find("software/megatron-lm.yaml:9:33:") == 0);
+    CHECK(error_of(kGood + "decode_attention_issue: {value: 8}\n") ==
+          "software/megatron-lm.yaml:9:25: decode_attention_issue: a value needs its evidence: source: or fitted_on:");
 }
 
 TEST_CASE("software profiles: an unknown stack names the known profiles") {

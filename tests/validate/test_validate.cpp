@@ -396,6 +396,49 @@ TEST_CASE("validate: a whole-run point simulates exactly as its scenario file un
     }
 }
 
+TEST_CASE("validate: a point's software version picks its release's profile, and its scenario file does too") {
+    // infer-small, grouped-query (16 query heads, 2 KV heads): TensorRT-LLM 0.6's generation kernel,
+    // per query head (tensorrt-llm-0.6.yaml), is slower than the grouped kernel of later releases.
+    // A multi-head copy (kv_heads 16) stays HBM-bound: the same throughput under both.
+    const auto run = [](const std::string& text) {
+        const Dataset d = parse(text);
+        sim::validate::ValidateOptions o;
+        o.ids = {"infer-small"};
+        o.jobs = 1;
+        const auto r = sim::validate::validate(d, o);
+        REQUIRE(r.outcomes.size() == 1);
+        REQUIRE_FALSE(r.outcomes[0].skipped);
+        return r.outcomes[0].simulated;
+    };
+    const std::string at = "  measured: {metric: tokens_per_s, value: 1000}\n";
+    const auto with = [&](const std::string& text, const std::string& version) {
+        return replace(text, at, at + "  software: {name: tensorrt-llm, version: '" + version + "'}\n");
+    };
+    // Long contexts and 8 query heads per KV head, so that attention weighs in the decode step.
+    const std::string gqa = replace(replace(kDataset, "heads: 16, kv_heads: 4, ffn: 2816", "heads: 16, kv_heads: 2, ffn: 2816"),
+                                    "batch: 8, prompt_tokens: 128, output_tokens: 16", "batch: 16, prompt_tokens: 4096, output_tokens: 256");
+    const std::string mha = replace(gqa, "heads: 16, kv_heads: 2, ffn: 2816", "heads: 16, kv_heads: 16, ffn: 2816");
+    CHECK(run(with(gqa, "0.6.1")) < 0.9 * run(with(gqa, "1.0")));
+    CHECK(run(with(mha, "0.6.1")) == doctest::Approx(run(with(mha, "1.0"))).epsilon(1e-3));
+    // The point's scenario file names the version, and parasim run gets the same profile.
+    const Dataset d = parse(with(gqa, "0.6.1"));
+    const Point& p = point(d, "infer-small");
+    sim::config::GpuCatalog gpus;
+    const auto s = sim::validate::translate(p, gpus, sim::validate::ShippedClusters{});
+    REQUIRE_FALSE(s.skip);
+    CHECK(s.scenario.profile.version == "0.6");
+    const auto file = std::filesystem::temp_directory_path() /
+                      ("parasim-validate-" + std::to_string(::getpid()) + "-version.yaml");
+    {
+        std::ofstream out(file);
+        out << sim::validate::scenario_yaml(p, s);
+    }
+    const auto sc = sim::config::load_scenario(file.string(), {});
+    std::filesystem::remove(file);
+    CHECK(sc.profile.version == "0.6");
+    CHECK(*sim::report::run_strategy(sc, sc.strategies.front(), {}).metrics.tokens_per_s == run(with(gqa, "0.6.1")));
+}
+
 TEST_CASE("validate: kernel and collective points are the cost model's and the collective engine's numbers") {
     const Dataset d = parse(kDataset);
     sim::config::GpuCatalog gpus;
