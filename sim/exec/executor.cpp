@@ -268,26 +268,9 @@ private:
         const hw::KernelDesc& k = plan_.kernels[t.kernel];
         hw::L2Cache& l2 = l2_[t.gpu];
         const Bytes hit = l2.access(k.tensors);
-        const hw::KernelCost c = kernel_cost(t.kernel, k, hit);
-        Time duration = c.duration;
-        if (active_comm_[t.gpu] > 0) {
-            // A collective running beside the kernel holds comm_sms SMs and
-            // streams its bytes through HBM; the kernel slows accordingly
-            // (docs/hardware-model.md §5a).
-            const double sm_factor = static_cast<double>(gpu_.sm_count) /
-                                     std::max(1.0, static_cast<double>(gpu_.sm_count - comm_sms_));
-            const double link = lib_.comm_hbm_share * (gpu_.nvlink_bandwidth.bytes_per_s > 0
-                                                           ? gpu_.nvlink_bandwidth.bytes_per_s
-                                                           : gpu_.pcie_bandwidth.bytes_per_s);
-            const double hbm_factor = gpu_.memory_bandwidth.bytes_per_s /
-                                      std::max(1.0, gpu_.memory_bandwidth.bytes_per_s - link);
-            const Time compute = Time::from_seconds_ceil(c.compute_time.seconds() * sm_factor);
-            const Time memory = Time::from_seconds_ceil(c.memory_time.seconds() * hbm_factor);
-            duration = c.launch_overhead + std::max({compute, memory, c.l2_time});
-        }
-        if (options_.kernel_efficiency != 1.0)
-            duration = c.launch_overhead +
-                       Time::from_seconds_ceil((duration - c.launch_overhead).seconds() / options_.kernel_efficiency);
+        CostMemo& m = kernel_cost(t.kernel, k, hit);
+        const hw::KernelCost& c = m.cost;
+        const Time duration = kernel_duration(m, active_comm_[t.gpu] > 0);
         GpuRecord& rec = result_.gpus[t.gpu];
         // L2 hit rate counts every byte the kernel requests: its tiling
         // re-reads within the kernel plus the cross-kernel residency hits.
@@ -308,15 +291,48 @@ private:
     // the members of a stage run one shared descriptor at about the same
     // time with the same hits: a small direct-mapped memo spares the repeated
     // tile searches. Same results as calling the model each time.
-    hw::KernelCost kernel_cost(std::uint32_t kernel, const hw::KernelDesc& k, Bytes hit) {
+    // The entry also keeps the kernel's durations (alone and beside a
+    // collective), filled when first needed: pure functions of the cost and
+    // of constants of the run, so the same values as computing them per
+    // kernel, without two float-to-time conversions per kernel.
+    struct CostMemo;
+    CostMemo& kernel_cost(std::uint32_t kernel, const hw::KernelDesc& k, Bytes hit) {
         const std::uint64_t h = (static_cast<std::uint64_t>(kernel) * 0x9E3779B97F4A7C15ULL) ^ (hit.value * 0xC2B2AE3D27D4EB4FULL);
         CostMemo& m = cost_memo_[static_cast<std::size_t>(h >> 52) & (kCostMemoSize - 1)];
         if (m.kernel != kernel || m.hit != hit) {
             m.cost = cm_.cost(gpu_, k, hw::L2Residency{hit});
             m.kernel = kernel;
             m.hit = hit;
+            m.has_duration = {false, false};
         }
-        return m.cost;
+        return m;
+    }
+
+    Time kernel_duration(CostMemo& m, bool contended) {
+        if (m.has_duration[contended]) return m.duration[contended];
+        const hw::KernelCost& c = m.cost;
+        Time duration = c.duration;
+        if (contended) {
+            // A collective running beside the kernel holds comm_sms SMs and
+            // streams its bytes through HBM; the kernel slows accordingly
+            // (docs/hardware-model.md §5a).
+            const double sm_factor = static_cast<double>(gpu_.sm_count) /
+                                     std::max(1.0, static_cast<double>(gpu_.sm_count - comm_sms_));
+            const double link = lib_.comm_hbm_share * (gpu_.nvlink_bandwidth.bytes_per_s > 0
+                                                           ? gpu_.nvlink_bandwidth.bytes_per_s
+                                                           : gpu_.pcie_bandwidth.bytes_per_s);
+            const double hbm_factor = gpu_.memory_bandwidth.bytes_per_s /
+                                      std::max(1.0, gpu_.memory_bandwidth.bytes_per_s - link);
+            const Time compute = Time::from_seconds_ceil(c.compute_time.seconds() * sm_factor);
+            const Time memory = Time::from_seconds_ceil(c.memory_time.seconds() * hbm_factor);
+            duration = c.launch_overhead + std::max({compute, memory, c.l2_time});
+        }
+        if (options_.kernel_efficiency != 1.0)
+            duration = c.launch_overhead +
+                       Time::from_seconds_ceil((duration - c.launch_overhead).seconds() / options_.kernel_efficiency);
+        m.duration[contended] = duration;
+        m.has_duration[contended] = true;
+        return duration;
     }
 
     void finish(std::uint32_t id) {
@@ -395,6 +411,8 @@ private:
         std::uint32_t kernel = parallel::kNone;
         Bytes hit;
         hw::KernelCost cost;
+        std::array<Time, 2> duration{};             // [contended]
+        std::array<bool, 2> has_duration{};
     };
     static constexpr std::size_t kCostMemoSize = 4096;
     std::vector<CostMemo> cost_memo_ = std::vector<CostMemo>(kCostMemoSize);

@@ -13,6 +13,7 @@
 // only the compute of the identical peers is not repeated.
 #pragma once
 
+#include "sim/core/pod_vector.h"
 #include "sim/hw/kernel.h"
 #include "sim/net/collective.h"
 
@@ -65,8 +66,10 @@ struct Group {
 
 struct Plan {
     std::vector<int> simulated_gpus;      // real GPU id of each simulated (local) GPU
-    std::vector<Task> tasks;
-    std::vector<std::uint32_t> deps;
+    // Grown with realloc (sim/core/pod_vector.h): tens of millions of tasks
+    // at thousands of GPUs, which a std::vector would copy at every doubling.
+    PodVector<Task> tasks;
+    PodVector<std::uint32_t> deps;
     std::vector<hw::KernelDesc> kernels;
     std::vector<Group> groups;
     // Program order of each simulated GPU's streams: streams[local][stream] = task ids.
