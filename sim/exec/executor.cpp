@@ -6,7 +6,7 @@
 #include "sim/core/error.h"
 #include "sim/core/simulation.h"
 #include "sim/exec/comm_tuning.h"
-#include "sim/hw/l2_cache.h"
+#include "sim/exec/shared_l2.h"
 #include "sim/net/collective.h"
 #include "sim/net/flow_network.h"
 
@@ -30,7 +30,7 @@ public:
         : plan_(plan), gpu_(gpu), topo_(topo), cm_(cm), options_(options), flows_(sim_, topo), coll_(sim_, flows_, topo),
           lib_(options.collectives ? *options.collectives : config::collective_library()),
           comm_sms_(options.comm_sms.value_or(lib_.comm_sms)), tuning_(tuning_for(gpu, topo.spec(), lib_)),
-          request_template_(make_request(gpu, topo.spec(), lib_)) {
+          request_template_(make_request(gpu, topo.spec(), lib_)), l2_(plan, gpu.l2_size) {
         const std::size_t n = plan.tasks.size();
         remaining_.resize(n);
         result_.task_kind.resize(n);
@@ -78,8 +78,6 @@ public:
             issue_ring_stride_ = ring_gpus;
             issue_ring_.assign(ring_gpus * depth, Time{});
         }
-        l2_.reserve(g);
-        for (std::size_t i = 0; i < g; ++i) l2_.emplace_back(gpu.l2_size);
         result_.gpus.resize(g);
         for (std::size_t i = 0; i < g; ++i) result_.gpus[i].real_gpu = plan.simulated_gpus[i];
         sim_.reserve(1024);
@@ -266,8 +264,7 @@ private:
 
     void start_kernel(std::uint32_t id, const Task& t) {
         const hw::KernelDesc& k = plan_.kernels[t.kernel];
-        hw::L2Cache& l2 = l2_[t.gpu];
-        const Bytes hit = l2.access(k.tensors);
+        const Bytes hit = l2_.access(t.gpu, heads_[t.gpu][static_cast<std::size_t>(t.stream)], k);
         CostMemo& m = kernel_cost(t.kernel, k, hit);
         const hw::KernelCost& c = m.cost;
         const Time duration = kernel_duration(m, active_comm_[t.gpu] > 0);
@@ -380,6 +377,8 @@ private:
     // not per transfer or collective.
     CommTuning tuning_;
     net::CollectiveRequest request_template_;
+    // L2 residency per group of GPUs with the same kernel sequence (shared_l2.h).
+    SharedL2 l2_;
     // Dependencies not yet done per task; kStarted once it started (one
     // array, so deciding whether a task can start is one cache line).
     static constexpr std::uint32_t kStarted = UINT32_MAX;
@@ -406,7 +405,6 @@ private:
     std::array<std::vector<std::uint32_t>, kStreamCount> order_;
     std::array<std::size_t, kStreamCount> order_len_{};
     std::vector<std::uint32_t> slot_, by_slot_;
-    std::vector<hw::L2Cache> l2_;
     struct CostMemo {
         std::uint32_t kernel = parallel::kNone;
         Bytes hit;

@@ -1,0 +1,102 @@
+// SharedL2: GPUs with the same compute-stream kernel sequence share one L2
+// model and read its recorded hits; others get a model of their own. Hand-
+// computed hits on a 200-byte L2 (docs/hardware-model.md §5: reads of
+// resident tensors hit, then every used tensor becomes most recent).
+#include "sim/exec/shared_l2.h"
+
+#include <doctest/doctest.h>
+
+#include <vector>
+
+TEST_SUITE_BEGIN("unit");
+
+using sim::Bytes;
+using sim::exec::SharedL2;
+using sim::parallel::Plan;
+using sim::parallel::StreamKind;
+using sim::parallel::Task;
+using sim::parallel::TaskKind;
+
+namespace {
+
+// Kernel A reads tensor 1 (60 B) and writes tensor 2 (10 B); kernel B reads
+// tensor 3 (50 B). On a 200-byte L2 nothing is evicted.
+struct Fixture {
+    Plan plan;
+    std::uint32_t a = 0, b = 0;
+    Fixture() {
+        sim::hw::KernelDesc ka;
+        ka.name = "A";
+        ka.tensors = {{1, Bytes{60}, false}, {2, Bytes{10}, true}};
+        sim::hw::KernelDesc kb;
+        kb.name = "B";
+        kb.tensors = {{3, Bytes{50}, false}};
+        a = plan.add_kernel(ka);
+        b = plan.add_kernel(kb);
+    }
+    void gpus(std::size_t n) {
+        for (std::size_t i = 0; i < n; ++i) plan.simulated_gpus.push_back(static_cast<int>(i));
+        plan.streams.resize(n);
+    }
+    void kernel(std::uint32_t gpu, std::uint32_t k, StreamKind s = StreamKind::compute) {
+        Task t;
+        t.kind = TaskKind::kernel;
+        t.stream = s;
+        t.gpu = gpu;
+        t.kernel = k;
+        plan.add(t, {});
+    }
+    const sim::hw::KernelDesc& desc(std::uint32_t k) const { return plan.kernels[k]; }
+};
+
+}  // namespace
+
+TEST_CASE("GPUs with the same kernel sequence share the L2 model; hits as one model per GPU") {
+    Fixture f;
+    f.gpus(3);
+    // GPUs 0 and 1: A, B, A. GPU 2: A, A, B.
+    for (std::uint32_t g = 0; g < 2; ++g) {
+        f.kernel(g, f.a);
+        f.kernel(g, f.b);
+        f.kernel(g, f.a);
+    }
+    f.kernel(2, f.a);
+    f.kernel(2, f.a);
+    f.kernel(2, f.b);
+    SharedL2 l2(f.plan, Bytes{200});
+    CHECK(l2.group_count() == 2);
+    CHECK(l2.group_of(0) == l2.group_of(1));
+    CHECK(l2.group_of(0) != l2.group_of(2));
+    // GPU 0 runs all three first (advancing the model), GPU 1 then reads the
+    // record, GPU 2 interleaved with them. A, B, A: 0, 0, then tensor 1's 60.
+    CHECK(l2.access(0, 0, f.desc(f.a)).value == 0);
+    CHECK(l2.access(2, 0, f.desc(f.a)).value == 0);
+    CHECK(l2.access(0, 1, f.desc(f.b)).value == 0);
+    CHECK(l2.access(0, 2, f.desc(f.a)).value == 60);
+    CHECK(l2.access(1, 0, f.desc(f.a)).value == 0);
+    // A, A, B: the second A finds tensor 1 (60 B); B misses.
+    CHECK(l2.access(2, 1, f.desc(f.a)).value == 60);
+    CHECK(l2.access(1, 1, f.desc(f.b)).value == 0);
+    CHECK(l2.access(1, 2, f.desc(f.a)).value == 60);
+    CHECK(l2.access(2, 2, f.desc(f.b)).value == 0);
+}
+
+TEST_CASE("a GPU with a kernel off the compute stream keeps an L2 model of its own") {
+    Fixture f;
+    f.gpus(2);
+    for (std::uint32_t g = 0; g < 2; ++g) {
+        f.kernel(g, f.a);
+        f.kernel(g, f.a);
+    }
+    f.kernel(1, f.b, StreamKind::tp_comm);
+    SharedL2 l2(f.plan, Bytes{200});
+    CHECK(l2.group_count() == 2);
+    CHECK(l2.group_of(0) != l2.group_of(1));
+    // GPU 1's own model: its second A hits whatever GPU 0 did.
+    CHECK(l2.access(1, 0, f.desc(f.a)).value == 0);
+    CHECK(l2.access(1, 1, f.desc(f.a)).value == 60);
+    CHECK(l2.access(0, 0, f.desc(f.a)).value == 0);
+    CHECK(l2.access(0, 1, f.desc(f.a)).value == 60);
+}
+
+TEST_SUITE_END();
