@@ -264,7 +264,7 @@ private:
 
     void start_kernel(std::uint32_t id, const Task& t) {
         const hw::KernelDesc& k = plan_.kernels[t.kernel];
-        const Bytes hit = l2_.access(t.gpu, heads_[t.gpu][static_cast<std::size_t>(t.stream)], k);
+        const Bytes hit = l2_.access(t.gpu, heads_[t.gpu][static_cast<std::size_t>(t.stream)], t.kernel);
         CostMemo& m = kernel_cost(t.kernel, k, hit);
         const hw::KernelCost& c = m.cost;
         const Time duration = kernel_duration(m, active_comm_[t.gpu] > 0);

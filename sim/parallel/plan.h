@@ -78,6 +78,15 @@ struct Plan {
     // decode step of each micro-batch); meaning is set by the plan builder.
     std::vector<std::uint32_t> markers;
     int gpus_represented = 0;             // real GPUs the plan stands for
+    // Per simulated GPU, kept by add(): a hash of its compute stream's
+    // kernel descriptors in program order (kNone for other tasks), and
+    // whether it has a kernel on another stream. The executor's shared L2
+    // models (sim/exec/shared_l2.h) group GPUs by it and check every
+    // position as they run, so a collision costs time, never a result.
+    std::vector<std::uint64_t> compute_hash;
+    std::vector<std::uint8_t> kernel_off_compute;
+    static constexpr std::uint64_t kHashBasis = 0xcbf29ce484222325ULL;
+    static std::uint64_t hash_step(std::uint64_t h, std::uint32_t kernel) { return (h ^ kernel) * 0x100000001b3ULL; }
 
     std::uint32_t add_kernel(const hw::KernelDesc& k);
     // Adds a task with its dependencies; appends it to its stream(s).

@@ -1,5 +1,6 @@
 // SharedL2: GPUs with the same compute-stream kernel sequence share one L2
-// model and read its recorded hits; others get a model of their own. Hand-
+// model and read its recorded hits; others get a model of their own, also
+// when the plan's hashes say they are the same (a collision, forced here). Hand-
 // computed hits on a 200-byte L2 (docs/hardware-model.md §5: reads of
 // resident tensors hit, then every used tensor becomes most recent).
 #include "sim/exec/shared_l2.h"
@@ -46,7 +47,14 @@ struct Fixture {
         t.kernel = k;
         plan.add(t, {});
     }
-    const sim::hw::KernelDesc& desc(std::uint32_t k) const { return plan.kernels[k]; }
+    void other(std::uint32_t gpu) {  // a zero-byte copy on the compute stream: not a kernel
+        Task t;
+        t.kind = TaskKind::transfer;
+        t.stream = StreamKind::compute;
+        t.gpu = gpu;
+        t.peer = gpu;
+        plan.add(t, {});
+    }
 };
 
 }  // namespace
@@ -69,16 +77,16 @@ TEST_CASE("GPUs with the same kernel sequence share the L2 model; hits as one mo
     CHECK(l2.group_of(0) != l2.group_of(2));
     // GPU 0 runs all three first (advancing the model), GPU 1 then reads the
     // record, GPU 2 interleaved with them. A, B, A: 0, 0, then tensor 1's 60.
-    CHECK(l2.access(0, 0, f.desc(f.a)).value == 0);
-    CHECK(l2.access(2, 0, f.desc(f.a)).value == 0);
-    CHECK(l2.access(0, 1, f.desc(f.b)).value == 0);
-    CHECK(l2.access(0, 2, f.desc(f.a)).value == 60);
-    CHECK(l2.access(1, 0, f.desc(f.a)).value == 0);
+    CHECK(l2.access(0, 0, f.a).value == 0);
+    CHECK(l2.access(2, 0, f.a).value == 0);
+    CHECK(l2.access(0, 1, f.b).value == 0);
+    CHECK(l2.access(0, 2, f.a).value == 60);
+    CHECK(l2.access(1, 0, f.a).value == 0);
     // A, A, B: the second A finds tensor 1 (60 B); B misses.
-    CHECK(l2.access(2, 1, f.desc(f.a)).value == 60);
-    CHECK(l2.access(1, 1, f.desc(f.b)).value == 0);
-    CHECK(l2.access(1, 2, f.desc(f.a)).value == 60);
-    CHECK(l2.access(2, 2, f.desc(f.b)).value == 0);
+    CHECK(l2.access(2, 1, f.a).value == 60);
+    CHECK(l2.access(1, 1, f.b).value == 0);
+    CHECK(l2.access(1, 2, f.a).value == 60);
+    CHECK(l2.access(2, 2, f.b).value == 0);
 }
 
 TEST_CASE("a GPU with a kernel off the compute stream keeps an L2 model of its own") {
@@ -93,10 +101,61 @@ TEST_CASE("a GPU with a kernel off the compute stream keeps an L2 model of its o
     CHECK(l2.group_count() == 2);
     CHECK(l2.group_of(0) != l2.group_of(1));
     // GPU 1's own model: its second A hits whatever GPU 0 did.
-    CHECK(l2.access(1, 0, f.desc(f.a)).value == 0);
-    CHECK(l2.access(1, 1, f.desc(f.a)).value == 60);
-    CHECK(l2.access(0, 0, f.desc(f.a)).value == 0);
-    CHECK(l2.access(0, 1, f.desc(f.a)).value == 60);
+    CHECK(l2.access(1, 0, f.a).value == 0);
+    CHECK(l2.access(1, 1, f.a).value == 60);
+    CHECK(l2.access(0, 0, f.a).value == 0);
+    CHECK(l2.access(0, 1, f.a).value == 60);
+}
+
+TEST_CASE("GPUs grouped by a colliding hash still get their own hits") {
+    Fixture f;
+    f.gpus(3);
+    // GPU 0: A, B, B. GPU 1: A, A, B. GPU 2: A, (a copy), B.
+    f.kernel(0, f.a);
+    f.kernel(0, f.b);
+    f.kernel(0, f.b);
+    f.kernel(1, f.a);
+    f.kernel(1, f.a);
+    f.kernel(1, f.b);
+    f.kernel(2, f.a);
+    f.other(2);
+    f.kernel(2, f.b);
+    CHECK(f.plan.compute_hash[0] != f.plan.compute_hash[1]);
+    f.plan.compute_hash[1] = f.plan.compute_hash[2] = f.plan.compute_hash[0];
+    SharedL2 l2(f.plan, Bytes{200});
+    CHECK(l2.group_of(0) == l2.group_of(1));
+    CHECK(l2.group_of(0) == l2.group_of(2));
+    // GPU 0 first: A 0, B 0, B 50 (tensor 3 resident).
+    CHECK(l2.access(0, 0, f.a).value == 0);
+    CHECK(l2.access(0, 1, f.b).value == 0);
+    CHECK(l2.access(0, 2, f.b).value == 50);
+    // GPU 1 differs at position 1 (A where the record has B): A hits 60, then B misses.
+    CHECK(l2.access(1, 0, f.a).value == 0);
+    CHECK(l2.access(1, 1, f.a).value == 60);
+    CHECK(l2.access(1, 2, f.b).value == 0);
+    // GPU 2 skips position 1, where the record has B: its B misses (the record says 50).
+    CHECK(l2.access(2, 0, f.a).value == 0);
+    CHECK(l2.access(2, 2, f.b).value == 0);
+    CHECK(l2.group_of(1) != l2.group_of(0));
+    CHECK(l2.group_of(2) != l2.group_of(0));
+}
+
+TEST_CASE("a GPU that differs while advancing the shared model leaves it for the others") {
+    Fixture f;
+    f.gpus(2);
+    // GPU 0: A, B, A. GPU 1: A, A, A; the hashes forced equal; GPU 1 runs first.
+    f.kernel(0, f.a);
+    f.kernel(0, f.b);
+    f.kernel(0, f.a);
+    for (int i = 0; i < 3; ++i) f.kernel(1, f.a);
+    f.plan.compute_hash[1] = f.plan.compute_hash[0];
+    SharedL2 l2(f.plan, Bytes{200});
+    CHECK(l2.access(1, 0, f.a).value == 0);
+    CHECK(l2.access(1, 1, f.a).value == 60);
+    CHECK(l2.access(1, 2, f.a).value == 60);
+    CHECK(l2.access(0, 0, f.a).value == 0);
+    CHECK(l2.access(0, 1, f.b).value == 0);
+    CHECK(l2.access(0, 2, f.a).value == 60);
 }
 
 TEST_SUITE_END();
