@@ -295,7 +295,7 @@ private:
     struct CostMemo;
     CostMemo& kernel_cost(std::uint32_t kernel, const hw::KernelDesc& k, Bytes hit) {
         const std::uint64_t h = (static_cast<std::uint64_t>(kernel) * 0x9E3779B97F4A7C15ULL) ^ (hit.value * 0xC2B2AE3D27D4EB4FULL);
-        CostMemo& m = cost_memo_[static_cast<std::size_t>(h >> 52) & (kCostMemoSize - 1)];
+        CostMemo& m = cost_memo_[static_cast<std::size_t>(h >> 52) & (cost_memo_.size() - 1)];
         if (m.kernel != kernel || m.hit != hit) {
             m.cost = cm_.cost(gpu_, k, hw::L2Residency{hit});
             m.kernel = kernel;
@@ -412,8 +412,16 @@ private:
         std::array<Time, 2> duration{};             // [contended]
         std::array<bool, 2> has_duration{};
     };
+    // A power of two up to 4096 entries, about two per descriptor: serving
+    // builds an executor for every small plan it prices, and clearing 4096
+    // entries each time cost more than the plan's run.
     static constexpr std::size_t kCostMemoSize = 4096;
-    std::vector<CostMemo> cost_memo_ = std::vector<CostMemo>(kCostMemoSize);
+    static std::size_t cost_memo_size(std::size_t kernels) {
+        std::size_t n = 64;
+        while (n < kCostMemoSize && n < 2 * kernels) n *= 2;
+        return n;
+    }
+    std::vector<CostMemo> cost_memo_ = std::vector<CostMemo>(cost_memo_size(plan_.kernels.size()));
     ExecResult result_;
 };
 

@@ -19,7 +19,9 @@ SharedL2::SharedL2(const parallel::Plan& plan, Bytes capacity) : plan_(plan), ca
     // Candidates: the same hash and length. A GPU with a kernel on another
     // stream (only hand-built plans have one) keeps a model of its own: its
     // kernels' order is then a matter of timing.
-    const bool hashed = plan.compute_hash.size() == g && plan.kernel_off_compute.size() == g;
+    // Below kShareGpus a model per GPU is cheaper than grouping: serving
+    // runs plans of a few GPUs for every iteration cost it prices.
+    const bool hashed = g >= kShareGpus && plan.compute_hash.size() == g && plan.kernel_off_compute.size() == g;
     std::unordered_map<std::uint64_t, std::uint32_t> first;  // (hash, length) mixed -> group
     std::vector<std::size_t> members;
     std::vector<std::size_t> length;

@@ -60,6 +60,9 @@ public:
         return h;
     }
 
+    // Plans of fewer GPUs keep one model per GPU (no grouping, no record).
+    static constexpr std::size_t kShareGpus = 32;
+
     std::size_t group_count() const { return groups_.size(); }
     std::uint32_t group_of(std::uint32_t gpu) const { return group_[gpu]; }
 

@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <vector>
 
 TEST_SUITE_BEGIN("unit");
@@ -35,9 +36,12 @@ struct Fixture {
         a = plan.add_kernel(ka);
         b = plan.add_kernel(kb);
     }
-    void gpus(std::size_t n) {
-        for (std::size_t i = 0; i < n; ++i) plan.simulated_gpus.push_back(static_cast<int>(i));
-        plan.streams.resize(n);
+    // GPUs 0..n-1 run the test's tasks; idle ones pad the plan to the size
+    // from which the executor groups GPUs (they form one group of their own).
+    void gpus(std::size_t n, bool pad = true) {
+        const std::size_t total = pad ? std::max(n, SharedL2::kShareGpus) : n;
+        for (std::size_t i = 0; i < total; ++i) plan.simulated_gpus.push_back(static_cast<int>(i));
+        plan.streams.resize(total);
     }
     void kernel(std::uint32_t gpu, std::uint32_t k, StreamKind s = StreamKind::compute) {
         Task t;
@@ -72,7 +76,7 @@ TEST_CASE("GPUs with the same kernel sequence share the L2 model; hits as one mo
     f.kernel(2, f.a);
     f.kernel(2, f.b);
     SharedL2 l2(f.plan, Bytes{200});
-    CHECK(l2.group_count() == 2);
+    CHECK(l2.group_count() == 3);  // with the idle GPUs' group
     CHECK(l2.group_of(0) == l2.group_of(1));
     CHECK(l2.group_of(0) != l2.group_of(2));
     // GPU 0 runs all three first (advancing the model), GPU 1 then reads the
@@ -98,13 +102,29 @@ TEST_CASE("a GPU with a kernel off the compute stream keeps an L2 model of its o
     }
     f.kernel(1, f.b, StreamKind::tp_comm);
     SharedL2 l2(f.plan, Bytes{200});
-    CHECK(l2.group_count() == 2);
+    CHECK(l2.group_count() == 3);  // with the idle GPUs' group
     CHECK(l2.group_of(0) != l2.group_of(1));
     // GPU 1's own model: its second A hits whatever GPU 0 did.
     CHECK(l2.access(1, 0, f.a).value == 0);
     CHECK(l2.access(1, 1, f.a).value == 60);
     CHECK(l2.access(0, 0, f.a).value == 0);
     CHECK(l2.access(0, 1, f.a).value == 60);
+}
+
+TEST_CASE("a plan of fewer GPUs than kShareGpus keeps one L2 model per GPU") {
+    Fixture f;
+    f.gpus(2, false);
+    for (std::uint32_t g = 0; g < 2; ++g) {
+        f.kernel(g, f.a);
+        f.kernel(g, f.a);
+    }
+    SharedL2 l2(f.plan, Bytes{200});
+    CHECK(l2.group_count() == 2);
+    CHECK(l2.group_of(0) != l2.group_of(1));
+    CHECK(l2.access(0, 0, f.a).value == 0);
+    CHECK(l2.access(0, 1, f.a).value == 60);
+    CHECK(l2.access(1, 0, f.a).value == 0);
+    CHECK(l2.access(1, 1, f.a).value == 60);
 }
 
 TEST_CASE("GPUs grouped by a colliding hash still get their own hits") {
