@@ -6,7 +6,7 @@
 #include "sim/core/error.h"
 #include "sim/core/simulation.h"
 #include "sim/exec/comm_tuning.h"
-#include "sim/hw/l2_cache.h"
+#include "sim/exec/shared_l2.h"
 #include "sim/net/collective.h"
 #include "sim/net/flow_network.h"
 
@@ -30,7 +30,7 @@ public:
         : plan_(plan), gpu_(gpu), topo_(topo), cm_(cm), options_(options), flows_(sim_, topo), coll_(sim_, flows_, topo),
           lib_(options.collectives ? *options.collectives : config::collective_library()),
           comm_sms_(options.comm_sms.value_or(lib_.comm_sms)), tuning_(tuning_for(gpu, topo.spec(), lib_)),
-          request_template_(make_request(gpu, topo.spec(), lib_)) {
+          request_template_(make_request(gpu, topo.spec(), lib_)), l2_(plan, gpu.l2_size) {
         const std::size_t n = plan.tasks.size();
         remaining_.resize(n);
         result_.task_kind.resize(n);
@@ -78,8 +78,6 @@ public:
             issue_ring_stride_ = ring_gpus;
             issue_ring_.assign(ring_gpus * depth, Time{});
         }
-        l2_.reserve(g);
-        for (std::size_t i = 0; i < g; ++i) l2_.emplace_back(gpu.l2_size);
         result_.gpus.resize(g);
         for (std::size_t i = 0; i < g; ++i) result_.gpus[i].real_gpu = plan.simulated_gpus[i];
         sim_.reserve(1024);
@@ -267,28 +265,10 @@ private:
 
     void start_kernel(std::uint32_t id, const Task& t) {
         const hw::KernelDesc& k = plan_.kernels[t.kernel];
-        hw::L2Cache& l2 = l2_[t.gpu];
-        const Bytes hit = l2.access(k.tensors);
-        const hw::KernelCost c = kernel_cost(t.kernel, k, hit);
-        Time duration = c.duration;
-        if (active_comm_[t.gpu] > 0) {
-            // A collective running beside the kernel holds comm_sms SMs and
-            // streams its bytes through HBM; the kernel slows accordingly
-            // (docs/hardware-model.md §5a).
-            const double sm_factor = static_cast<double>(gpu_.sm_count) /
-                                     std::max(1.0, static_cast<double>(gpu_.sm_count - comm_sms_));
-            const double link = lib_.comm_hbm_share * (gpu_.nvlink_bandwidth.bytes_per_s > 0
-                                                           ? gpu_.nvlink_bandwidth.bytes_per_s
-                                                           : gpu_.pcie_bandwidth.bytes_per_s);
-            const double hbm_factor = gpu_.memory_bandwidth.bytes_per_s /
-                                      std::max(1.0, gpu_.memory_bandwidth.bytes_per_s - link);
-            const Time compute = Time::from_seconds_ceil(c.compute_time.seconds() * sm_factor);
-            const Time memory = Time::from_seconds_ceil(c.memory_time.seconds() * hbm_factor);
-            duration = c.launch_overhead + std::max({compute, memory, c.l2_time});
-        }
-        if (options_.kernel_efficiency != 1.0)
-            duration = c.launch_overhead +
-                       Time::from_seconds_ceil((duration - c.launch_overhead).seconds() / options_.kernel_efficiency);
+        const Bytes hit = l2_.access(t.gpu, heads_[t.gpu][static_cast<std::size_t>(t.stream)], t.kernel);
+        CostMemo& m = kernel_cost(t.kernel, k, hit);
+        const hw::KernelCost& c = m.cost;
+        const Time duration = kernel_duration(m, active_comm_[t.gpu] > 0);
         GpuRecord& rec = result_.gpus[t.gpu];
         // L2 hit rate counts every byte the kernel requests: its tiling
         // re-reads within the kernel plus the cross-kernel residency hits.
@@ -309,15 +289,48 @@ private:
     // the members of a stage run one shared descriptor at about the same
     // time with the same hits: a small direct-mapped memo spares the repeated
     // tile searches. Same results as calling the model each time.
-    hw::KernelCost kernel_cost(std::uint32_t kernel, const hw::KernelDesc& k, Bytes hit) {
+    // The entry also keeps the kernel's durations (alone and beside a
+    // collective), filled when first needed: pure functions of the cost and
+    // of constants of the run, so the same values as computing them per
+    // kernel, without two float-to-time conversions per kernel.
+    struct CostMemo;
+    CostMemo& kernel_cost(std::uint32_t kernel, const hw::KernelDesc& k, Bytes hit) {
         const std::uint64_t h = (static_cast<std::uint64_t>(kernel) * 0x9E3779B97F4A7C15ULL) ^ (hit.value * 0xC2B2AE3D27D4EB4FULL);
-        CostMemo& m = cost_memo_[static_cast<std::size_t>(h >> 52) & (kCostMemoSize - 1)];
+        CostMemo& m = cost_memo_[static_cast<std::size_t>(h >> 52) & (cost_memo_.size() - 1)];
         if (m.kernel != kernel || m.hit != hit) {
             m.cost = cm_.cost(gpu_, k, hw::L2Residency{hit});
             m.kernel = kernel;
             m.hit = hit;
+            m.has_duration = {false, false};
         }
-        return m.cost;
+        return m;
+    }
+
+    Time kernel_duration(CostMemo& m, bool contended) {
+        if (m.has_duration[contended]) return m.duration[contended];
+        const hw::KernelCost& c = m.cost;
+        Time duration = c.duration;
+        if (contended) {
+            // A collective running beside the kernel holds comm_sms SMs and
+            // streams its bytes through HBM; the kernel slows accordingly
+            // (docs/hardware-model.md §5a).
+            const double sm_factor = static_cast<double>(gpu_.sm_count) /
+                                     std::max(1.0, static_cast<double>(gpu_.sm_count - comm_sms_));
+            const double link = lib_.comm_hbm_share * (gpu_.nvlink_bandwidth.bytes_per_s > 0
+                                                           ? gpu_.nvlink_bandwidth.bytes_per_s
+                                                           : gpu_.pcie_bandwidth.bytes_per_s);
+            const double hbm_factor = gpu_.memory_bandwidth.bytes_per_s /
+                                      std::max(1.0, gpu_.memory_bandwidth.bytes_per_s - link);
+            const Time compute = Time::from_seconds_ceil(c.compute_time.seconds() * sm_factor);
+            const Time memory = Time::from_seconds_ceil(c.memory_time.seconds() * hbm_factor);
+            duration = c.launch_overhead + std::max({compute, memory, c.l2_time});
+        }
+        if (options_.kernel_efficiency != 1.0)
+            duration = c.launch_overhead +
+                       Time::from_seconds_ceil((duration - c.launch_overhead).seconds() / options_.kernel_efficiency);
+        m.duration[contended] = duration;
+        m.has_duration[contended] = true;
+        return duration;
     }
 
     void finish(std::uint32_t id) {
@@ -365,6 +378,8 @@ private:
     // not per transfer or collective.
     CommTuning tuning_;
     net::CollectiveRequest request_template_;
+    // L2 residency per group of GPUs with the same kernel sequence (shared_l2.h).
+    SharedL2 l2_;
     // Dependencies not yet done per task; kStarted once it started (one
     // array, so deciding whether a task can start is one cache line).
     static constexpr std::uint32_t kStarted = UINT32_MAX;
@@ -391,14 +406,23 @@ private:
     std::array<std::vector<std::uint32_t>, kStreamCount> order_;
     std::array<std::size_t, kStreamCount> order_len_{};
     std::vector<std::uint32_t> slot_, by_slot_;
-    std::vector<hw::L2Cache> l2_;
     struct CostMemo {
         std::uint32_t kernel = parallel::kNone;
         Bytes hit;
         hw::KernelCost cost;
+        std::array<Time, 2> duration{};             // [contended]
+        std::array<bool, 2> has_duration{};
     };
+    // A power of two up to 4096 entries, about two per descriptor: serving
+    // builds an executor for every small plan it prices, and clearing 4096
+    // entries each time cost more than the plan's run.
     static constexpr std::size_t kCostMemoSize = 4096;
-    std::vector<CostMemo> cost_memo_ = std::vector<CostMemo>(kCostMemoSize);
+    static std::size_t cost_memo_size(std::size_t kernels) {
+        std::size_t n = 64;
+        while (n < kCostMemoSize && n < 2 * kernels) n *= 2;
+        return n;
+    }
+    std::vector<CostMemo> cost_memo_ = std::vector<CostMemo>(cost_memo_size(plan_.kernels.size()));
     ExecResult result_;
 };
 

@@ -32,6 +32,25 @@ Bytes L2Cache::access(const std::vector<TensorUse>& uses) {
 void L2Cache::touch(std::uint64_t id, std::uint64_t size) {
     if (const std::uint32_t n = find(id); n != kNil) {
         used_ -= nodes_[n].size;
+        if (size <= capacity_.value) {
+            // Resident and staying: move it to the front in place. The same
+            // list order and node as unlinking it and inserting it anew (its
+            // node would be the free list's head and be taken back at once),
+            // without erasing and re-inserting its map slot.
+            if (n != head_) {
+                Node& x = nodes_[n];
+                nodes_[x.prev].next = x.next;
+                (x.next != kNil ? nodes_[x.next].prev : tail_) = x.prev;
+                x.prev = kNil;
+                x.next = head_;
+                nodes_[head_].prev = n;
+                head_ = n;
+            }
+            nodes_[n].size = size;
+            used_ += size;
+            evict_over_capacity();
+            return;
+        }
         unlink(n);
         erase_slot(id);
     }
@@ -52,6 +71,10 @@ void L2Cache::touch(std::uint64_t id, std::uint64_t size) {
     if (tail_ == kNil) tail_ = n;
     insert_slot(id, n);
     used_ += size;
+    evict_over_capacity();
+}
+
+void L2Cache::evict_over_capacity() {
     while (used_ > capacity_.value) {
         const std::uint32_t victim = tail_;
         used_ -= nodes_[victim].size;

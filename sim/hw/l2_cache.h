@@ -48,6 +48,7 @@ private:
     void insert_slot(std::uint64_t id, std::uint32_t node);
     void erase_slot(std::uint64_t id);
     void unlink(std::uint32_t n);
+    void evict_over_capacity();
     void clear();
 
     Bytes capacity_;

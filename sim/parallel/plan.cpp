@@ -65,6 +65,19 @@ std::uint32_t Plan::add(Task t, const std::vector<std::uint32_t>& task_deps) {
     } else {
         streams.at(t.gpu)[static_cast<std::size_t>(t.stream)].push_back(id);
     }
+    if (compute_hash.size() != streams.size()) {
+        compute_hash.resize(streams.size(), kHashBasis);
+        kernel_off_compute.resize(streams.size(), 0);
+    }
+    if (t.stream == StreamKind::compute) {
+        if (t.kind == TaskKind::collective) {
+            for (const std::uint32_t m : groups[t.group].members) compute_hash[m] = hash_step(compute_hash[m], kNone);
+        } else {
+            compute_hash[t.gpu] = hash_step(compute_hash[t.gpu], t.kind == TaskKind::kernel ? t.kernel : kNone);
+        }
+    } else if (t.kind == TaskKind::kernel) {
+        kernel_off_compute[t.gpu] = 1;
+    }
     tasks.push_back(t);
     return id;
 }

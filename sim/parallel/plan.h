@@ -13,6 +13,7 @@
 // only the compute of the identical peers is not repeated.
 #pragma once
 
+#include "sim/core/pod_vector.h"
 #include "sim/hw/kernel.h"
 #include "sim/net/collective.h"
 
@@ -66,8 +67,10 @@ struct Group {
 
 struct Plan {
     std::vector<int> simulated_gpus;      // real GPU id of each simulated (local) GPU
-    std::vector<Task> tasks;
-    std::vector<std::uint32_t> deps;
+    // Grown with realloc (sim/core/pod_vector.h): tens of millions of tasks
+    // at thousands of GPUs, which a std::vector would copy at every doubling.
+    PodVector<Task> tasks;
+    PodVector<std::uint32_t> deps;
     std::vector<hw::KernelDesc> kernels;
     std::vector<Group> groups;
     // Program order of each simulated GPU's streams: streams[local][stream] = task ids.
@@ -76,6 +79,15 @@ struct Plan {
     // decode step of each micro-batch); meaning is set by the plan builder.
     std::vector<std::uint32_t> markers;
     int gpus_represented = 0;             // real GPUs the plan stands for
+    // Per simulated GPU, kept by add(): a hash of its compute stream's
+    // kernel descriptors in program order (kNone for other tasks), and
+    // whether it has a kernel on another stream. The executor's shared L2
+    // models (sim/exec/shared_l2.h) group GPUs by it and check every
+    // position as they run, so a collision costs time, never a result.
+    std::vector<std::uint64_t> compute_hash;
+    std::vector<std::uint8_t> kernel_off_compute;
+    static constexpr std::uint64_t kHashBasis = 0xcbf29ce484222325ULL;
+    static std::uint64_t hash_step(std::uint64_t h, std::uint32_t kernel) { return (h ^ kernel) * 0x100000001b3ULL; }
 
     std::uint32_t add_kernel(const hw::KernelDesc& k);
     // Adds a task with its dependencies; appends it to its stream(s).
