@@ -27,8 +27,9 @@ int bench_serving(const std::string& format) {
         {"10k requests, continuous, exact decode contexts", {"workload.serving.decode_context_bucket=1"}},
         {"70B, 8 replicas of tp 4, 100k requests, bucket 16", {}, "serving-llama3-70b-h100-8-replicas.yaml"},
     };
-    std::string out = format == "json" ? "[" : fmt::format("{:<52} {:>8} {:>11} {:>10} {:>10} {:>10}\n", "case", "wall s",
-                                                            "iterations", "hit rate", "P50 TPOT", "P99 TTFT");
+    std::string out = format == "json" ? "["
+                                       : fmt::format("{:<52} {:>8} {:>11} {:>10} {:>10} {:>10}\n", "case", "wall s",
+                                                     "iterations", "hit rate", "P50 TPOT", "P99 TTFT");
     for (std::size_t i = 0; i < cases.size(); ++i) {
         std::vector<sim::config::Override> ov;
         for (const auto& s : cases[i].sets) ov.push_back(sim::config::parse_override(s));
@@ -40,9 +41,10 @@ int bench_serving(const std::string& format) {
         const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         const double hit = static_cast<double>(r.cache_hits) / static_cast<double>(r.cache_hits + r.cache_misses);
         if (format == "json")
-            out += fmt::format("{}\n{{\"case\":\"{}\",\"wall_s\":{},\"iterations\":{},\"cache_hit_rate\":{},"
-                               "\"tpot_p50_ms\":{},\"ttft_p99_ms\":{}}}",
-                               i ? "," : "", cases[i].label, wall, r.iterations, hit, s.tpot_ms.p50, s.ttft_ms.p99);
+            out += fmt::format(
+                "{}\n{{\"case\":\"{}\",\"wall_s\":{},\"iterations\":{},\"cache_hit_rate\":{},"
+                "\"tpot_p50_ms\":{},\"ttft_p99_ms\":{}}}",
+                i ? "," : "", cases[i].label, wall, r.iterations, hit, s.tpot_ms.p50, s.ttft_ms.p99);
         else
             out += fmt::format("{:<52} {:>8.2f} {:>11} {:>9.1f}% {:>7.2f} ms {:>7.1f} ms\n", cases[i].label, wall,
                                r.iterations, hit * 100, s.tpot_ms.p50, s.ttft_ms.p99);

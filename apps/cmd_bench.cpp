@@ -1,9 +1,9 @@
 // parasim bench: speed benchmarks (targets live here, not in timed tests).
 #include "apps/cli.h"
 #include "apps/command_line.h"
+#include "apps/hold_bench.h"
 #include "sim/config/scenario.h"
 #include "sim/core/limits.h"
-#include "apps/hold_bench.h"
 #include "sim/report/runner.h"
 #include "sim/search/search.h"
 #include "sim/validate/validate.h"
@@ -14,8 +14,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include <boost/program_options.hpp>
 #include <fmt/format.h>
+#include <boost/program_options.hpp>
 
 #include <iostream>
 
@@ -36,7 +36,9 @@ int bench_engine(const std::string& format, std::uint64_t seed, int repeat) {
     const Case cases[] = {{1000, 20'000'000}, {100'000, 10'000'000}, {1'000'000, 10'000'000}};
     std::string out;
     if (format == "json") out += "[";
-    else out += fmt::format("{:>10} {:>12} {:>18} {:>20} {:>8}\n", "pending", "events", "events/s", "baseline events/s", "speedup");
+    else
+        out += fmt::format("{:>10} {:>12} {:>18} {:>20} {:>8}\n", "pending", "events", "events/s", "baseline events/s",
+                           "speedup");
     bool first = true;
     for (const Case& c : cases) {
         HoldResult r;
@@ -51,9 +53,9 @@ int bench_engine(const std::string& format, std::uint64_t seed, int repeat) {
             out += fmt::format("{}\n{{\"pending\":{},\"events_per_s\":{:.0f},\"baseline_events_per_s\":{:.0f}}}",
                                first ? "" : ",", c.pending, r.engine_events_per_s, r.baseline_events_per_s);
         } else {
-            out += fmt::format("{:>10} {:>12} {:>18.0f} {:>20.0f} {:>7.2f}x\n", c.pending, c.events,
-                               r.engine_events_per_s, r.baseline_events_per_s,
-                               r.engine_events_per_s / r.baseline_events_per_s);
+            out +=
+                fmt::format("{:>10} {:>12} {:>18.0f} {:>20.0f} {:>7.2f}x\n", c.pending, c.events, r.engine_events_per_s,
+                            r.baseline_events_per_s, r.engine_events_per_s / r.baseline_events_per_s);
         }
         first = false;
     }
@@ -72,7 +74,9 @@ double peak_rss_bytes() {
 double cpu_seconds() {
     rusage u{};
     getrusage(RUSAGE_SELF, &u);
-    const auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+    const auto s = [](const timeval& t) {
+        return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6;
+    };
     return s(u.ru_utime) + s(u.ru_stime);
 }
 
@@ -101,35 +105,43 @@ int bench_scale_impl(const std::string& format) {
     sim::limits().plan_tasks = std::max<std::uint64_t>(sim::limits().plan_tasks, 400'000'000);
     const std::string root = PARASIM_DATA_DIR;
     const std::vector<Case> cases = {
-        {"partitioning 16xH100 tp8-pp2: prefill", "/scenarios/partitioning-16xh100-feasible.yaml",
+        {"partitioning 16xH100 tp8-pp2: prefill",
+         "/scenarios/partitioning-16xh100-feasible.yaml",
          {"workload.decode_steps_simulated=0", "strategies=[{name: tp8-pp2, tp: 8, pp: 2}]"}},
-        {"partitioning 16xH100 tp8-pp2: prefill + 1 decode step", "/scenarios/partitioning-16xh100-feasible.yaml",
+        {"partitioning 16xH100 tp8-pp2: prefill + 1 decode step",
+         "/scenarios/partitioning-16xh100-feasible.yaml",
          {"workload.decode_steps_simulated=1", "strategies=[{name: tp8-pp2, tp: 8, pp: 2}]"}},
-        {"partitioning 16xH100 layerwise: prefill + 1 decode step", "/scenarios/partitioning-16xh100-feasible.yaml",
+        {"partitioning 16xH100 layerwise: prefill + 1 decode step",
+         "/scenarios/partitioning-16xh100-feasible.yaml",
          {"workload.decode_steps_simulated=1",
           "strategies=[{name: layerwise, partition: {method: cache-aware, capacity: l2}}]"}},
         {"GPT-3 175B, 1024 A100, TP8 PP8 DP16 1F1B: 1 iteration", "/scenarios/bench/gpt3-175b-1024xa100.yaml", {}},
         {"Llama 3 405B, 16384 H100, TP8 PP16 DP128: 1 iteration", "/scenarios/bench/llama3-405b-16384xh100.yaml", {}},
         {"GPT-3 175B, 4096 A100, TP8 PP8 DP64: 1 iteration", "/scenarios/bench/gpt3-175b-1024xa100.yaml", gpt3(4096)},
-        {"GPT-3 175B, 16384 A100, TP8 PP8 DP256: 1 iteration", "/scenarios/bench/gpt3-175b-1024xa100.yaml", gpt3(16384)},
+        {"GPT-3 175B, 16384 A100, TP8 PP8 DP256: 1 iteration", "/scenarios/bench/gpt3-175b-1024xa100.yaml",
+         gpt3(16384)},
         {"uncollapsed GPT-3 175B, 1024 A100, DP16: 1 iteration", "/scenarios/bench/gpt3-175b-1024xa100.yaml",
          gpt3(1024), false},
         {"uncollapsed GPT-3 175B, 4096 A100, DP64: 1 iteration", "/scenarios/bench/gpt3-175b-1024xa100.yaml",
          gpt3(4096), false},
         {"uncollapsed GPT-3 175B, 16384 A100, DP256: 1 iteration", "/scenarios/bench/gpt3-175b-1024xa100.yaml",
          gpt3(16384), false},
-        {"uncollapsed Llama 3 405B, 16384 H100, DP128: 1 iteration", "/scenarios/bench/llama3-405b-16384xh100.yaml",
-         {}, false},
+        {"uncollapsed Llama 3 405B, 16384 H100, DP128: 1 iteration",
+         "/scenarios/bench/llama3-405b-16384xh100.yaml",
+         {},
+         false},
     };
-    std::string out = format == "json" ? "[" : fmt::format("{:<58} {:>8} {:>8} {:>12} {:>12} {:>12}\n", "case", "wall s",
-                                                            "CPU s", "events", "events/s", "peak RSS");
+    std::string out = format == "json" ? "["
+                                       : fmt::format("{:<58} {:>8} {:>8} {:>12} {:>12} {:>12}\n", "case", "wall s",
+                                                     "CPU s", "events", "events/s", "peak RSS");
     // One large collective alone, through validate's collective path: its
     // cost is what limits DP all-reduces at thousands of GPUs (#18). It runs
     // before the uncollapsed cases, whose footprint would mask its peak RSS.
     bool ring_done = false;
     const auto ring_case = [&] {
         ring_done = true;
-        const auto dataset = sim::validate::load_dataset(root + "/tests/data/validation/bench-allreduce-ring-1024.yaml");
+        const auto dataset =
+            sim::validate::load_dataset(root + "/tests/data/validation/bench-allreduce-ring-1024.yaml");
         const char* label = "1 GiB ring all-reduce, 1024 H100 (validate path)";
         const double cpu0 = cpu_seconds();
         const auto t0 = std::chrono::steady_clock::now();
@@ -140,9 +152,10 @@ int bench_scale_impl(const std::string& format) {
             throw std::runtime_error(fmt::format("bench case '{}' was not simulated", label));
         const double rss = peak_rss_bytes();
         if (format == "json")
-            out += fmt::format(",\n{{\"case\":\"{}\",\"gpus\":1024,\"collapse\":true,\"wall_s\":{},\"cpu_s\":{},"
-                               "\"events\":null,\"events_per_s\":null,\"peak_rss_bytes\":{}}}",
-                               label, wall, cpu, rss);
+            out += fmt::format(
+                ",\n{{\"case\":\"{}\",\"gpus\":1024,\"collapse\":true,\"wall_s\":{},\"cpu_s\":{},"
+                "\"events\":null,\"events_per_s\":null,\"peak_rss_bytes\":{}}}",
+                label, wall, cpu, rss);
         else
             out += fmt::format("{:<58} {:>8.3f} {:>8.3f} {:>12} {:>12} {:>12}\n", label, wall, cpu, "-", "-",
                                sim::format_bytes(rss));
@@ -160,14 +173,15 @@ int bench_scale_impl(const std::string& format) {
         const auto run = sim::report::run_strategy(sc, sc.strategies.front(), options);
         const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         const double cpu = cpu_seconds() - cpu0;
-        if (!run.metrics.feasible) throw std::runtime_error(fmt::format("bench case '{}' is not feasible: {}", c.label, run.metrics.note));
+        if (!run.metrics.feasible)
+            throw std::runtime_error(fmt::format("bench case '{}' is not feasible: {}", c.label, run.metrics.note));
         const double events = static_cast<double>(run.metrics.events);
         const double rss = peak_rss_bytes();
         if (format == "json")
-            out += fmt::format("{}\n{{\"case\":\"{}\",\"gpus\":{},\"collapse\":{},\"wall_s\":{},\"cpu_s\":{},"
-                               "\"events\":{},\"events_per_s\":{},\"peak_rss_bytes\":{}}}",
-                               i ? "," : "", c.label, sc.gpus, c.collapse, wall, cpu, run.metrics.events, events / wall,
-                               rss);
+            out += fmt::format(
+                "{}\n{{\"case\":\"{}\",\"gpus\":{},\"collapse\":{},\"wall_s\":{},\"cpu_s\":{},"
+                "\"events\":{},\"events_per_s\":{},\"peak_rss_bytes\":{}}}",
+                i ? "," : "", c.label, sc.gpus, c.collapse, wall, cpu, run.metrics.events, events / wall, rss);
         else
             out += fmt::format("{:<58} {:>8.3f} {:>8.3f} {:>12} {:>12.0f} {:>12}\n", c.label, wall, cpu,
                                run.metrics.events, events / wall, sim::format_bytes(rss));
@@ -217,12 +231,14 @@ static int bench_plan(const std::string& format, const std::string& which, const
     const auto res = sim::search::run_search(sc, so);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double cpu = cpu_seconds() - cpu0;
-    const std::string best = res.ranked.empty() ? std::string("none") : res.outcomes[res.ranked.front()].candidate.strategy.name;
+    const std::string best =
+        res.ranked.empty() ? std::string("none") : res.outcomes[res.ranked.front()].candidate.strategy.name;
     if (format == "json")
-        fmt::print("{{\"case\":{},\"threads\":2,\"wall_s\":{:.2f},\"cpu_s\":{:.2f},\"generated\":{},"
-                   "\"equivalent\":{},\"invalid\":{},\"over_memory\":{},\"pruned\":{},\"simulated\":{},\"best\":{}}}\n",
-                   sim::report::json_string(c->json_case), wall, cpu, res.generated, res.equivalent, res.invalid,
-                   res.over_memory, res.pruned, res.simulated, sim::report::json_string(best));
+        fmt::print(
+            "{{\"case\":{},\"threads\":2,\"wall_s\":{:.2f},\"cpu_s\":{:.2f},\"generated\":{},"
+            "\"equivalent\":{},\"invalid\":{},\"over_memory\":{},\"pruned\":{},\"simulated\":{},\"best\":{}}}\n",
+            sim::report::json_string(c->json_case), wall, cpu, res.generated, res.equivalent, res.invalid,
+            res.over_memory, res.pruned, res.simulated, sim::report::json_string(best));
     else
         fmt::print("plan {} (2 threads): {:.1f} s wall, {:.1f} s CPU, target < {:g} s\n{}\nbest: {}\n", c->label, wall,
                    cpu, c->target_s, sim::search::counts_line(res), best);
@@ -230,16 +246,23 @@ static int bench_plan(const std::string& format, const std::string& which, const
 }
 
 int cmd_bench(const Args& args) {
-    CommandLine cl({"bench", "which", "engine | scale | serving | plan",
-                    "a benchmark name: engine, scale, serving or plan", {"table", "json"}, false, true, false});
+    CommandLine cl({"bench",
+                    "which",
+                    "engine | scale | serving | plan",
+                    "a benchmark name: engine, scale, serving or plan",
+                    {"table", "json"},
+                    false,
+                    true,
+                    false});
     cl.add()("seed", po::value<std::uint64_t>()->default_value(1), "seed of the hold model's generator")(
         "repeat", po::value<int>()->default_value(3), "engine: runs per population; the best of each side is reported")(
         "case", po::value<std::string>()->default_value("gpt3"), "plan: gpt3 | llama3-405b");
-    if (!cl.parse(args, "  engine  the hold model at 10^3, 10^5 and 10^6 pending events vs std::priority_queue\n"
-                        "  scale   whole simulations from 16 to 16,384 GPUs\n"
-                        "  serving 10,000 requests of Llama 3 8B on one H100 (parasim serve)\n"
-                        "  plan    a plan search, 2 threads: GPT-3 175B on 1024 A100s (--case gpt3) or\n"
-                        "          Llama 3 405B on 16,384 H100s (--case llama3-405b)\n"))
+    if (!cl.parse(args,
+                  "  engine  the hold model at 10^3, 10^5 and 10^6 pending events vs std::priority_queue\n"
+                  "  scale   whole simulations from 16 to 16,384 GPUs\n"
+                  "  serving 10,000 requests of Llama 3 8B on one H100 (parasim serve)\n"
+                  "  plan    a plan search, 2 threads: GPT-3 175B on 1024 A100s (--case gpt3) or\n"
+                  "          Llama 3 405B on 16,384 H100s (--case llama3-405b)\n"))
         return 0;
     const auto& vm = cl.vm();
     const std::string& format = cl.format();

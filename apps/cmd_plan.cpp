@@ -9,9 +9,10 @@
 #include "sim/report/runner.h"
 #include "sim/search/search.h"
 
-#include <boost/program_options.hpp>
 #include <fmt/format.h>
+#include <boost/program_options.hpp>
 
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,7 +20,6 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
-#include <unistd.h>
 
 namespace po = boost::program_options;
 
@@ -48,7 +48,8 @@ std::vector<std::size_t> pareto_front(const SearchResult& res, bool training) {
         if (training) pts.push_back({id, -m.tokens_per_s.value_or(0), res.outcomes[id].memory_bytes});
         else if (m.tpot_ms) pts.push_back({id, -*res.outcomes[id].value, *m.tpot_ms});
     }
-    std::stable_sort(pts.begin(), pts.end(), [](const P& x, const P& y) { return x.a < y.a || (x.a == y.a && x.b < y.b); });
+    std::stable_sort(pts.begin(), pts.end(),
+                     [](const P& x, const P& y) { return x.a < y.a || (x.a == y.a && x.b < y.b); });
     std::vector<std::size_t> out;
     double best_b = 0;
     for (const auto& p : pts)
@@ -117,7 +118,8 @@ using sim::search::counts_line;
 
 std::string format_report(const sim::config::ScenarioSpec& sc, const SearchResult& res, int top, double wall_s) {
     const bool training = training_of(sc);
-    std::string t = fmt::format("plan {}: objective {}, GPU counts", sc.name, sim::search::to_string(res.spec.objective));
+    std::string t =
+        fmt::format("plan {}: objective {}, GPU counts", sc.name, sim::search::to_string(res.spec.objective));
     for (const int g : res.spec.gpus) t += fmt::format(" {}", g);
     t += "\n" + counts_line(res) + "\n\n";
     t += fmt::format("{:>4} {:>7} {:<44} {:>5} {:>22} {:>12} {:>10}\n", "rank", "id", "plan", "GPUs", "objective",
@@ -126,11 +128,11 @@ std::string format_report(const sim::config::ScenarioSpec& sc, const SearchResul
     for (std::size_t r = 0; r < res.ranked.size() && r < static_cast<std::size_t>(top); ++r) {
         const auto& o = res.outcomes[res.ranked[r]];
         const auto& m = *o.metrics;
-        t += fmt::format("{:>4} {:>7} {:<44} {:>5} {:>22} {:>12} {:>10}\n", r + 1, o.candidate.id,
-                         o.candidate.strategy.name, o.candidate.gpus, objective_cell(res.spec, *o.value),
-                         training ? fmt::format("{:.1f}", m.iteration_ms.value_or(0))
-                                  : fmt::format("{:.2f}", m.tpot_ms.value_or(0)),
-                         training ? fmt::format("{:.1f}", o.bound_s * 1e3) : fmt::format("{:.1f}", m.ttft_ms.value_or(0)));
+        t += fmt::format(
+            "{:>4} {:>7} {:<44} {:>5} {:>22} {:>12} {:>10}\n", r + 1, o.candidate.id, o.candidate.strategy.name,
+            o.candidate.gpus, objective_cell(res.spec, *o.value),
+            training ? fmt::format("{:.1f}", m.iteration_ms.value_or(0)) : fmt::format("{:.2f}", m.tpot_ms.value_or(0)),
+            training ? fmt::format("{:.1f}", o.bound_s * 1e3) : fmt::format("{:.1f}", m.ttft_ms.value_or(0)));
         runs.push_back(m);
     }
     t += "\nThe top plans as `parasim run` reports them:\n";
@@ -143,8 +145,8 @@ std::string format_report(const sim::config::ScenarioSpec& sc, const SearchResul
         t += training ? fmt::format("  #{:<7} {:<44} {:>12.1f} tok/s {:>8.1f} GB\n", id, o.candidate.strategy.name,
                                     m.tokens_per_s.value_or(0), o.memory_bytes / 1e9)
                       : fmt::format("  #{:<7} {:<44} {:>22}  TPOT {:>8.2f} ms  TTFT {:>9.1f} ms\n", id,
-                                    o.candidate.strategy.name, objective_cell(res.spec, *o.value), m.tpot_ms.value_or(0),
-                                    m.ttft_ms.value_or(0));
+                                    o.candidate.strategy.name, objective_cell(res.spec, *o.value),
+                                    m.tpot_ms.value_or(0), m.ttft_ms.value_or(0));
     }
     t += why_winner(res);
     (void)wall_s;
@@ -153,19 +155,20 @@ std::string format_report(const sim::config::ScenarioSpec& sc, const SearchResul
 }
 
 std::string format_plan_json(const sim::config::ScenarioSpec& sc, const SearchResult& res, int top) {
-    std::string t = fmt::format("{{\"scenario\":{},\"objective\":{},\"counts\":{{\"generated\":{},\"equivalent\":{},"
-                                "\"invalid\":{},\"over_memory\":{},\"pruned\":{},\"simulated\":{},\"feasible\":{}}},"
-                                "\"ranked\":[",
-                                sim::report::json_string(sc.name),
-                                sim::report::json_string(sim::search::to_string(res.spec.objective)), res.generated,
-                                res.equivalent, res.invalid, res.over_memory, res.pruned, res.simulated, res.ranked.size());
+    std::string t = fmt::format(
+        "{{\"scenario\":{},\"objective\":{},\"counts\":{{\"generated\":{},\"equivalent\":{},"
+        "\"invalid\":{},\"over_memory\":{},\"pruned\":{},\"simulated\":{},\"feasible\":{}}},"
+        "\"ranked\":[",
+        sim::report::json_string(sc.name), sim::report::json_string(sim::search::to_string(res.spec.objective)),
+        res.generated, res.equivalent, res.invalid, res.over_memory, res.pruned, res.simulated, res.ranked.size());
     for (std::size_t r = 0; r < res.ranked.size() && r < static_cast<std::size_t>(top); ++r) {
         const auto& o = res.outcomes[res.ranked[r]];
-        t += fmt::format("{}\n{{\"rank\":{},\"id\":{},\"gpus\":{},\"objective\":{},\"bound_s\":{},\"memory_bytes\":{},"
-                         "\"run\":{}}}",
-                         r ? "," : "", r + 1, o.candidate.id, o.candidate.gpus, sim::report::json_number(*o.value),
-                         sim::report::json_number(o.bound_s), sim::report::json_number(o.memory_bytes),
-                         sim::report::run_json(*o.metrics));
+        t += fmt::format(
+            "{}\n{{\"rank\":{},\"id\":{},\"gpus\":{},\"objective\":{},\"bound_s\":{},\"memory_bytes\":{},"
+            "\"run\":{}}}",
+            r ? "," : "", r + 1, o.candidate.id, o.candidate.gpus, sim::report::json_number(*o.value),
+            sim::report::json_number(o.bound_s), sim::report::json_number(o.memory_bytes),
+            sim::report::run_json(*o.metrics));
     }
     t += "\n],\"pareto\":[";
     const auto front = pareto_front(res, training_of(sc));
@@ -196,13 +199,15 @@ void add_front_plot(const std::string& dir, const sim::config::ScenarioSpec& sc,
         const double x = training ? o.memory_bytes / 1e9 : m.tpot_ms.value_or(0);
         const double y = training ? m.tokens_per_s.value_or(0) : *o.value;
         dat += fmt::format("{} {}\n", x, y);
-        labels += fmt::format("set label {} at {},{} offset 1,0 font ',9'\n", gnuplot_string("#" + std::to_string(id)), x, y);
+        labels +=
+            fmt::format("set label {} at {},{} offset 1,0 font ',9'\n", gnuplot_string("#" + std::to_string(id)), x, y);
     }
     const std::string gp = fmt::format(
         "set terminal svg size 800,500 noenhanced\nset output 'front.svg'\nset title {}\nset xlabel {}\nset ylabel {}\n"
         "set grid\n{}plot 'front.dat' using 1:2 with linespoints pt 7 title {}\n",
         gnuplot_string(sc.name + ": Pareto front"), gnuplot_string(training ? "memory per GPU (GB)" : "TPOT (ms)"),
-        gnuplot_string(training ? "tokens/s" : sim::search::to_string(res.spec.objective)), labels, gnuplot_string("plans on the front"));
+        gnuplot_string(training ? "tokens/s" : sim::search::to_string(res.spec.objective)), labels,
+        gnuplot_string("plans on the front"));
     std::string work = (std::filesystem::temp_directory_path() / "parasim-plan-XXXXXX").string();
     if (!mkdtemp(work.data())) throw UsageError(fmt::format("--plot: cannot create {}", work));
     const CleanupOnSignal watch_folder(work, true);
@@ -252,7 +257,9 @@ std::string explain(const std::string& path, const sim::config::ScenarioSpec& sc
     st.remove("partition");
     st.remove("microbatches");
     const auto& s = c.strategy;
-    const auto degree = [](int v) { return v == sim::config::StrategySpec::kAuto ? std::string("auto") : std::to_string(v); };
+    const auto degree = [](int v) {
+        return v == sim::config::StrategySpec::kAuto ? std::string("auto") : std::to_string(v);
+    };
     st["name"] = s.name;
     st["tp"] = s.tp;
     st["cp"] = s.cp;
@@ -273,12 +280,11 @@ std::string explain(const std::string& path, const sim::config::ScenarioSpec& sc
     root["strategies"] = list;
     YAML::Emitter e;
     e << root;
-    return fmt::format("# candidate #{} of `parasim plan {}` (run it with `parasim run`; relative paths resolve\n"
-                       "# beside the file it is saved in){}\n{}\n",
-                       id, path,
-                       with_overrides ? "\n# the --set options given to plan are not written here: give them to run"
-                                      : "",
-                       e.c_str());
+    return fmt::format(
+        "# candidate #{} of `parasim plan {}` (run it with `parasim run`; relative paths resolve\n"
+        "# beside the file it is saved in){}\n{}\n",
+        id, path, with_overrides ? "\n# the --set options given to plan are not written here: give them to run" : "",
+        e.c_str());
 }
 
 }  // namespace
@@ -286,14 +292,16 @@ std::string explain(const std::string& path, const sim::config::ScenarioSpec& sc
 int cmd_plan(const Args& args) {
     CommandLine cl({"plan", "scenario", "scenario file with a search: block", "a scenario file", {}});
     cl.add()("top", po::value<int>()->default_value(5), "plans to rank and keep (the k of the bound)")(
-        "threads", po::value<int>()->default_value(0), "worker threads (0: all cores; rank 0's under MPI, where 0 means 1)")(
+        "threads", po::value<int>()->default_value(0),
+        "worker threads (0: all cores; rank 0's under MPI, where 0 means 1)")(
         "no-prune", "simulate every candidate that fits memory (exhaustive; for checking the bound)")(
         "json", po::value<std::string>(), "write the ranked plans as JSON to FILE")(
         "csv", po::value<std::string>(), "write every plan meeting the constraints as CSV to FILE")(
         "plot", po::value<std::string>(), "write the Pareto front as SVG (gnuplot) into DIR")(
         "explain", po::value<std::size_t>(), "print a runnable scenario for candidate ID and exit");
-    if (!cl.parse(args, "The scenario's search: block names the space, constraints and objective "
-                        "(docs/planning.md), e.g.\n  search:\n    space: {tp: auto, pp: auto, micro_batch: [1, 2]}\n"))
+    if (!cl.parse(args,
+                  "The scenario's search: block names the space, constraints and objective "
+                  "(docs/planning.md), e.g.\n  search:\n    space: {tp: auto, pp: auto, micro_batch: [1, 2]}\n"))
         return 0;
     const auto& vm = cl.vm();
     const int top = cl.int_at_least("top", 1);
@@ -312,9 +320,7 @@ int cmd_plan(const Args& args) {
     so.prune = !vm.count("no-prune");
     so.keep = top;
     so.threads = threads;
-    so.executor = [&scale, threads](sim::search::OrderedWork& work) {
-        return scale.run(work, threads);
-    };
+    so.executor = [&scale, threads](sim::search::OrderedWork& work) { return scale.run(work, threads); };
     if (isatty(STDERR_FILENO) != 0 && scale.reports())
         so.progress = [](std::size_t done, std::size_t planned) {
             fmt::print(stderr, "\rsimulated {}/{} planned", done, planned);

@@ -5,9 +5,9 @@
 #include "sim/report/error_band.h"
 #include "sim/report/runner.h"
 
-#include <boost/program_options.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <boost/program_options.hpp>
 
 #include <iostream>
 
@@ -17,7 +17,8 @@ namespace parasim_cli {
 
 int cmd_run(const Args& args) {
     CommandLine cl({"run", "scenario", "scenario file", "a scenario file", {"table", "json", "csv"}});
-    cl.add()("trace", po::value<std::string>(), "write a Chrome trace (Perfetto) of the first feasible strategy to FILE")(
+    cl.add()("trace", po::value<std::string>(),
+             "write a Chrome trace (Perfetto) of the first feasible strategy to FILE")(
         "strategy", po::value<std::string>(), "run only the strategy of this name")(
         "no-collapse", "simulate every replica instead of one per symmetric group (slower)");
     if (!cl.parse(args, "Example: parasim run scenarios/partitioning-16xh100.yaml --set workload.batch=16\n")) return 0;

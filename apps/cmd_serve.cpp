@@ -7,8 +7,8 @@
 #include "sim/report/error_band.h"
 #include "sim/serve/serve_report.h"
 
-#include <boost/program_options.hpp>
 #include <fmt/format.h>
+#include <boost/program_options.hpp>
 
 #include <iostream>
 
@@ -20,8 +20,9 @@ int cmd_serve(const Args& args) {
     CommandLine cl({"serve", "scenario", "scenario file", "a scenario file", {"table", "json"}});
     cl.add()("requests-csv", po::value<std::string>(), "write one CSV row per request to FILE")(
         "strategy", po::value<std::string>(), "serve with the strategy of this name (default: the first)");
-    if (!cl.parse(args, "Example: parasim serve scenarios/serving-llama3-8b-h100.yaml "
-                        "--set workload.serving.arrivals.rate=8\n"))
+    if (!cl.parse(args,
+                  "Example: parasim serve scenarios/serving-llama3-8b-h100.yaml "
+                  "--set workload.serving.arrivals.rate=8\n"))
         return 0;
     const auto& vm = cl.vm();
     const std::string& format = cl.format();

@@ -10,23 +10,23 @@
 #include "sim/report/runner.h"
 #include "sim/search/wire.h"
 
-#include <boost/program_options.hpp>
 #include <fmt/format.h>
+#include <boost/program_options.hpp>
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <spawn.h>
 #include <sstream>
-#include <sys/wait.h>
-#include <unistd.h>
 
 namespace po = boost::program_options;
 
@@ -92,7 +92,8 @@ std::vector<Point> cross_product(const std::vector<std::pair<std::string, std::v
         const std::string& field = sweep[f].first;
         const std::size_t dot = field.find('.');
         const std::string first = field.substr(0, dot);
-        const bool sub_document = dot != std::string::npos && (first == "cluster" || first == "model" || first == "gpu");
+        const bool sub_document =
+            dot != std::string::npos && (first == "cluster" || first == "model" || first == "gpu");
         if (!names_field(field) && !(sub_document && names_field(field.substr(dot + 1)))) continue;
         const YAML::Mark mark = point.values[f].Mark();
         if (mark.line < 0) break;
@@ -109,7 +110,7 @@ std::vector<Point> cross_product(const std::vector<std::pair<std::string, std::v
 // always through gnuplot_string; the data files hold numbers only.
 struct PlotFiles {
     std::vector<std::pair<std::string, std::string>> files;  // name, content
-    std::vector<std::string> scripts;                         // names of the scripts among them
+    std::vector<std::string> scripts;                        // names of the scripts among them
 };
 
 // "set xtics ('a' 0, 'b' 1)": category labels placed by the script, so that no
@@ -181,8 +182,8 @@ PlotFiles plot_files(const sim::config::ScenarioSpec& base, const std::vector<Po
         "throughput.gp",
         fmt::format("set terminal svg size 800,500 noenhanced\nset output 'throughput.svg'\nset title {}\n"
                     "set xlabel {}\nset ylabel 'tokens/s'\nset key left top\nset grid\n{}plot {}\n",
-                    gnuplot_string(base.name + ": throughput"), gnuplot_string(xname),
-                    numeric ? "" : xtics(categories), plot.empty() ? "0 title 'no feasible point'" : plot));
+                    gnuplot_string(base.name + ": throughput"), gnuplot_string(xname), numeric ? "" : xtics(categories),
+                    plot.empty() ? "0 title 'no feasible point'" : plot));
     std::string bars = "row compute memory communication idle\n";
     std::vector<std::string> rows;
     for (const auto& p : points)
@@ -190,8 +191,8 @@ PlotFiles plot_files(const sim::config::ScenarioSpec& base, const std::vector<Po
             if (!r.frac_compute) continue;
             std::string label = r.strategy;
             for (const auto& l : p.labels) label += "/" + l;
-            bars += fmt::format("{} {} {} {} {}\n", rows.size(), *r.frac_compute, *r.frac_memory,
-                                *r.frac_communication, *r.frac_idle);
+            bars += fmt::format("{} {} {} {} {}\n", rows.size(), *r.frac_compute, *r.frac_memory, *r.frac_communication,
+                                *r.frac_idle);
             rows.push_back(label);
         }
     out.files.emplace_back("breakdown.dat", bars);
@@ -214,7 +215,8 @@ void add_plots(const std::string& dir, const sim::config::ScenarioSpec& base, co
                OutputSet& outputs) {
     auto plots = plot_files(base, points);
     std::string work = (std::filesystem::temp_directory_path() / "parasim-plot-XXXXXX").string();
-    if (!mkdtemp(work.data())) throw UsageError(fmt::format("--plot: cannot create {}: {}", work, std::strerror(errno)));
+    if (!mkdtemp(work.data()))
+        throw UsageError(fmt::format("--plot: cannot create {}: {}", work, std::strerror(errno)));
     const CleanupOnSignal watch_folder(work, true);
     std::vector<std::unique_ptr<CleanupOnSignal>> watch_files;
     for (const char* name : {"gnuplot.log", "throughput.svg", "breakdown.svg"})
@@ -278,12 +280,14 @@ private:
 }  // namespace
 
 int cmd_sweep(const Args& args) {
-    CommandLine cl({"sweep", "scenario", "scenario file with a sweep: block", "a scenario file", {"table", "json", "csv"}});
+    CommandLine cl(
+        {"sweep", "scenario", "scenario file with a sweep: block", "a scenario file", {"table", "json", "csv"}});
     cl.add()("threads", po::value<int>()->default_value(0),
              "worker threads (0: all cores; rank 0's under MPI, where 0 means 1)")(
         "plot", po::value<std::string>(), "write SVG plots (gnuplot) into DIR");
-    if (!cl.parse(args, "The scenario's sweep: block maps field paths to lists of values, e.g.\n"
-                        "  sweep:\n    gpus: [8, 12, 16]\n    workload.batch: [1, 16]\n"))
+    if (!cl.parse(args,
+                  "The scenario's sweep: block maps field paths to lists of values, e.g.\n"
+                  "  sweep:\n    gpus: [8, 12, 16]\n    workload.batch: [1, 16]\n"))
         return 0;
     const auto& vm = cl.vm();
     const std::string& format = cl.format();

@@ -6,8 +6,8 @@
 #include "sim/validate/translate.h"
 #include "sim/validate/validate.h"
 
-#include <boost/program_options.hpp>
 #include <fmt/format.h>
+#include <boost/program_options.hpp>
 
 #include <algorithm>
 #include <filesystem>
@@ -38,13 +38,15 @@ int cmd_validate(const Args& args) {
         "id", po::value<std::string>(), "only the points with these ids (comma-separated)")(
         "jobs,j", po::value<int>()->default_value(0), "points simulated in parallel (0: one per hardware thread)")(
         "scenarios", po::value<std::string>(),
-        "also write each whole-run (serving) point as a scenario file DIR/<id>.yaml that 'parasim run' ('parasim serve') "
-        "simulates identically")(
-        "gpu-dir", po::value<std::string>(), "read GPU files from DIR instead of topologies/gpus (tools/fit-gemms.py)")(
+        "also write each whole-run (serving) point as a scenario file DIR/<id>.yaml that 'parasim run' ('parasim "
+        "serve') "
+        "simulates identically")("gpu-dir", po::value<std::string>(),
+                                 "read GPU files from DIR instead of topologies/gpus (tools/fit-gemms.py)")(
         "software-dir", po::value<std::string>(),
         "read software profiles from DIR instead of topologies/software (tools/fit-profiles.py)");
-    if (!cl.parse(args, "Example: parasim validate ../shared/validation/published.yaml --format json\n"
-                        "The dataset format is described in docs/validation.md.\n"))
+    if (!cl.parse(args,
+                  "Example: parasim validate ../shared/validation/published.yaml --format json\n"
+                  "The dataset format is described in docs/validation.md.\n"))
         return 0;
     const auto& vm = cl.vm();
     const std::string& format = cl.format();
@@ -63,7 +65,8 @@ int cmd_validate(const Args& args) {
                 }
             if (!found)
                 throw UsageError(fmt::format(
-                    "--kind: '{}' is not a kind (training, inference, gemm, attention, collective, memory, serving)", name));
+                    "--kind: '{}' is not a kind (training, inference, gemm, attention, collective, memory, serving)",
+                    name));
         }
     }
     const auto dataset = sim::validate::load_dataset(cl.input());

@@ -1,9 +1,9 @@
 // The shared command-line options of parasim's commands (command_line.h).
 #include "apps/command_line.h"
 
-#include <boost/program_options.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <boost/program_options.hpp>
 
 #include <algorithm>
 #include <iostream>
@@ -62,8 +62,8 @@ bool CommandLine::parse(const Args& args, const std::string& help_epilogue) {
         return false;
     }
     if (!vm_.count(spec_.input))
-        throw UsageError(fmt::format("{} needs {} (try 'parasim {} --help')", spec_.command, spec_.missing_input,
-                                     spec_.command));
+        throw UsageError(
+            fmt::format("{} needs {} (try 'parasim {} --help')", spec_.command, spec_.missing_input, spec_.command));
     input_ = vm_[spec_.input].as<std::string>();
     if (!spec_.formats.empty()) {
         format_ = vm_["format"].as<std::string>();

@@ -4,13 +4,13 @@
 
 #include <fmt/format.h>
 
-#include <cerrno>
-#include <cstring>
 #include <fcntl.h>
-#include <fstream>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 
 namespace parasim_cli {
 
@@ -30,8 +30,7 @@ void run_gnuplot(const std::filesystem::path& dir, const std::string& script) {
     if (spawned != 0)
         throw PlotError(fmt::format("--plot: cannot run gnuplot: {} (is gnuplot installed?)", std::strerror(spawned)));
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
     std::string first;
     std::ifstream in(log);

@@ -61,7 +61,9 @@ struct BaselineHold {
     std::uint64_t sequence = 0;
     std::uint64_t checksum = 0;
     explicit BaselineHold(std::uint64_t seed) : inc(seed) {}
-    void schedule(std::uint64_t at) { queue.push(BaselineEvent{at, sequence++, [this] { fire(); }}); }
+    void schedule(std::uint64_t at) {
+        queue.push(BaselineEvent{at, sequence++, [this] { fire(); }});
+    }
     void fire() {
         checksum += now;
         schedule(now + inc.next());

@@ -5,10 +5,10 @@
 #include "sim/core/error.h"
 #include "sim/core/limits.h"
 
-#include <boost/program_options.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <yaml-cpp/exceptions.h>
+#include <boost/program_options.hpp>
 
 #include <cstdio>
 #include <iostream>

@@ -6,16 +6,16 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
-#include <fcntl.h>
 #include <filesystem>
 #include <memory>
 #include <mutex>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace parasim_cli {
 
@@ -168,15 +168,16 @@ void OutputSet::commit() {
         // rename would replace the special file with a regular one.
         for (const Output* o : in_place) {
             if (o->path.empty() || o->path == "-") {
-                if (std::fwrite(o->text.data(), 1, o->text.size(), stdout) != o->text.size() || std::fflush(stdout) != 0)
+                if (std::fwrite(o->text.data(), 1, o->text.size(), stdout) != o->text.size() ||
+                    std::fflush(stdout) != 0)
                     fail("standard output", errno);
                 continue;
             }
             struct stat st {};
             if (::stat(o->path.c_str(), &st) == 0 && !S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode))
-                throw UsageError(fmt::format("cannot write '{}': {}", o->path,
-                                             S_ISDIR(st.st_mode) ? "is a directory"
-                                                                 : "not a regular file, character device or FIFO"));
+                throw UsageError(fmt::format(
+                    "cannot write '{}': {}", o->path,
+                    S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file, character device or FIFO"));
             const int fd = ::open(o->path.c_str(), O_WRONLY | O_CLOEXEC);
             if (fd < 0) fail(o->path, errno);
             if (const int err = write_all(fd, o->text)) fail(o->path, err);

@@ -59,9 +59,10 @@ ClusterSpec load_cluster(const Node& node) {
     Fields f(node);
     const auto name = f.get("name"), gpu = f.get("gpu"), nodes_opt = f.get("nodes"), gpn = f.get("gpus_per_node"),
                intra_opt = f.get("intra_node"), in_switch = f.get("in_switch_reduction"),
-               pcie_switches = f.get("pcie_switches_per_node"), inter_opt = f.get("inter_node"), nics = f.get("nics_per_node"),
-               leaf_ports = f.get("leaf_switch_ports"), oversub = f.get("spine_oversubscription"),
-               rails = f.get("rails"), pxn = f.get("pxn"), links_opt = f.get("links");
+               pcie_switches = f.get("pcie_switches_per_node"), inter_opt = f.get("inter_node"),
+               nics = f.get("nics_per_node"), leaf_ports = f.get("leaf_switch_ports"),
+               oversub = f.get("spine_oversubscription"), rails = f.get("rails"), pxn = f.get("pxn"),
+               links_opt = f.get("links");
     f.reader.finish();
 
     ClusterSpec c;
@@ -102,8 +103,9 @@ ClusterSpec load_cluster(const Node& node) {
     if (leaf_ports) {
         c.leaf_switch_ports = static_cast<int>(leaf_ports->as_int(2, 1 << 16));
         if (c.leaf_switch_ports % 2 != 0)
-            leaf_ports->fail(fmt::format("{} ports cannot be split evenly between downlinks and uplinks; use an even number",
-                                         c.leaf_switch_ports));
+            leaf_ports->fail(
+                fmt::format("{} ports cannot be split evenly between downlinks and uplinks; use an even number",
+                            c.leaf_switch_ports));
     }
 
     const bool two_level = c.inter_node == InterNode::fat_tree || c.inter_node == InterNode::rail_optimized;
@@ -112,8 +114,9 @@ ClusterSpec load_cluster(const Node& node) {
         c.spine_oversubscription = static_cast<int>(oversub->as_int(1, 1 << 15));
         const int down = c.leaf_switch_ports / 2;
         if (down % c.spine_oversubscription != 0)
-            oversub->fail(fmt::format("{} leaf downlinks (leaf_switch_ports / 2) cannot be split {}:1 into whole uplinks",
-                                      down, c.spine_oversubscription));
+            oversub->fail(
+                fmt::format("{} leaf downlinks (leaf_switch_ports / 2) cannot be split {}:1 into whole uplinks", down,
+                            c.spine_oversubscription));
     }
     if (pxn) {
         if (c.inter_node != InterNode::rail_optimized) pxn->fail("applies only to a rail-optimized inter_node");
@@ -124,8 +127,9 @@ ClusterSpec load_cluster(const Node& node) {
         const auto r = rails->as_int(1, 4096);
         // One rail per NIC of a node: the count is the NICs', stated again.
         if (r != c.nics_per_node)
-            rails->fail(fmt::format("{} rails, but nics_per_node is {}: a rail-optimized fabric has one rail per NIC of a node",
-                                    r, c.nics_per_node));
+            rails->fail(
+                fmt::format("{} rails, but nics_per_node is {}: a rail-optimized fabric has one rail per NIC of a node",
+                            r, c.nics_per_node));
     }
 
     {
@@ -141,12 +145,14 @@ ClusterSpec load_cluster(const Node& node) {
     // Contradictions, reported at the field that asks for what is missing.
     const bool nvlink_fabric = c.intra_node != IntraNode::pcie;
     if (nvlink_fabric && !c.link(LinkClass::nvlink))
-        intra.fail(fmt::format("intra_node '{}' needs NVLink links, but links.nvlink is missing", net::to_string(c.intra_node)));
+        intra.fail(fmt::format("intra_node '{}' needs NVLink links, but links.nvlink is missing",
+                               net::to_string(c.intra_node)));
     if ((c.intra_node == IntraNode::pcie || c.intra_node == IntraNode::nvlink_pairs) && !c.link(LinkClass::pcie))
         intra.fail(fmt::format("intra_node '{}' routes GPU traffic over PCIe, but links.pcie is missing",
                                net::to_string(c.intra_node)));
     if (c.in_switch_reduction && c.intra_node != IntraNode::nvswitch)
-        in_switch->fail(fmt::format("in-switch reduction needs an NVSwitch, but intra_node is '{}'", net::to_string(c.intra_node)));
+        in_switch->fail(
+            fmt::format("in-switch reduction needs an NVSwitch, but intra_node is '{}'", net::to_string(c.intra_node)));
     if (c.inter_node != InterNode::none) {
         const char* kind = net::to_string(c.inter_node);
         if (!c.link(LinkClass::network))
@@ -166,7 +172,8 @@ net::ClusterSpec load_cluster_file(const std::string& path) { return load_cluste
 std::string cluster_path(const std::string& name_or_path) {
     const auto ends_with = [&](const char* suffix) {
         const std::string s(suffix);
-        return name_or_path.size() >= s.size() && name_or_path.compare(name_or_path.size() - s.size(), s.size(), s) == 0;
+        return name_or_path.size() >= s.size() &&
+               name_or_path.compare(name_or_path.size() - s.size(), s.size(), s) == 0;
     };
     if (name_or_path.find('/') != std::string::npos || ends_with(".yaml") || ends_with(".yml")) return name_or_path;
     return std::string(PARASIM_DATA_DIR) + "/topologies/" + name_or_path + ".yaml";

@@ -55,8 +55,8 @@ void read_efficiency(MapReader& r, hw::GpuSpec& g) {
             if (g.supports(t)) {
                 g.efficiency.gemm[static_cast<std::size_t>(t)] = fraction(gemm.required(key));
             } else if (auto v = gemm.optional(key)) {
-                v->fail(fmt::format("{} is unsupported on this GPU (peak.{}: unsupported); remove this ceiling", key,
-                                    key));
+                v->fail(
+                    fmt::format("{} is unsupported on this GPU (peak.{}: unsupported); remove this ceiling", key, key));
             }
         }
         gemm.finish();
@@ -192,9 +192,7 @@ std::string resolve(const std::string& name_or_path, const std::string& dir) {
 
 hw::GpuSpec load_gpu(const Node& root) { return read_gpu(root, ""); }
 
-hw::GpuSpec load_gpu_file(const std::string& path) {
-    return read_gpu(load_file(path), fs::path(path).stem().string());
-}
+hw::GpuSpec load_gpu_file(const std::string& path) { return read_gpu(load_file(path), fs::path(path).stem().string()); }
 
 std::string default_gpu_dir() { return std::string(PARASIM_DATA_DIR) + "/topologies/gpus"; }
 

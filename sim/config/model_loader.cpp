@@ -80,14 +80,16 @@ void check_blocks(const ModelSpec& m, const std::optional<Node>& rotary, const s
     if (rotary) {
         if (m.position != PositionKind::rope) rotary->fail("rotary_dim needs position: rope");
         if (m.rotary_dim > m.head_dim || m.rotary_dim % 2 != 0)
-            rotary->fail(fmt::format("rotary_dim ({}) must be even and at most head_dim ({})", m.rotary_dim, m.head_dim));
+            rotary->fail(
+                fmt::format("rotary_dim ({}) must be even and at most head_dim ({})", m.rotary_dim, m.head_dim));
         if (m.is_mla()) rotary->fail("rotary_dim does not apply to MLA: its rope width is qk_rope_head_dim");
     }
     if (m.block == BlockLayout::parallel && m.experts > 0)
         block->fail("block: parallel with a moe: block (experts beside attention) is not modelled");
     if (m.is_mla() && (m.bias.qkv || m.bias.out))
-        attention->fail("biases on the projections of multi-head latent attention are not modelled: give bias: false "
-                        "or a map without qkv and out");
+        attention->fail(
+            "biases on the projections of multi-head latent attention are not modelled: give bias: false "
+            "or a map without qkv and out");
 }
 
 // A field of a HF config, absent when missing or null.
@@ -152,10 +154,10 @@ std::string architecture_of(MapReader& r, std::optional<Node>& where) {
 }  // namespace
 
 const std::vector<std::string>& hf_architectures() {
-    static const std::vector<std::string> names = {
-        "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM",  "GPT2LMHeadModel",     "GPT2Model",
-        "GPTNeoXForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "DeepseekV3ForCausalLM",
-        "GPTJForCausalLM"};
+    static const std::vector<std::string> names = {"LlamaForCausalLM",      "MistralForCausalLM", "MixtralForCausalLM",
+                                                   "GPT2LMHeadModel",       "GPT2Model",          "GPTNeoXForCausalLM",
+                                                   "Qwen2ForCausalLM",      "Qwen3ForCausalLM",   "Qwen3MoeForCausalLM",
+                                                   "DeepseekV3ForCausalLM", "GPTJForCausalLM"};
     return names;
 }
 
@@ -216,8 +218,9 @@ ModelSpec load_model(const Node& map) {
         // head's query/key width is the head_dim the attention core uses.
         if (kv) kv->fail("kv_heads does not apply to multi-head latent attention (attention.kind mla): omit it");
         if (head_dim)
-            head_dim->fail("head_dim does not apply to multi-head latent attention: it is qk_nope_head_dim + "
-                           "qk_rope_head_dim");
+            head_dim->fail(
+                "head_dim does not apply to multi-head latent attention: it is qk_nope_head_dim + "
+                "qk_rope_head_dim");
         m.head_dim = x->qk_head_dim();
     }
     check_shape(m, heads, kv, head_dim.has_value() || m.is_mla());
@@ -313,7 +316,8 @@ ModelSpec load_hf_config(const Node& map) {
                 m.experts = hf_int(r, experts_key, workload::kMaxExperts);
                 m.top_k = hf_int(r, "num_experts_per_tok");
                 if (m.top_k > m.experts) {
-                    r.node().fail(fmt::format("num_experts_per_tok ({}) exceeds {} ({})", m.top_k, experts_key, m.experts));
+                    r.node().fail(
+                        fmt::format("num_experts_per_tok ({}) exceeds {} ({})", m.top_k, experts_key, m.experts));
                 }
                 if (arch != "MixtralForCausalLM") m.moe_ffn = hf_int(r, "moe_intermediate_size");
             }
@@ -326,7 +330,8 @@ ModelSpec load_hf_config(const Node& map) {
             }
             if (arch == "DeepseekV3ForCausalLM") {
                 if (auto n = hf_field(r, "n_shared_experts")) m.shared_experts = n->as_int(0, workload::kMaxExperts);
-                if (auto n = hf_field(r, "first_k_dense_replace")) m.first_dense_layers = n->as_int(0, workload::kMaxLayers);
+                if (auto n = hf_field(r, "first_k_dense_replace"))
+                    m.first_dense_layers = n->as_int(0, workload::kMaxLayers);
                 // Group-limited routing; ignored unless both are present and the groups divide the experts.
                 const auto ng = hf_field(r, "n_group");
                 const auto tg = hf_field(r, "topk_group");

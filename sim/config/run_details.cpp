@@ -7,9 +7,10 @@
 
 namespace sim::config {
 
-const std::vector<std::string> kSoftwareNames = {
-    "megatron-lm", "megatron-core", "nemo",   "megatron-bridge", "llm-foundry", "flash-attention", "torchtitan",
-    "deepspeed",   "tensorrt-llm",  "lmdeploy", "vllm",          "hai-llm", "other"};
+const std::vector<std::string> kSoftwareNames = {"megatron-lm",  "megatron-core",   "nemo",       "megatron-bridge",
+                                                 "llm-foundry",  "flash-attention", "torchtitan", "deepspeed",
+                                                 "tensorrt-llm", "lmdeploy",        "vllm",       "hai-llm",
+                                                 "other"};
 
 workload::AttentionImpl read_attention_impl(const Node& n) {
     const std::vector<std::string> names(std::begin(workload::kAttentionImplNames),
@@ -93,9 +94,9 @@ workload::Precision read_precision(MapReader& r, bool weight_dtype) {
 
 workload::Recompute read_recompute(const Node& n) {
     const std::string v = n.as_enum({"none", "selective", "full"});
-    return v == "none" ? workload::Recompute::none
-         : v == "selective" ? workload::Recompute::selective
-                            : workload::Recompute::full;
+    return v == "none"        ? workload::Recompute::none
+           : v == "selective" ? workload::Recompute::selective
+                              : workload::Recompute::full;
 }
 
 const parallel::IPipelineSchedule& read_schedule(const Node& n) {

@@ -43,7 +43,7 @@ YAML::Node strip_marks(const YAML::Node& n, std::uint64_t& budget) {
 }
 
 struct PathToken {
-    std::string key;   // map key, or empty for an index
+    std::string key;  // map key, or empty for an index
     long index = -1;
 };
 
@@ -228,7 +228,8 @@ WorkloadSpec read_workload(const Node& node) {
         w.batch = r.required("batch").as_int(1, 1 << 24);
         w.prompt_tokens = r.required("prompt_tokens").as_int(1, 1 << 24);
         w.output_tokens = r.required("output_tokens").as_int(1, 1 << 24);
-        if (auto n = r.optional("decode_steps_simulated")) w.decode_steps_simulated = static_cast<int>(n->as_int(0, 4096));
+        if (auto n = r.optional("decode_steps_simulated"))
+            w.decode_steps_simulated = static_cast<int>(n->as_int(0, 4096));
     } else {
         w.seq_len = r.required("seq_len").as_int(1, 1 << 24);
         w.global_batch = r.required("global_batch").as_int(1, 1 << 30);
@@ -342,7 +343,8 @@ ScenarioSpec load_scenario(const std::string& path, const std::vector<Override>&
 
     const Node cluster_ref = r.required("cluster");
     const Node cluster_doc = resolve_document(
-        cluster_ref, "cluster", cluster_ref.is_scalar()
+        cluster_ref, "cluster",
+        cluster_ref.is_scalar()
             ? cluster_path(resolve_reference(path, cluster_ref.as_string(), set_on_command_line(overrides, "cluster")))
             : "",
         routed.cluster);
@@ -385,8 +387,8 @@ ScenarioSpec load_scenario(const std::string& path, const std::vector<Override>&
         for (const char* key : {"dtype", "weight_dtype", "kv_dtype"}) {
             const auto n = wr.optional(key);
             if (n && !s.gpu.supports(*hw::parse_dtype(n->as_string())))
-                n->fail(fmt::format("GPU {} does not support {} (cluster {})", s.gpu.name, n->as_string(),
-                                    s.cluster.name));
+                n->fail(
+                    fmt::format("GPU {} does not support {} (cluster {})", s.gpu.name, n->as_string(), s.cluster.name));
         }
     }
     for (const hw::DType t : {s.workload.precision.compute, s.workload.precision.weights, s.workload.precision.kv}) {

@@ -33,7 +33,7 @@ struct WorkloadSpec {
     bool flash_attention = true;
     // The attention kernel, when the file names one (implies flash_attention).
     std::optional<workload::AttentionImpl> attention;
-    workload::Dropout dropout;       // training only
+    workload::Dropout dropout;  // training only
     bool fuse_elementwise = true;
     // inference
     std::int64_t batch = 1;
@@ -42,10 +42,10 @@ struct WorkloadSpec {
     int decode_steps_simulated = 3;  // decode steps simulated around the mid-generation context
     // training
     std::int64_t seq_len = 0;
-    std::int64_t global_batch = 0;   // sequences per iteration
+    std::int64_t global_batch = 0;  // sequences per iteration
     std::int64_t micro_batch = 1;
     workload::Recompute recompute = workload::Recompute::none;
-    Time host_time_per_batch{};      // input pipeline time per micro-batch, on the host
+    Time host_time_per_batch{};  // input pipeline time per micro-batch, on the host
     // Mixture of experts: routing (balanced or zipf(s)), capacity factor,
     // grouped GEMM (docs/moe.md); moe_where locates the block (unset when absent).
     workload::MoeRouting moe;
@@ -105,12 +105,12 @@ struct StrategySpec {
     // A registered schedule (sim/parallel/schedule/); never null.
     const parallel::IPipelineSchedule* schedule = &parallel::default_pipeline_schedule();
     int virtual_stages = 1;
-    int microbatches = 0;            // 0: auto
+    int microbatches = 0;  // 0: auto
     // A registered partitioner (sim/parallel/partition/); never null.
     const parallel::IPartitioner* partition = &parallel::default_partitioner();
     parallel::CapacityLevel capacity = parallel::CapacityLevel::l2;
-    Bytes capacity_bytes;            // when capacity == bytes
-    std::string collective = "auto"; // collective algorithm by name
+    Bytes capacity_bytes;             // when capacity == bytes
+    std::string collective = "auto";  // collective algorithm by name
     Overlap overlap;
     // Uneven pipeline split (training or inference, uniform partition):
     // transformer layers on the first / last pipeline rank, all of its
@@ -134,7 +134,7 @@ struct ScenarioSpec {
     // The collective library's calibration (topologies/collectives/<name>.yaml,
     // config::kDefaultCollectiveLibrary): kept by config for the program's life.
     const net::CollectiveLibrary* collectives = nullptr;
-    int gpus = 0;                    // GPUs used (resolved)
+    int gpus = 0;  // GPUs used (resolved)
     std::vector<StrategySpec> strategies;
     // sweep: field path -> values, in file order
     std::vector<std::pair<std::string, std::vector<YAML::Node>>> sweep;

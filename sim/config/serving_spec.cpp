@@ -97,7 +97,8 @@ std::vector<TraceRequest> read_trace_csv(const std::string& path) {
         if (!header) {
             if (fields != std::vector<std::string>{"arrival_s", "prompt_tokens", "output_tokens"})
                 throw ConfigError(where, fmt::format("expected the header 'arrival_s,prompt_tokens,output_tokens', "
-                                                     "got '{}'", shown));
+                                                     "got '{}'",
+                                                     shown));
             header = true;
             continue;
         }
@@ -106,7 +107,8 @@ std::vector<TraceRequest> read_trace_csv(const std::string& path) {
         TraceRequest t;
         if (!parse_number(fields[0], t.arrival_s) || t.arrival_s < 0 || t.arrival_s > 86400.0 * 365)
             throw ConfigError(where, fmt::format("row '{}': arrival_s '{}' is not a time in seconds from 0 to "
-                                                 "one year", shown, fields[0]));
+                                                 "one year",
+                                                 shown, fields[0]));
         if (!rows.empty() && t.arrival_s < rows.back().arrival_s)
             throw ConfigError(where, fmt::format("row '{}': arrivals are not sorted ({} s after {} s)", shown,
                                                  t.arrival_s, rows.back().arrival_s));
@@ -122,8 +124,10 @@ std::vector<TraceRequest> read_trace_csv(const std::string& path) {
             throw ConfigError(where, fmt::format("more than {} requests", kMaxRequests));
         rows.push_back(t);
     }
-    if (!header) throw ConfigError(SourceLocation{path, 1, 1}, "empty trace: expected the header "
-                                                               "'arrival_s,prompt_tokens,output_tokens' and rows");
+    if (!header)
+        throw ConfigError(SourceLocation{path, 1, 1},
+                          "empty trace: expected the header "
+                          "'arrival_s,prompt_tokens,output_tokens' and rows");
     if (rows.empty()) throw ConfigError(SourceLocation{path, line, 1}, "the trace has a header but no requests");
     return rows;
 }
@@ -178,11 +182,12 @@ ServingSpec read_serving(const Node& node, const std::string& scenario_file) {
     if (auto n = r.optional("warmup_requests")) {
         s.warmup_requests = n->as_int(0, kMaxRequests);
         if (req && s.warmup_requests >= s.requests)
-            n->fail(fmt::format("warm-up of {} requests leaves none of the {} to measure", s.warmup_requests,
-                                s.requests));
+            n->fail(
+                fmt::format("warm-up of {} requests leaves none of the {} to measure", s.warmup_requests, s.requests));
     }
     if (auto n = r.optional("seed")) s.seed = static_cast<std::uint64_t>(n->as_int(0, INT64_MAX));
-    if (auto n = r.optional("scheduler")) s.scheduler = &serve::serving_scheduler(n->as_enum(serve::serving_scheduler_names()));
+    if (auto n = r.optional("scheduler"))
+        s.scheduler = &serve::serving_scheduler(n->as_enum(serve::serving_scheduler_names()));
     if (auto n = r.optional("preemption")) s.swap_preemption = n->as_enum({"recompute", "swap"}) == "swap";
     if (auto n = r.optional("prefix_cache")) {
         MapReader pc(*n);

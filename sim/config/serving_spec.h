@@ -38,14 +38,14 @@ struct TraceRequest {
 
 struct ServingSpec {
     ArrivalProcess arrivals = ArrivalProcess::poisson;
-    double rate = 0;                // requests per second (poisson, gamma, fixed)
-    double cv = 1;                  // gamma: coefficient of variation of the inter-arrival gaps
-    std::int64_t concurrency = 0;   // closed: clients
+    double rate = 0;                  // requests per second (poisson, gamma, fixed)
+    double cv = 1;                    // gamma: coefficient of variation of the inter-arrival gaps
+    std::int64_t concurrency = 0;     // closed: clients
     std::vector<TraceRequest> trace;  // trace: the file's rows, in order
     std::string trace_file;
-    LengthSpec prompt, output;      // not with a trace
-    std::int64_t requests = 0;      // how many requests (0: bounded by duration)
-    double duration_s = 0;          // arrivals within this span (0: bounded by requests)
+    LengthSpec prompt, output;         // not with a trace
+    std::int64_t requests = 0;         // how many requests (0: bounded by duration)
+    double duration_s = 0;             // arrivals within this span (0: bounded by requests)
     std::int64_t warmup_requests = 0;  // the first ones, excluded from the metrics
     std::uint64_t seed = 1;
     const serve::IServingScheduler* scheduler = &serve::default_serving_scheduler();

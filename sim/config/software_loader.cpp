@@ -43,7 +43,8 @@ SoftwareProfile load_software_profile(const Node& root, const std::string& expec
     const std::string stem = p.version.empty() ? p.name : p.name + "-" + p.version;
     if (!expected_name.empty() && stem != expected_name)
         name.fail(fmt::format("name '{}' differs from the file name '{}'", stem, expected_name));
-    if (p.name != kDefaultSoftware && std::find(kSoftwareNames.begin(), kSoftwareNames.end(), p.name) == kSoftwareNames.end())
+    if (p.name != kDefaultSoftware &&
+        std::find(kSoftwareNames.begin(), kSoftwareNames.end(), p.name) == kSoftwareNames.end())
         name.fail(fmt::format("'{}' is not a software stack parasim knows (nor '{}')", p.name, kDefaultSoftware));
     p.description = r.required("description").as_string();
     {
@@ -51,7 +52,8 @@ SoftwareProfile load_software_profile(const Node& root, const std::string& expec
         // A per-kernel host cost above 10 ms is no framework's: a unit slip.
         const Node issue = sourced(host, "kernel_issue", p.kernel_issue_from);
         p.kernel_issue = issue.as_time();
-        if (p.kernel_issue > Time::from_seconds_ceil(0.01)) issue.fail("a per-kernel host cost above 10 ms is not plausible");
+        if (p.kernel_issue > Time::from_seconds_ceil(0.01))
+            issue.fail("a per-kernel host cost above 10 ms is not plausible");
         p.launch_queue_depth =
             static_cast<int>(sourced(host, "launch_queue_depth", p.launch_queue_depth_from).as_int(1, 1 << 20));
         host.finish();
@@ -62,11 +64,13 @@ SoftwareProfile load_software_profile(const Node& root, const std::string& expec
         if (p.kernel_efficiency < 0.1) e.fail("a kernel efficiency below 0.1 is not plausible");
     }
     p.fuse_elementwise = sourced(r, "fuse_elementwise", p.fuse_elementwise_from).as_bool();
-    if (r.has("moe_fp8_dispatch")) p.moe_fp8_dispatch = sourced(r, "moe_fp8_dispatch", p.moe_fp8_dispatch_from).as_bool();
+    if (r.has("moe_fp8_dispatch"))
+        p.moe_fp8_dispatch = sourced(r, "moe_fp8_dispatch", p.moe_fp8_dispatch_from).as_bool();
     if (r.has("decode_attention_issue")) {
         // Lane instructions per K/V element and query head: a handful for a
         // dot product and a weighted sum; above 1000 is a unit slip.
-        p.decode_attention_issue = sourced(r, "decode_attention_issue", p.decode_attention_issue_from).as_number(0, 1000);
+        p.decode_attention_issue =
+            sourced(r, "decode_attention_issue", p.decode_attention_issue_from).as_number(0, 1000);
     }
     {
         const Node list = sourced(r, "overlaps", p.overlaps_from);

@@ -18,7 +18,7 @@
 namespace sim::config {
 
 struct SoftwareProfile {
-    std::string name;         // the stack; "default" when a run names no stack
+    std::string name;  // the stack; "default" when a run names no stack
     // The releases this file covers ("0.6": every 0.6.x), empty for the
     // stack's general profile. The file is <name>.yaml, or
     // <name>-<version>.yaml when a version is given (software_profile()).

@@ -30,14 +30,12 @@ struct UnitEntry {
 
 // Factors to base units: bytes, bytes/s, picoseconds... seconds, FLOP/s, Hz.
 const std::vector<UnitEntry>& units_of(Dimension dim) {
-    static const std::vector<UnitEntry> bytes = {{"B", 1},         {"kB", 1e3},          {"KB", 1e3},
-                                                 {"MB", 1e6},      {"GB", 1e9},          {"TB", 1e12},
-                                                 {"KiB", 1024.0},  {"MiB", 1048576.0},   {"GiB", 1073741824.0},
-                                                 {"TiB", 1099511627776.0}};
+    static const std::vector<UnitEntry> bytes = {
+        {"B", 1},     {"kB", 1e3},     {"KB", 1e3},        {"MB", 1e6},           {"GB", 1e9},
+        {"TB", 1e12}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
     static const std::vector<UnitEntry> bandwidth = {
-        {"B/s", 1},        {"kB/s", 1e3},       {"MB/s", 1e6},          {"GB/s", 1e9},
-        {"TB/s", 1e12},    {"GiB/s", 1073741824.0}, {"b/s", 0.125},     {"kb/s", 125.0},
-        {"Mb/s", 1.25e5},  {"Gb/s", 1.25e8},    {"Tb/s", 1.25e11}};
+        {"B/s", 1},     {"kB/s", 1e3},   {"MB/s", 1e6},    {"GB/s", 1e9},    {"TB/s", 1e12},   {"GiB/s", 1073741824.0},
+        {"b/s", 0.125}, {"kb/s", 125.0}, {"Mb/s", 1.25e5}, {"Gb/s", 1.25e8}, {"Tb/s", 1.25e11}};
     static const std::vector<UnitEntry> time = {{"ps", 1e-12}, {"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}};
     static const std::vector<UnitEntry> flops = {
         {"FLOP/s", 1}, {"GFLOP/s", 1e9}, {"TFLOP/s", 1e12}, {"PFLOP/s", 1e15}, {"TOP/s", 1e12}};
@@ -191,7 +189,8 @@ std::string Node::as_enum(const std::vector<std::string>& allowed) const {
     const std::string v = as_string();
     if (std::find(allowed.begin(), allowed.end(), v) != allowed.end()) return v;
     const std::string hint = nearest(v, allowed);
-    fail(fmt::format("'{}' is not one of {}{}", v, join(allowed), hint.empty() ? "" : " (did you mean '" + hint + "'?)"));
+    fail(fmt::format("'{}' is not one of {}{}", v, join(allowed),
+                     hint.empty() ? "" : " (did you mean '" + hint + "'?)"));
 }
 
 std::int64_t Node::as_int(std::int64_t min, std::int64_t max) const {
@@ -251,9 +250,7 @@ double Node::as_frequency_hz() const { return quantity(*this, Dimension::frequen
 
 std::size_t Node::size() const { return node_.size(); }
 
-Node Node::at(std::size_t index) const {
-    return Node(node_[index], file_, fmt::format("{}[{}]", path_, index));
-}
+Node Node::at(std::size_t index) const { return Node(node_[index], file_, fmt::format("{}[{}]", path_, index)); }
 
 std::vector<Node> Node::elements() const {
     if (!node_.IsSequence()) fail("expected a list");
@@ -289,8 +286,8 @@ Node MapReader::required(const std::string& key) {
         if (consumed_.count(k) || nearest(k, {key}).empty()) continue;
         const std::string path = map_.path().empty() ? k : map_.path() + "." + k;
         const YAML::Mark m = kv.first.Mark();
-        const SourceLocation where = m.line < 0 ? SourceLocation{"--set " + path, 0, 0}
-                                                : SourceLocation{map_.file(), m.line + 1, m.column + 1};
+        const SourceLocation where =
+            m.line < 0 ? SourceLocation{"--set " + path, 0, 0} : SourceLocation{map_.file(), m.line + 1, m.column + 1};
         throw ConfigError(where, fmt::format("unknown key '{}' (did you mean '{}'?)", path, key));
     }
     map_.fail(fmt::format("missing required field '{}'", key));
@@ -300,7 +297,8 @@ std::optional<Node> MapReader::optional(const std::string& key) {
     consumed_.insert(key);
     const YAML::Node child = map_.yaml()[key];
     if (!child) return std::nullopt;
-    return Node(child, std::make_shared<const std::string>(map_.file()), map_.path().empty() ? key : map_.path() + "." + key);
+    return Node(child, std::make_shared<const std::string>(map_.file()),
+                map_.path().empty() ? key : map_.path() + "." + key);
 }
 
 void MapReader::finish() const {
@@ -311,8 +309,8 @@ void MapReader::finish() const {
         const std::string hint = nearest(key, valid);
         const std::string path = map_.path().empty() ? key : map_.path() + "." + key;
         const YAML::Mark m = kv.first.Mark();
-        const SourceLocation where = m.line < 0 ? SourceLocation{"--set " + path, 0, 0}
-                                                : SourceLocation{map_.file(), m.line + 1, m.column + 1};
+        const SourceLocation where =
+            m.line < 0 ? SourceLocation{"--set " + path, 0, 0} : SourceLocation{map_.file(), m.line + 1, m.column + 1};
         throw ConfigError(where, fmt::format("unknown key '{}'{}", path,
                                              hint.empty() ? fmt::format(" (valid keys: {})", join(valid))
                                                           : fmt::format(" (did you mean '{}'?)", hint)));

@@ -48,11 +48,11 @@ public:
     bool as_bool() const;
 
     // Quantities with units.
-    Bytes as_bytes() const;             // B, kB, MB, GB, TB, KiB, MiB, GiB, TiB
-    Bandwidth as_bandwidth() const;     // B/s, kB/s, MB/s, GB/s, TB/s, GiB/s, b/s, Mb/s, Gb/s, Tb/s
-    Time as_time() const;               // ps, ns, us, ms, s
-    FlopRate as_flop_rate() const;      // FLOP/s, GFLOP/s, TFLOP/s, PFLOP/s
-    double as_frequency_hz() const;     // Hz, MHz, GHz
+    Bytes as_bytes() const;          // B, kB, MB, GB, TB, KiB, MiB, GiB, TiB
+    Bandwidth as_bandwidth() const;  // B/s, kB/s, MB/s, GB/s, TB/s, GiB/s, b/s, Mb/s, Gb/s, Tb/s
+    Time as_time() const;            // ps, ns, us, ms, s
+    FlopRate as_flop_rate() const;   // FLOP/s, GFLOP/s, TFLOP/s, PFLOP/s
+    double as_frequency_hz() const;  // Hz, MHz, GHz
 
     std::size_t size() const;
     Node at(std::size_t index) const;

@@ -27,10 +27,18 @@ class Executor {
 public:
     Executor(const Plan& plan, const hw::GpuSpec& gpu, const net::Topology& topo, const hw::CostModel& cm,
              const ExecOptions& options)
-        : plan_(plan), gpu_(gpu), topo_(topo), cm_(cm), options_(options), flows_(sim_, topo), coll_(sim_, flows_, topo),
+        : plan_(plan),
+          gpu_(gpu),
+          topo_(topo),
+          cm_(cm),
+          options_(options),
+          flows_(sim_, topo),
+          coll_(sim_, flows_, topo),
           lib_(options.collectives ? *options.collectives : config::collective_library()),
-          comm_sms_(options.comm_sms.value_or(lib_.comm_sms)), tuning_(tuning_for(gpu, topo.spec(), lib_)),
-          request_template_(make_request(gpu, topo.spec(), lib_)), l2_(plan, gpu.l2_size) {
+          comm_sms_(options.comm_sms.value_or(lib_.comm_sms)),
+          tuning_(tuning_for(gpu, topo.spec(), lib_)),
+          request_template_(make_request(gpu, topo.spec(), lib_)),
+          l2_(plan, gpu.l2_size) {
         const std::size_t n = plan.tasks.size();
         remaining_.resize(n);
         result_.task_kind.resize(n);
@@ -45,7 +53,8 @@ public:
         std::vector<std::uint32_t> count(n + 1, 0);
         for (std::size_t t = 0; t < n; ++t) {
             remaining_[t] = plan.tasks[t].dep_count;
-            for (std::uint32_t i = 0; i < plan.tasks[t].dep_count; ++i) ++count[plan.deps[plan.tasks[t].dep_begin + i] + 1];
+            for (std::uint32_t i = 0; i < plan.tasks[t].dep_count; ++i)
+                ++count[plan.deps[plan.tasks[t].dep_begin + i] + 1];
         }
         for (std::size_t t = 0; t < n; ++t) count[t + 1] += count[t];
         succ_begin_ = count;
@@ -73,7 +82,8 @@ public:
             std::size_t ring_gpus = 0;
             for (std::size_t k = 0; k < g; ++k) {
                 const std::size_t i = by_slot_.empty() ? k : by_slot_[k];
-                if (plan.streams[i][static_cast<std::size_t>(StreamKind::compute)].size() > depth) issue_ring_at_[i] = ring_gpus++;
+                if (plan.streams[i][static_cast<std::size_t>(StreamKind::compute)].size() > depth)
+                    issue_ring_at_[i] = ring_gpus++;
             }
             issue_ring_stride_ = ring_gpus;
             issue_ring_.assign(ring_gpus * depth, Time{});
@@ -91,7 +101,8 @@ public:
         sim_.run();
         for (std::size_t t = 0; t < plan_.tasks.size(); ++t)
             if (remaining_[t] != kStarted)
-                throw InternalError(fmt::format("plan task {} never ran (a dependency cycle or a stream-order deadlock)", t));
+                throw InternalError(
+                    fmt::format("plan task {} never ran (a dependency cycle or a stream-order deadlock)", t));
         // The run's bookkeeping goes before the results grow.
         release(remaining_);
         release(succ_begin_);
@@ -156,7 +167,8 @@ private:
                 if (!plan_.streams[i][s].empty()) first[i] = std::min(first[i], plan_.streams[i][s].front());
         by_slot_.resize(g);
         for (std::size_t i = 0; i < g; ++i) by_slot_[i] = static_cast<std::uint32_t>(i);
-        std::stable_sort(by_slot_.begin(), by_slot_.end(), [&](std::uint32_t a, std::uint32_t b) { return first[a] < first[b]; });
+        std::stable_sort(by_slot_.begin(), by_slot_.end(),
+                         [&](std::uint32_t a, std::uint32_t b) { return first[a] < first[b]; });
         slot_.resize(g);
         for (std::size_t i = 0; i < g; ++i) slot_[by_slot_[i]] = static_cast<std::uint32_t>(i);
         for (std::size_t s = 0; s < kStreamCount; ++s) {
@@ -227,7 +239,8 @@ private:
                 } else {
                     const double eff = topo_.node_of(src) == topo_.node_of(dst) ? tuning_.protocol_efficiency
                                                                                 : tuning_.network_efficiency;
-                    flows_.start(src, dst, t.bytes, [this, id] { finish(id); }, eff);
+                    flows_.start(
+                        src, dst, t.bytes, [this, id] { finish(id); }, eff);
                 }
                 break;
             }
@@ -257,8 +270,11 @@ private:
             const std::size_t j = issue_next_[gpu]++;
             // Position j - depth finished (it is before the head) and its ring
             // slot is next overwritten when position j finishes.
-            if (depth > 0 && j >= depth) issue_done_[gpu] = std::max(issue_done_[gpu], issue_ring_[(j % depth) * issue_ring_stride_ + issue_ring_at_[gpu]]);
-            if (plan_.tasks[order_at(gpu, c, j)].kind == TaskKind::kernel) issue_done_[gpu] = issue_done_[gpu] + options_.host_kernel_issue;
+            if (depth > 0 && j >= depth)
+                issue_done_[gpu] =
+                    std::max(issue_done_[gpu], issue_ring_[(j % depth) * issue_ring_stride_ + issue_ring_at_[gpu]]);
+            if (plan_.tasks[order_at(gpu, c, j)].kind == TaskKind::kernel)
+                issue_done_[gpu] = issue_done_[gpu] + options_.host_kernel_issue;
         }
         return issue_done_[gpu];
     }
@@ -276,11 +292,10 @@ private:
         rec.l2_hit_bytes += std::max(0.0, c.l2_request_bytes.as_double() - c.hbm_bytes.as_double());
         rec.hbm_bytes += c.hbm_bytes.as_double();
         rec.flops += k.flops.value;
-        result_.kernel_stats[id] = KernelStats{static_cast<float>(c.l2_request_bytes.as_double()),
-                                               static_cast<float>(std::max(0.0, c.l2_request_bytes.as_double() -
-                                                                                     c.hbm_bytes.as_double())),
-                                               static_cast<float>(c.hbm_bytes.as_double()),
-                                               static_cast<float>(k.flops.value)};
+        result_.kernel_stats[id] =
+            KernelStats{static_cast<float>(c.l2_request_bytes.as_double()),
+                        static_cast<float>(std::max(0.0, c.l2_request_bytes.as_double() - c.hbm_bytes.as_double())),
+                        static_cast<float>(c.hbm_bytes.as_double()), static_cast<float>(k.flops.value)};
         result_.task_kind[id] = c.compute_bound() ? IntervalKind::compute_kernel : IntervalKind::memory_kernel;
         sim_.schedule_after(duration, [this, id] { finish(id); });
     }
@@ -295,7 +310,8 @@ private:
     // kernel, without two float-to-time conversions per kernel.
     struct CostMemo;
     CostMemo& kernel_cost(std::uint32_t kernel, const hw::KernelDesc& k, Bytes hit) {
-        const std::uint64_t h = (static_cast<std::uint64_t>(kernel) * 0x9E3779B97F4A7C15ULL) ^ (hit.value * 0xC2B2AE3D27D4EB4FULL);
+        const std::uint64_t h =
+            (static_cast<std::uint64_t>(kernel) * 0x9E3779B97F4A7C15ULL) ^ (hit.value * 0xC2B2AE3D27D4EB4FULL);
         CostMemo& m = cost_memo_[static_cast<std::size_t>(h >> 52) & (cost_memo_.size() - 1)];
         if (m.kernel != kernel || m.hit != hit) {
             m.cost = cm_.cost(gpu_, k, hw::L2Residency{hit});
@@ -314,13 +330,13 @@ private:
             // A collective running beside the kernel holds comm_sms SMs and
             // streams its bytes through HBM; the kernel slows accordingly
             // (docs/hardware-model.md §5a).
-            const double sm_factor = static_cast<double>(gpu_.sm_count) /
-                                     std::max(1.0, static_cast<double>(gpu_.sm_count - comm_sms_));
-            const double link = lib_.comm_hbm_share * (gpu_.nvlink_bandwidth.bytes_per_s > 0
-                                                           ? gpu_.nvlink_bandwidth.bytes_per_s
-                                                           : gpu_.pcie_bandwidth.bytes_per_s);
-            const double hbm_factor = gpu_.memory_bandwidth.bytes_per_s /
-                                      std::max(1.0, gpu_.memory_bandwidth.bytes_per_s - link);
+            const double sm_factor =
+                static_cast<double>(gpu_.sm_count) / std::max(1.0, static_cast<double>(gpu_.sm_count - comm_sms_));
+            const double link =
+                lib_.comm_hbm_share * (gpu_.nvlink_bandwidth.bytes_per_s > 0 ? gpu_.nvlink_bandwidth.bytes_per_s
+                                                                             : gpu_.pcie_bandwidth.bytes_per_s);
+            const double hbm_factor =
+                gpu_.memory_bandwidth.bytes_per_s / std::max(1.0, gpu_.memory_bandwidth.bytes_per_s - link);
             const Time compute = Time::from_seconds_ceil(c.compute_time.seconds() * sm_factor);
             const Time memory = Time::from_seconds_ceil(c.memory_time.seconds() * hbm_factor);
             duration = c.launch_overhead + std::max({compute, memory, c.l2_time});
@@ -342,7 +358,8 @@ private:
             const auto s = static_cast<std::size_t>(t.stream);
             busy_[gpu][s] = 0;
             if (t.stream == StreamKind::compute && !issue_ring_at_.empty() && issue_ring_at_[gpu] != SIZE_MAX)
-                issue_ring_[(heads_[gpu][s] % static_cast<std::size_t>(options_.launch_queue_depth)) * issue_ring_stride_ +
+                issue_ring_[(heads_[gpu][s] % static_cast<std::size_t>(options_.launch_queue_depth)) *
+                                issue_ring_stride_ +
                             issue_ring_at_[gpu]] = sim_.now();
             ++heads_[gpu][s];
             if (t.stream != StreamKind::compute && t.stream != StreamKind::host) --active_comm_[gpu];
@@ -410,7 +427,7 @@ private:
         std::uint32_t kernel = parallel::kNone;
         Bytes hit;
         hw::KernelCost cost;
-        std::array<Time, 2> duration{};             // [contended]
+        std::array<Time, 2> duration{};  // [contended]
         std::array<bool, 2> has_duration{};
     };
     // A power of two up to 4096 entries, about two per descriptor: serving
@@ -452,7 +469,8 @@ TimeBreakdown breakdown_of(const View& g, Time from, Time to) {
     std::sort(comm.begin(), comm.end());
     std::vector<std::pair<Time, Time>> merged;
     for (const auto& c : comm) {
-        if (!merged.empty() && c.first <= merged.back().second) merged.back().second = std::max(merged.back().second, c.second);
+        if (!merged.empty() && c.first <= merged.back().second)
+            merged.back().second = std::max(merged.back().second, c.second);
         else merged.push_back(c);
     }
     const auto cs = static_cast<std::size_t>(StreamKind::compute);

@@ -57,7 +57,7 @@ struct ExecResult {
     // or host); with the plan's stream order and the start and end times it
     // gives every GPU's intervals without storing them (breakdown_in below).
     std::vector<IntervalKind> task_kind;
-    std::vector<GpuRecord> gpus;  // per simulated GPU (intervals: see ExecOptions::record_intervals)
+    std::vector<GpuRecord> gpus;                     // per simulated GPU (intervals: see ExecOptions::record_intervals)
     std::array<double, 3> link_class_bytes{};        // nvlink, pcie, network
     std::array<double, 3> link_class_utilization{};  // average over links that carried traffic
     double max_link_load = 0;

@@ -26,9 +26,10 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b !=
 std::int64_t count(const KernelDesc& kd, std::int64_t a, std::int64_t b, std::int64_t c = 1) {
     const auto product = checked_mul(a, b, c);
     if (!product)
-        throw ModelError(fmt::format("kernel {} (m={}, n={}, k={}, batch={}) is too large to schedule: {} x {} x {} "
-                                     "tiles do not fit in 64 bits",
-                                     kd.name, kd.m, kd.n, kd.k, kd.batch, a, b, c));
+        throw ModelError(
+            fmt::format("kernel {} (m={}, n={}, k={}, batch={}) is too large to schedule: {} x {} x {} "
+                        "tiles do not fit in 64 bits",
+                        kd.name, kd.m, kd.n, kd.k, kd.batch, a, b, c));
     return *product;
 }
 
@@ -51,7 +52,7 @@ std::vector<int> tile_dims(const GpuSpec& gpu, std::int64_t extent) {
 
 struct Work {
     double flops = 0, efficiency = 0, rate = 0;  // compute: flops / (rate * efficiency)
-    double hbm_read = 0, hbm_write = 0, l2 = 0;   // bytes
+    double hbm_read = 0, hbm_write = 0, l2 = 0;  // bytes
 };
 
 double sustained_l2(const GpuSpec& gpu) { return gpu.l2_bandwidth.bytes_per_s * gpu.efficiency.l2; }
@@ -74,7 +75,8 @@ bool has_gemm_shape(const KernelDesc& k) { return k.m > 0 && k.n > 0 && k.k > 0 
 Work attention_work(const GpuSpec& gpu, const KernelDesc& kd) {
     const AttentionFit& fit = gpu.attention_fit;
     if (!(fit.block > 0) || !(fit.ref_head_dim > 0) || !(fit.backward_share > 0))
-        throw ModelError(fmt::format("GPU {} has no attention fit (topologies/kernels/flash-attention.yaml)", gpu.name));
+        throw ModelError(
+            fmt::format("GPU {} has no attention fit (topologies/kernels/flash-attention.yaml)", gpu.name));
     const double ceiling = gpu.gemm_ceiling(kd.dtype);
     const double best = gpu.efficiency.attention.value_or(fit.default_share * ceiling);
     const double flash2 = gpu.efficiency.attention_flash2.value_or(best);
@@ -169,18 +171,19 @@ public:
         c.compute_efficiency = w.efficiency;
         c.compute_time = w.flops > 0 ? compute_time(Flops{w.flops}, FlopRate{w.rate * w.efficiency}) : Time{};
         if (kd.issue_instructions > 0.0 && gpu.tensor_clock_hz > 0.0)
-            c.compute_time = std::max(c.compute_time, Time::from_seconds_ceil(kd.issue_instructions /
-                                                                               (static_cast<double>(gpu.sm_count) *
-                                                                                hw::kIssueLanesPerSm * gpu.tensor_clock_hz)));
+            c.compute_time =
+                std::max(c.compute_time,
+                         Time::from_seconds_ceil(kd.issue_instructions / (static_cast<double>(gpu.sm_count) *
+                                                                          hw::kIssueLanesPerSm * gpu.tensor_clock_hz)));
         c.hbm_bytes = Bytes::ceil(hbm);
         c.l2_request_bytes = Bytes::ceil(w.l2);
         c.memory_time = transfer_time(c.hbm_bytes, Bandwidth{sustained_hbm(gpu)});
         c.l2_time = transfer_time(c.l2_request_bytes, Bandwidth{sustained_l2(gpu)});
         c.duration = c.launch_overhead + std::max({c.compute_time, c.memory_time, c.l2_time});
         if (kd.kind == KernelKind::gemm && has_gemm_shape(kd) && gpu.gemm_overlap > 0.0)
-            c.duration = c.launch_overhead +
-                         Time::from_seconds_ceil(gemm_time(c.compute_time.seconds(), c.memory_time.seconds(),
-                                                           c.l2_time.seconds(), gpu.gemm_overlap));
+            c.duration =
+                c.launch_overhead + Time::from_seconds_ceil(gemm_time(c.compute_time.seconds(), c.memory_time.seconds(),
+                                                                      c.l2_time.seconds(), gpu.gemm_overlap));
         return c;
     }
 

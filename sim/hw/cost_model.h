@@ -14,14 +14,14 @@
 namespace sim::hw {
 
 struct KernelCost {
-    Time duration;          // launch overhead included
+    Time duration;  // launch overhead included
     Time launch_overhead;
-    Time compute_time;      // flops / (peak * efficiency)
-    Time memory_time;       // hbm_bytes / (hbm_bw * eff_hbm)
-    Time l2_time;           // l2_bytes / (l2_bw * eff_l2)
+    Time compute_time;                // flops / (peak * efficiency)
+    Time memory_time;                 // hbm_bytes / (hbm_bw * eff_hbm)
+    Time l2_time;                     // l2_bytes / (l2_bw * eff_l2)
     double compute_efficiency = 0.0;  // the GEMM efficiency applied (tiling x waves x ceiling)
-    Bytes l2_request_bytes;  // bytes the SMs request from L2
-    Bytes hbm_bytes;         // bytes that came from (or went to) HBM
+    Bytes l2_request_bytes;           // bytes the SMs request from L2
+    Bytes hbm_bytes;                  // bytes that came from (or went to) HBM
     // GEMM only: the plan the model chose (0 for other kinds).
     int tile_m = 0, tile_n = 0, split_k = 0;
     std::int64_t waves = 0;
@@ -69,11 +69,11 @@ struct GemmPlan {
     double k_eff = 1.0;       // k_split / (k_split + gpu.gemm_k0)
     double efficiency = 0.0;  // ceiling[dtype] * wave_eff * fill_eff * k_eff
     double l2_request_bytes = 0.0;
-    double hbm_read_bytes = 0.0;   // before subtracting cross-kernel L2 residency
+    double hbm_read_bytes = 0.0;  // before subtracting cross-kernel L2 residency
     double hbm_write_bytes = 0.0;
     double compute_s = 0.0, hbm_s = 0.0, l2_s = 0.0;
-    double overlap = 0.0;     // gpu.gemm_overlap
-    double time_s() const;    // gemm_time of the three
+    double overlap = 0.0;   // gpu.gemm_overlap
+    double time_s() const;  // gemm_time of the three
 };
 
 // Pipeline prologue/epilogue of a tile expressed in k for a GPU file without
@@ -83,7 +83,6 @@ inline constexpr double kGemmK0 = 64.0;
 // A GEMM's time from its compute, HBM and L2 times: their max when
 // `overlap` is 0, else (c^p + h^p + l^p)^(1/p) with p = overlap (docs §2).
 double gemm_time(double compute, double hbm, double l2, double overlap);
-
 
 // One given tiling; InternalError for a kernel without a GEMM shape.
 GemmPlan evaluate_gemm_plan(const GpuSpec& gpu, const KernelDesc& k, int tile_m, int tile_n, int split_k);

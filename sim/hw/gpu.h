@@ -16,10 +16,10 @@ struct GpuEfficiency {
     // Best fraction of dense peak reached by library GEMMs on large square
     // shapes, per dtype (index = DType); 0 where the dtype is unsupported.
     std::array<double, kDTypeCount> gemm{};
-    double hbm = 0.9;           // sustained fraction of peak memory bandwidth
-    double l2 = 0.8;            // sustained fraction of L2 bandwidth
-    Time launch_overhead{};     // per kernel
-    double nccl_nvlink = 0.0;   // fraction of per-direction NVLink rate NCCL rings reach (0: no NVLink)
+    double hbm = 0.9;          // sustained fraction of peak memory bandwidth
+    double l2 = 0.8;           // sustained fraction of L2 bandwidth
+    Time launch_overhead{};    // per kernel
+    double nccl_nvlink = 0.0;  // fraction of per-direction NVLink rate NCCL rings reach (0: no NVLink)
     double nccl_pcie = 0.8;
     // Fraction of dense fp16/bf16 (or the kernel dtype's) peak that the best
     // fused (flash) attention kernel reaches at head_dim 128 on long
@@ -49,8 +49,8 @@ struct AttentionFit {
 };
 
 struct GpuSpec {
-    std::string name;           // catalog name, e.g. "h100-sxm"
-    std::string architecture;   // volta | turing | ampere | ada | hopper
+    std::string name;          // catalog name, e.g. "h100-sxm"
+    std::string architecture;  // volta | turing | ampere | ada | hopper
     int sm_count = 0;
     double tensor_clock_hz = 0.0;
     // Dense peak per dtype; nullopt where the hardware does not support it.
@@ -62,9 +62,9 @@ struct GpuSpec {
     Bandwidth l2_bandwidth;
     int nvlink_generation = 0;  // 0: none
     int nvlink_links = 0;
-    Bandwidth nvlink_bandwidth; // per direction, whole GPU
+    Bandwidth nvlink_bandwidth;  // per direction, whole GPU
     int pcie_generation = 0;
-    Bandwidth pcie_bandwidth;   // per direction, x16
+    Bandwidth pcie_bandwidth;  // per direction, x16
     GpuEfficiency efficiency;
     AttentionFit attention_fit;
     int gemm_tile_m = 128;

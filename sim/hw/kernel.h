@@ -45,7 +45,7 @@ struct KernelDesc {
     KernelKind kind = KernelKind::elementwise;
     DType dtype = DType::fp16;
     Flops flops;
-    Bytes bytes_read;     // compulsory bytes read from memory (before L2 reuse)
+    Bytes bytes_read;  // compulsory bytes read from memory (before L2 reuse)
     Bytes bytes_written;
     // GEMM shape (C[m,n] += A[m,k] B[k,n]) repeated `batch` times.
     // Attention uses the same fields: m = query tokens per sequence, n = key

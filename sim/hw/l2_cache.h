@@ -54,10 +54,10 @@ private:
     Bytes capacity_;
     std::uint64_t used_ = 0;
     std::vector<Node> nodes_;
-    std::uint32_t free_ = kNil;                     // free nodes, chained by next
-    std::uint32_t head_ = kNil, tail_ = kNil;      // most / least recently used
-    std::vector<Slot> slots_;                       // size 0 or a power of two
-    std::size_t count_ = 0;                         // resident tensors
+    std::uint32_t free_ = kNil;                // free nodes, chained by next
+    std::uint32_t head_ = kNil, tail_ = kNil;  // most / least recently used
+    std::vector<Slot> slots_;                  // size 0 or a power of two
+    std::size_t count_ = 0;                    // resident tensors
     double hit_bytes_ = 0.0;
     double requested_bytes_ = 0.0;
 };

@@ -11,11 +11,11 @@ namespace sim::hw {
 
 MemoryVerdict check_capacity(const MemoryBreakdown& need, Bytes capacity) {
     const std::array<std::pair<const char*, double>, 6> parts = {{{"weights", need.weights},
-                                                                   {"gradients", need.gradients},
-                                                                   {"optimizer state", need.optimizer},
-                                                                   {"activations", need.activations},
-                                                                   {"KV cache", need.kv_cache},
-                                                                   {"workspace", need.workspace}}};
+                                                                  {"gradients", need.gradients},
+                                                                  {"optimizer state", need.optimizer},
+                                                                  {"activations", need.activations},
+                                                                  {"KV cache", need.kv_cache},
+                                                                  {"workspace", need.workspace}}};
     for (const auto& [what, bytes] : parts) {
         if (!(bytes >= 0.0)) throw InternalError(fmt::format("memory breakdown: {} is {} bytes", what, bytes));
     }

@@ -30,8 +30,8 @@ struct LinkClassSpec {
 
 struct ClusterSpec {
     std::string name;
-    std::string gpu;            // catalog name (topologies/gpus/<gpu>.yaml)
-    int nodes = 1;              // 0 = auto: as many as the GPU count needs
+    std::string gpu;  // catalog name (topologies/gpus/<gpu>.yaml)
+    int nodes = 1;    // 0 = auto: as many as the GPU count needs
     int gpus_per_node = 8;
     IntraNode intra_node = IntraNode::nvswitch;
     bool in_switch_reduction = false;
@@ -47,7 +47,7 @@ struct ClusterSpec {
     bool pxn = true;
     // Indexed by LinkClass; nullopt when the cluster has no link of that class.
     std::array<std::optional<LinkClassSpec>, kLinkClassCount> links{};
-    SourceLocation where;       // for messages that point at the cluster file
+    SourceLocation where;  // for messages that point at the cluster file
 
     const LinkClassSpec* link(LinkClass c) const {
         const auto& l = links[static_cast<std::size_t>(c)];

@@ -96,7 +96,8 @@ const ICollectiveAlgorithm& CollectiveEngine::Impl::resolve(const CollectiveRequ
     if (!algo->implements(req.op))
         throw ModelError(fmt::format("algorithm '{}' does not implement {}", req.algorithm, to_string(req.op)));
     if (algo->needs_token_routing() && req.tokens.top_k <= 0)
-        throw ModelError(fmt::format("algorithm '{}' runs only MoE token exchanges (dispatch and combine)", req.algorithm));
+        throw ModelError(
+            fmt::format("algorithm '{}' runs only MoE token exchanges (dispatch and combine)", req.algorithm));
     if (std::string why = algo->infeasible(topo, req.gpus); !why.empty()) throw ModelError(why);
     return *algo;
 }
@@ -257,7 +258,8 @@ CollectiveChoice CollectiveEngine::Impl::choose(const CollectiveRequest& req) co
             if (scratch.phases.empty()) continue;
             if (a->pays_base_latency()) scratch.initial = p.base_latency;
             const Time t = estimate(scratch);
-            if (best.algorithm.empty() || t < best.predicted) best = CollectiveChoice{std::string(a->name()), p.name, t};
+            if (best.algorithm.empty() || t < best.predicted)
+                best = CollectiveChoice{std::string(a->name()), p.name, t};
         }
     }
     if (best.algorithm.empty()) best = CollectiveChoice{std::string(rule.name()), req.protocols.back().name, Time{}};

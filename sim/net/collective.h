@@ -59,8 +59,8 @@ struct Protocol {
     std::string name;
     double bandwidth_share = 1.0;  // (0, 1]
     Time step_latency{};
-    Time network_step_latency{};   // for steps whose flows cross nodes (zero: step_latency)
-    Time base_latency{};           // once per collective, before its first step
+    Time network_step_latency{};  // for steps whose flows cross nodes (zero: step_latency)
+    Time base_latency{};          // once per collective, before its first step
 };
 
 // What an all-to-all of MoE tokens (dispatch or combine) says about its
@@ -70,7 +70,7 @@ struct Protocol {
 // rank order. top_k == 0: not a token exchange.
 struct TokenRouting {
     int top_k = 0;
-    int experts = 0;      // routed experts over the group
+    int experts = 0;  // routed experts over the group
     // Group-limited routing (DeepSeek-V3's n_group / topk_group): the
     // experts fall in `groups` equal groups of consecutive experts and a
     // token picks its top_k from `group_limit` of them. 0: unlimited.
@@ -81,8 +81,8 @@ struct TokenRouting {
 
 struct CollectiveRequest {
     CollectiveOp op = CollectiveOp::all_reduce;
-    std::vector<int> gpus;   // participants, in rank order
-    Bytes size;              // nccl-tests convention: the buffer size per rank
+    std::vector<int> gpus;  // participants, in rank order
+    Bytes size;             // nccl-tests convention: the buffer size per rank
     std::string algorithm = "auto";
     double protocol_efficiency = 1.0;  // NCCL's achievable fraction of link rate
     Time step_latency{};               // per-step software latency (NCCL per-step cost)

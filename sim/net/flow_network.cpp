@@ -163,7 +163,8 @@ void FlowNetwork::Impl::take_sample() {
         for (std::uint32_t fs : links[id].flows) used[c] += flows[fs].rate / flows[fs].efficiency;
     }
     ClassSample sample{sim.now(), {}};
-    for (std::size_t c = 0; c < kLinkClassCount; ++c) sample.utilization[c] = capacity[c] > 0 ? used[c] / capacity[c] : 0.0;
+    for (std::size_t c = 0; c < kLinkClassCount; ++c)
+        sample.utilization[c] = capacity[c] > 0 ? used[c] / capacity[c] : 0.0;
     if (!samples.empty() && samples.back().utilization == sample.utilization) return;
     if (!samples.empty() && samples.back().at == sample.at) samples.back() = sample;
     else samples.push_back(sample);
@@ -390,4 +391,3 @@ std::uint64_t FlowNetwork::recomputations() const { return impl_->recomputes; }
 std::uint64_t FlowNetwork::flows_rerated() const { return impl_->rerated; }
 
 }  // namespace sim::net
-

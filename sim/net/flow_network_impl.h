@@ -23,16 +23,16 @@ struct FlowSlot {
     double remaining = 0.0;          // payload bytes left at `updated`
     double rate = 0.0;               // payload bytes per second
     double efficiency = 1.0;
-    double new_wire = 0.0;           // filling scratch: < 0 while unfrozen
+    double new_wire = 0.0;  // filling scratch: < 0 while unfrozen
     Time updated;
     EventId done_event;
     bool has_event = false;
     Callback on_done;
     std::uint32_t generation = 0;
     std::uint32_t mark = 0;
-    std::uint32_t label = 0;  // component labelling scratch (mark_contended)
+    std::uint32_t label = 0;         // component labelling scratch (mark_contended)
     std::uint32_t group = kNoGroup;  //, or the repeated-steps group it belongs to
-    std::uint32_t index = 0;  // its position in the group's flows
+    std::uint32_t index = 0;         // its position in the group's flows
     FlowState state = FlowState::free;
 };
 
@@ -49,8 +49,8 @@ struct LinkState {
     std::uint32_t mark = 0;
     // repeated steps
     std::uint32_t held = kNoGroup;  //, or the group whose window holds the link
-    std::uint32_t label = 0;  // component labelling scratch (mark_contended)
-    Time ff_since;           // scratch: busy-since offset while replaying link events
+    std::uint32_t label = 0;        // component labelling scratch (mark_contended)
+    Time ff_since;                  // scratch: busy-since offset while replaying link events
     bool ff_open = false;
 };
 
@@ -77,7 +77,7 @@ struct Group {
     std::uint32_t outstanding = 0;
     Time gap, launched;
     Callback on_done;
-    bool contended = false;     // a flow of the step shared a rate computation with another
+    bool contended = false;  // a flow of the step shared a rate computation with another
     bool live = false;
     std::vector<Segment> segs, template_segs;
     std::vector<LinkEvent> events, template_events;

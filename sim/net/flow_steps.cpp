@@ -51,9 +51,7 @@ void FlowNetwork::Impl::mark_contended() {
     }
 }
 
-
-void FlowNetwork::Impl::run_steps(const std::vector<StepFlow>& step, std::uint32_t repeat, Time gap,
-                                  Callback on_done) {
+void FlowNetwork::Impl::run_steps(const std::vector<StepFlow>& step, std::uint32_t repeat, Time gap, Callback on_done) {
     check(repeat >= 1 && !step.empty(), "flow network: repeated steps need flows and at least one step");
     std::uint32_t g;
     if (!free_groups.empty()) {
@@ -88,7 +86,8 @@ void FlowNetwork::Impl::launch_step(std::uint32_t g) {
     G.outstanding = static_cast<std::uint32_t>(G.flows.size());
     for (std::uint32_t i = 0; i < G.flows.size(); ++i) {
         const StepFlow& f = groups[g].flows[i];
-        start(*f.route, f.latency, f.size, [this, g] { group_flow_done(g); }, f.efficiency, g, i);
+        start(
+            *f.route, f.latency, f.size, [this, g] { group_flow_done(g); }, f.efficiency, g, i);
     }
 }
 
@@ -103,8 +102,8 @@ void FlowNetwork::Impl::group_flow_done(std::uint32_t g) {
     if (skip_steps && !sampling && !G.contended && can_hold(G)) {
         const Time length = sim.now() - G.launched;
         const std::uint64_t gap_ps = G.gap.count_ps(), length_ps = length.count_ps();
-        const auto period = gap_ps <= Time::max().count_ps() - length_ps ? std::optional(gap_ps + length_ps)
-                                                                          : std::nullopt;
+        const auto period =
+            gap_ps <= Time::max().count_ps() - length_ps ? std::optional(gap_ps + length_ps) : std::nullopt;
         const auto total = period && *period > 0 ? checked_mul(*period, G.left) : std::nullopt;
         if (total && *total <= Time::max().count_ps() - sim.now().count_ps()) {
             std::swap(G.template_segs, G.segs);

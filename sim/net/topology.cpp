@@ -41,11 +41,11 @@ struct RouteEntry {
 // Per-search state, reset in O(1) by bumping the generation.
 struct BfsScratch {
     std::uint32_t generation = 0;
-    std::vector<std::uint32_t> seen;        // == generation: dist/width valid
-    std::vector<std::uint32_t> colored;     // == generation: discovered by Boost
+    std::vector<std::uint32_t> seen;     // == generation: dist/width valid
+    std::vector<std::uint32_t> colored;  // == generation: discovered by Boost
     std::vector<boost::default_color_type> color;
     std::vector<std::uint32_t> dist;
-    std::vector<double> width;               // widest bottleneck among fewest-hop paths
+    std::vector<double> width;  // widest bottleneck among fewest-hop paths
     std::vector<Vertex> queue;
     Vertex target = 0;
     std::uint32_t target_dist = kNone;
@@ -110,11 +110,11 @@ struct Topology::Impl {
     // NICs: per GPU the NIC it uses, and per NIC its switch-side links.
     std::vector<std::uint32_t> nic_of_gpu;  // index into nic_*; kNone without a network
     std::vector<Vertex> nic_vertex;
-    std::vector<std::uint32_t> nic_leaf;    // leaf index (0 for a single switch)
-    std::vector<std::uint32_t> nic_port;    // the NIC's port index on its leaf (D-mod-k's d on a rail fabric)
-    std::vector<std::uint32_t> nic_rail;    // the NIC's index k within its node: its rail
-    std::vector<std::uint32_t> node_nic;    // per node, the index of its NIC 0
-    std::vector<LinkId> nic_up, nic_down;   // NIC -> switch, switch -> NIC
+    std::vector<std::uint32_t> nic_leaf;   // leaf index (0 for a single switch)
+    std::vector<std::uint32_t> nic_port;   // the NIC's port index on its leaf (D-mod-k's d on a rail fabric)
+    std::vector<std::uint32_t> nic_rail;   // the NIC's index k within its node: its rail
+    std::vector<std::uint32_t> node_nic;   // per node, the index of its NIC 0
+    std::vector<LinkId> nic_up, nic_down;  // NIC -> switch, switch -> NIC
     std::uint32_t spines = 0;
     std::vector<LinkId> leaf_up, leaf_down;  // [leaf * spines + s]: leaf -> spine s, spine s -> leaf
 
@@ -162,7 +162,9 @@ struct Topology::Impl {
 namespace {
 
 void validate(const ClusterSpec& spec, int gpu_count) {
-    const auto fail = [&](const std::string& what) { throw ConfigError(spec.where, fmt::format("cluster '{}': {}", spec.name, what)); };
+    const auto fail = [&](const std::string& what) {
+        throw ConfigError(spec.where, fmt::format("cluster '{}': {}", spec.name, what));
+    };
     if (gpu_count < 1) fail("a cluster needs at least one GPU");
     if (spec.gpus_per_node < 1) fail("gpus_per_node must be at least 1");
     const int needed = (gpu_count + spec.gpus_per_node - 1) / spec.gpus_per_node;
@@ -170,10 +172,12 @@ void validate(const ClusterSpec& spec, int gpu_count) {
         fail(fmt::format("it holds {} GPUs ({} nodes x {}), but {} were asked for", spec.nodes * spec.gpus_per_node,
                          spec.nodes, spec.gpus_per_node, gpu_count));
     if (needed > 1 && spec.inter_node == InterNode::none)
-        fail(fmt::format("{} GPUs need {} nodes of {}, but inter_node is 'none'", gpu_count, needed, spec.gpus_per_node));
+        fail(fmt::format("{} GPUs need {} nodes of {}, but inter_node is 'none'", gpu_count, needed,
+                         spec.gpus_per_node));
     if (spec.intra_node != IntraNode::pcie && !spec.link(LinkClass::nvlink))
         fail(fmt::format("intra_node '{}' needs links.nvlink", to_string(spec.intra_node)));
-    if ((spec.intra_node == IntraNode::pcie || spec.intra_node == IntraNode::nvlink_pairs) && !spec.link(LinkClass::pcie))
+    if ((spec.intra_node == IntraNode::pcie || spec.intra_node == IntraNode::nvlink_pairs) &&
+        !spec.link(LinkClass::pcie))
         fail(fmt::format("intra_node '{}' needs links.pcie", to_string(spec.intra_node)));
     if (spec.inter_node != InterNode::none && needed > 1) {
         if (!spec.link(LinkClass::network) || !spec.link(LinkClass::pcie) || spec.nics_per_node < 1)
@@ -182,7 +186,8 @@ void validate(const ClusterSpec& spec, int gpu_count) {
         const bool two_level = spec.inter_node == InterNode::fat_tree || spec.inter_node == InterNode::rail_optimized;
         if (two_level && (spec.leaf_switch_ports < 2 || spec.leaf_switch_ports % 2 != 0))
             fail("leaf_switch_ports must be even and at least 2");
-        if (two_level && (spec.spine_oversubscription < 1 || (spec.leaf_switch_ports / 2) % spec.spine_oversubscription != 0))
+        if (two_level &&
+            (spec.spine_oversubscription < 1 || (spec.leaf_switch_ports / 2) % spec.spine_oversubscription != 0))
             fail("spine_oversubscription must divide the leaf downlinks (leaf_switch_ports / 2)");
     }
     if (spec.pcie_switches_per_node < 1) fail("pcie_switches_per_node must be at least 1");
@@ -233,7 +238,9 @@ void Topology::Impl::build(int gpu_count) {
         for (int p = 0; p < pcie_per_node; ++p)
             switches.push_back(add_vertex(Kind::pcie_switch, fmt::format("node{}.pcie{}", node, p)));
         const Vertex host = add_vertex(Kind::host, fmt::format("node{}.host", node));
-        const auto switch_of = [&](int local) { return switches[static_cast<std::size_t>(local * pcie_per_node / gpn)]; };
+        const auto switch_of = [&](int local) {
+            return switches[static_cast<std::size_t>(local * pcie_per_node / gpn)];
+        };
         for (int l = 0; l < count; ++l) add_link(gpu_v(l), switch_of(l), LinkClass::pcie, pcie_bw);
         for (Vertex sw : switches) add_link(sw, host, LinkClass::pcie, pcie_bw);
 
@@ -272,8 +279,8 @@ void Topology::Impl::build(int gpu_count) {
             const auto groups = (static_cast<std::uint32_t>(nodes) + down - 1) / down;
             leaves = static_cast<std::uint32_t>(nics_per_node) * groups;
             for (std::uint32_t i = 0; i < nic_count; ++i) {
-                const auto node = static_cast<std::uint32_t>(
-                    std::upper_bound(node_nic.begin(), node_nic.end(), i) - node_nic.begin() - 1);
+                const auto node = static_cast<std::uint32_t>(std::upper_bound(node_nic.begin(), node_nic.end(), i) -
+                                                             node_nic.begin() - 1);
                 nic_leaf.push_back(nic_rail[i] * groups + node / down);
                 nic_port.push_back(node % down);
             }
@@ -281,11 +288,13 @@ void Topology::Impl::build(int gpu_count) {
             leaves = (nic_count + down - 1) / down;
             for (std::uint32_t i = 0; i < nic_count; ++i) nic_leaf.push_back(i / down);
         }
-        for (std::uint32_t i = 0; i < leaves; ++i) edge_switches.push_back(add_vertex(Kind::leaf, fmt::format("leaf{}", i)));
+        for (std::uint32_t i = 0; i < leaves; ++i)
+            edge_switches.push_back(add_vertex(Kind::leaf, fmt::format("leaf{}", i)));
         if (leaves > 1) {
             spines = down / static_cast<std::uint32_t>(spec.spine_oversubscription);
             std::vector<Vertex> spine_v;
-            for (std::uint32_t s = 0; s < spines; ++s) spine_v.push_back(add_vertex(Kind::spine, fmt::format("spine{}", s)));
+            for (std::uint32_t s = 0; s < spines; ++s)
+                spine_v.push_back(add_vertex(Kind::spine, fmt::format("spine{}", s)));
             for (std::uint32_t leaf = 0; leaf < leaves; ++leaf) {
                 for (std::uint32_t s = 0; s < spines; ++s) {
                     const LinkId up = add_link(edge_switches[leaf], spine_v[s], LinkClass::network, net_bw);
@@ -352,7 +361,8 @@ void Topology::Impl::bfs_path(Vertex from, Vertex to, std::uint64_t tie_key, Ver
     vis.links = &links;
     boost::breadth_first_visit(fg, from, queue, vis, StampedColorMap{&s});
     if (s.target_dist == kNone)
-        throw InternalError(fmt::format("topology: no route from {} to {} in cluster '{}'", names[from], names[to], spec.name));
+        throw InternalError(
+            fmt::format("topology: no route from {} to {} in cluster '{}'", names[from], names[to], spec.name));
 
     // Walk back from the target, choosing among the predecessors one level up.
     const std::size_t start = out.size();
@@ -371,13 +381,15 @@ void Topology::Impl::bfs_path(Vertex from, Vertex to, std::uint64_t tie_key, Ver
             if (through == best) candidates.emplace_back(*it, u);
         }
         check(!candidates.empty(), "topology: broken BFS predecessor chain");
-        const auto affine = std::find_if(candidates.begin(), candidates.end(),
-                                         [&](const auto& c) { return c.second == affinity_a || c.second == affinity_b; });
+        const auto affine = std::find_if(candidates.begin(), candidates.end(), [&](const auto& c) {
+            return c.second == affinity_a || c.second == affinity_b;
+        });
         std::pair<Edge, Vertex> chosen;
         if (affine != candidates.end()) {
             chosen = *affine;
         } else {
-            std::sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+            std::sort(candidates.begin(), candidates.end(),
+                      [](const auto& a, const auto& b) { return a.second < b.second; });
             chosen = candidates[tie_key % candidates.size()];
         }
         out.push_back(g[chosen.first].id);
@@ -397,7 +409,8 @@ void Topology::Impl::full_bfs_into(int src, int dst, std::vector<LinkId>& out) c
         const std::uint32_t i = nic_of_gpu[static_cast<std::size_t>(gpu)];
         return i == kNone ? std::numeric_limits<Vertex>::max() : nic_vertex[i];
     };
-    bfs_path(static_cast<Vertex>(src), static_cast<Vertex>(dst), static_cast<std::uint64_t>(dst), nic(src), nic(dst), out);
+    bfs_path(static_cast<Vertex>(src), static_cast<Vertex>(dst), static_cast<std::uint64_t>(dst), nic(src), nic(dst),
+             out);
 }
 
 int Topology::Impl::first_local_of_nic(int k) const {
@@ -408,9 +421,11 @@ int Topology::Impl::first_local_of_nic(int k) const {
 bool Topology::Impl::pxn_applies(std::uint32_t nic_a, std::uint32_t nic_b) const {
     // NVLink through a switch reaches every local GPU; the proxy must exist
     // (a partial last node may lack it).
-    if (spec.inter_node != InterNode::rail_optimized || !spec.pxn || spec.intra_node != IntraNode::nvswitch) return false;
+    if (spec.inter_node != InterNode::rail_optimized || !spec.pxn || spec.intra_node != IntraNode::nvswitch)
+        return false;
     if (nic_rail[nic_a] == nic_rail[nic_b]) return false;
-    const auto node = static_cast<int>(std::upper_bound(node_nic.begin(), node_nic.end(), nic_a) - node_nic.begin() - 1);
+    const auto node =
+        static_cast<int>(std::upper_bound(node_nic.begin(), node_nic.end(), nic_a) - node_nic.begin() - 1);
     return node * spec.gpus_per_node + first_local_of_nic(static_cast<int>(nic_rail[nic_b])) < gpus;
 }
 

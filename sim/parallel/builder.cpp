@@ -34,13 +34,15 @@ void emit_inference(Emitter& em, PlanBuild& out) {
         for (int vs = 0; vs < nv; ++vs) {
             const int s = vs % pp;
             em.emit_ops(s, em.forward_ops(vs, j, shape, false), ph, j, step, entry, last);
-            if (vs + 1 < nv) entry = em.send(s, (vs + 1) % pp, Bytes::ceil(em.boundary_per_rank(shape)), ph, j, step, last);
+            if (vs + 1 < nv)
+                entry = em.send(s, (vs + 1) % pp, Bytes::ceil(em.boundary_per_rank(shape)), ph, j, step, last);
         }
         return last.front();
     };
 
     for (int j = 0; j < m; ++j) {
-        const workload::PassShape shape{rs.microbatch_sizes[static_cast<std::size_t>(j)], w.prompt_tokens, w.prompt_tokens};
+        const workload::PassShape shape{rs.microbatch_sizes[static_cast<std::size_t>(j)], w.prompt_tokens,
+                                        w.prompt_tokens};
         prefill_end[static_cast<std::size_t>(j)] =
             run_pass(Phase::prefill, j, shape, -1, std::vector<std::vector<std::uint32_t>>(width));
         out.plan.markers.push_back(prefill_end[static_cast<std::size_t>(j)]);
@@ -51,11 +53,13 @@ void emit_inference(Emitter& em, PlanBuild& out) {
             const workload::PassShape shape{rs.microbatch_sizes[static_cast<std::size_t>(j)], 1, ctx};
             // The sampled token of the previous pass returns to the first
             // stage (token ids, 4 bytes per sequence).
-            const std::uint32_t prev = k == 0 ? prefill_end[static_cast<std::size_t>(j)] : step_end[static_cast<std::size_t>(j)];
+            const std::uint32_t prev =
+                k == 0 ? prefill_end[static_cast<std::size_t>(j)] : step_end[static_cast<std::size_t>(j)];
             std::vector<std::vector<std::uint32_t>> entry(width);
             if (pp > 1) {
                 std::vector<std::uint32_t> lasts(width, prev);
-                entry = em.send(pp - 1, 0, Bytes{static_cast<std::uint64_t>(4 * shape.batch)}, Phase::decode, j, k, lasts);
+                entry =
+                    em.send(pp - 1, 0, Bytes{static_cast<std::uint64_t>(4 * shape.batch)}, Phase::decode, j, k, lasts);
             } else {
                 for (auto& e : entry) e.push_back(prev);
             }
@@ -73,9 +77,10 @@ void emit_inference(Emitter& em, PlanBuild& out) {
 // or layers) fail at once instead of after gigabytes.
 void refuse_oversized_plan(const config::ScenarioSpec& sc, const ResolvedStrategy& rs, std::size_t width) {
     const auto& w = sc.workload;
-    const double passes = w.mode == Mode::training
-                              ? 2.0
-                              : 1.0 + static_cast<double>(std::min<std::int64_t>(w.decode_steps_simulated, w.output_tokens));
+    const double passes =
+        w.mode == Mode::training
+            ? 2.0
+            : 1.0 + static_cast<double>(std::min<std::int64_t>(w.decode_steps_simulated, w.output_tokens));
     const double at_least = static_cast<double>(width) * static_cast<double>(rs.microbatches) *
                             static_cast<double>(sc.model.layers) * passes;
     const auto cap = limits().plan_tasks;
@@ -123,8 +128,17 @@ PlanBuild build_plan(const config::ScenarioSpec& sc, const config::StrategySpec&
                                        "every GPU simulated: replicas share links on this fabric";
     }
     out.collapsed = effective.collapse;
-    Emitter em{sc, out.strategy, effective, operator_options(sc, out.strategy), out.plan, vstages, {}, {},
-               spec.collective, spec.placement, {}};
+    Emitter em{sc,
+               out.strategy,
+               effective,
+               operator_options(sc, out.strategy),
+               out.plan,
+               vstages,
+               {},
+               {},
+               spec.collective,
+               spec.placement,
+               {}};
     em.setup();
     refuse_oversized_plan(sc, out.strategy, em.members.front().size());
     if (sc.workload.mode == Mode::inference) emit_inference(em, out);

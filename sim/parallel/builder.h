@@ -24,10 +24,10 @@ struct ResolvedStrategy {
     int zero = 0;
     const IPipelineSchedule* schedule = &default_pipeline_schedule();
     int virtual_stages = 1;
-    config::Overlap overlap;                // communication overlapped with compute
-    int microbatches = 1;                   // per DP replica
-    std::vector<std::int64_t> microbatch_sizes;  // sequences in each micro-batch
-    std::vector<LayerRange> stage_layers;   // per pipeline stage
+    config::Overlap overlap;                       // communication overlapped with compute
+    int microbatches = 1;                          // per DP replica
+    std::vector<std::int64_t> microbatch_sizes;    // sequences in each micro-batch
+    std::vector<LayerRange> stage_layers;          // per pipeline stage
     std::vector<LayerRange> virtual_stage_layers;  // per virtual stage vs = chunk x pp + stage
     // Cache-aware partitioning: the capacity level each stage's working set
     // fits ("l2", "hbm", or "none"), and what the partitioner concluded.
@@ -44,15 +44,15 @@ struct PlanBuild {
     config::StrategySpec spec;
     ResolvedStrategy strategy;
     Plan plan;
-    hw::MemoryVerdict memory;          // the most loaded GPU
-    int memory_stage = 0;              // the stage of that GPU
+    hw::MemoryVerdict memory;  // the most loaded GPU
+    int memory_stage = 0;      // the stage of that GPU
     // Inference markers: plan.markers = prefill end per micro-batch (m of
     // them), then decode step k of micro-batch j at index m + k*m + j.
     int decode_steps = 0;
     std::int64_t decode_context_first = 0;  // context length of the first simulated decode step
-    double tokens_per_iteration = 0;   // training: global batch x sequence length
-    double model_flops = 0;            // training: per iteration, whole cluster (6N + attention)
-    bool collapsed = true;             // symmetry collapsing in effect (BuildOptions, less shared fabrics)
+    double tokens_per_iteration = 0;        // training: global batch x sequence length
+    double model_flops = 0;                 // training: per iteration, whole cluster (6N + attention)
+    bool collapsed = true;                  // symmetry collapsing in effect (BuildOptions, less shared fabrics)
 };
 
 // ConfigError at the strategy's location when it cannot be formed (tp x cp x

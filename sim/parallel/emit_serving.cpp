@@ -58,8 +58,8 @@ Plan build_iteration_plan(const config::ScenarioSpec& sc, const PlanBuild& base,
     auto opt = operator_options(sc, base.strategy);
     opt.inference = true;
     const auto& rs = base.strategy;
-    Emitter em{sc, rs, options, opt, plan, rs.virtual_stage_layers, {}, {}, base.spec.collective,
-               base.spec.placement, {}};
+    Emitter em{sc, rs, options, opt, plan, rs.virtual_stage_layers, {}, {}, base.spec.collective, base.spec.placement,
+               {}};
     em.setup();
     const bool decode_only = std::all_of(batch.groups.begin(), batch.groups.end(),
                                          [](const IterationGroup& g) { return g.new_tokens == 1; });
@@ -74,9 +74,9 @@ Plan build_iteration_plan(const config::ScenarioSpec& sc, const PlanBuild& base,
         const int s = vs % rs.pp;
         em.emit_ops(s, iteration_ops(em, vs, batch), ph, 0, -1, entry, last);
         if (vs + 1 < nv)
-            entry = em.send(s, (vs + 1) % rs.pp,
-                            Bytes::ceil(em.boundary_per_rank(workload::PassShape{1, tokens, tokens + 1})), ph, 0, -1,
-                            last);
+            entry =
+                em.send(s, (vs + 1) % rs.pp,
+                        Bytes::ceil(em.boundary_per_rank(workload::PassShape{1, tokens, tokens + 1})), ph, 0, -1, last);
     }
     plan.markers.push_back(last.front());
     return plan;

@@ -38,11 +38,14 @@ void emit_training(Emitter& em, PlanBuild& out) {
 
     // fwd_done[vs][mb] / bwd_done[vs][mb]: per member, the task the next stage waits for.
     std::vector<std::vector<std::vector<std::vector<std::uint32_t>>>> fwd_out(
-        static_cast<std::size_t>(nv), std::vector<std::vector<std::vector<std::uint32_t>>>(static_cast<std::size_t>(mbs)));
+        static_cast<std::size_t>(nv),
+        std::vector<std::vector<std::vector<std::uint32_t>>>(static_cast<std::size_t>(mbs)));
     auto bwd_out = fwd_out;
-    std::vector<std::vector<int>> bwd_count(static_cast<std::size_t>(p), std::vector<int>(static_cast<std::size_t>(v), 0));
+    std::vector<std::vector<int>> bwd_count(static_cast<std::size_t>(p),
+                                            std::vector<int>(static_cast<std::size_t>(v), 0));
     std::vector<std::vector<std::uint32_t>> host_task(static_cast<std::size_t>(mbs));
-    std::vector<std::vector<std::uint32_t>> last_dp(static_cast<std::size_t>(p), std::vector<std::uint32_t>(width, kNone));
+    std::vector<std::vector<std::uint32_t>> last_dp(static_cast<std::size_t>(p),
+                                                    std::vector<std::uint32_t>(width, kNone));
 
     // Over the dp x cp group of each TP rank; experts: over the expert-data-
     // parallel groups (dp x cp / ep ranks each) that have simulated members.
@@ -107,7 +110,8 @@ void emit_training(Emitter& em, PlanBuild& out) {
         bool experts;  // over the expert-data-parallel group
     };
     std::vector<std::vector<Bucket>> deferred(static_cast<std::size_t>(p));
-    std::vector<std::vector<std::uint32_t>> stage_end(static_cast<std::size_t>(p), std::vector<std::uint32_t>(width, kNone));
+    std::vector<std::vector<std::uint32_t>> stage_end(static_cast<std::size_t>(p),
+                                                      std::vector<std::uint32_t>(width, kNone));
     const auto reduce_op = rs.zero >= 1 ? net::CollectiveOp::reduce_scatter : net::CollectiveOp::all_reduce;
     auto grad_bucket = [&](int s, double bytes, int mb, int layer, const std::vector<std::uint32_t>& after) {
         if (rs.overlap.grad_reduce) dp_collective(s, reduce_op, bytes, Phase::backward, mb, layer, after);
@@ -136,7 +140,8 @@ void emit_training(Emitter& em, PlanBuild& out) {
                 const int vs = c * p + s;
                 const auto [a, b] = em.vstages[static_cast<std::size_t>(vs)];
                 auto bucket = [&](int layer, double count) {
-                    dp_collective(s, net::CollectiveOp::all_gather, count / rs.tp * wbytes, Phase::forward, -1, layer, {});
+                    dp_collective(s, net::CollectiveOp::all_gather, count / rs.tp * wbytes, Phase::forward, -1, layer,
+                                  {});
                     gathered[layer] = last_dp[static_cast<std::size_t>(s)];
                 };
                 if (vs == 0) bucket(workload::kEmbeddingLayer, params.embedding);
@@ -165,7 +170,8 @@ void emit_training(Emitter& em, PlanBuild& out) {
         if (it.forward) {
             if (vs > 0) pending = fwd_out[static_cast<std::size_t>(vs - 1)][static_cast<std::size_t>(it.mb)];
             if (vs == 0 && w.host_time_per_batch > Time{}) {
-                for (std::size_t i = 0; i < width; ++i) pending[i].push_back(host_task[static_cast<std::size_t>(it.mb)][i]);
+                for (std::size_t i = 0; i < width; ++i)
+                    pending[i].push_back(host_task[static_cast<std::size_t>(it.mb)][i]);
             }
             std::vector<Operator> ops;
             if (vs == 0) {
@@ -177,14 +183,16 @@ void emit_training(Emitter& em, PlanBuild& out) {
                 wait_gather(l, pending);
                 if (rs.zero >= 3) {
                     layer_collective(s, net::CollectiveOp::all_gather, wbytes, Phase::forward, it.mb, l, {});
-                    for (std::size_t i = 0; i < width; ++i) pending[i].push_back(last_dp[static_cast<std::size_t>(s)][i]);
+                    for (std::size_t i = 0; i < width; ++i)
+                        pending[i].push_back(last_dp[static_cast<std::size_t>(s)][i]);
                 }
                 em.emit_ops(s, workload::layer_forward(m, l, it.mb, shape, em.opt), Phase::forward, it.mb, -1, pending,
                             last);
             }
             if (vs + 1 == nv) {
                 wait_gather(workload::kHeadLayer, pending);
-                em.emit_ops(s, workload::head_forward(m, it.mb, shape, em.opt, true), Phase::forward, it.mb, -1, pending, last);
+                em.emit_ops(s, workload::head_forward(m, it.mb, shape, em.opt, true), Phase::forward, it.mb, -1,
+                            pending, last);
             }
             auto& slot = fwd_out[static_cast<std::size_t>(vs)][static_cast<std::size_t>(it.mb)];
             if (vs + 1 < nv) slot = em.send(s, (s + 1) % p, Bytes::ceil(boundary), Phase::forward, it.mb, -1, last);
@@ -195,11 +203,13 @@ void emit_training(Emitter& em, PlanBuild& out) {
             if (vs + 1 < nv) pending = bwd_out[static_cast<std::size_t>(vs + 1)][static_cast<std::size_t>(it.mb)];
             const bool last_mb = ++bwd_count[static_cast<std::size_t>(s)][static_cast<std::size_t>(it.chunk)] == mbs;
             if (vs + 1 == nv)
-                em.emit_ops(s, workload::head_backward(m, it.mb, shape, em.opt), Phase::backward, it.mb, -1, pending, last);
+                em.emit_ops(s, workload::head_backward(m, it.mb, shape, em.opt), Phase::backward, it.mb, -1, pending,
+                            last);
             for (int l = end_layer - 1; l >= first_layer; --l) {
                 if (rs.zero >= 3) {
                     layer_collective(s, net::CollectiveOp::all_gather, wbytes, Phase::backward, it.mb, l, {});
-                    for (std::size_t i = 0; i < width; ++i) pending[i].push_back(last_dp[static_cast<std::size_t>(s)][i]);
+                    for (std::size_t i = 0; i < width; ++i)
+                        pending[i].push_back(last_dp[static_cast<std::size_t>(s)][i]);
                 }
                 em.emit_ops(s, workload::layer_backward(m, l, it.mb, shape, em.opt, w.recompute), Phase::backward,
                             it.mb, -1, pending, last);
@@ -237,7 +247,8 @@ void emit_training(Emitter& em, PlanBuild& out) {
     // Emit the per-stage schedules in an order that respects cross-stage
     // dependencies (a schedule is deadlock-free, so this always progresses).
     std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
-    std::vector<std::vector<char>> fwd_emitted(static_cast<std::size_t>(nv), std::vector<char>(static_cast<std::size_t>(mbs), 0));
+    std::vector<std::vector<char>> fwd_emitted(static_cast<std::size_t>(nv),
+                                               std::vector<char>(static_cast<std::size_t>(mbs), 0));
     auto bwd_emitted = fwd_emitted;
     std::size_t remaining = 0;
     for (const auto& v_items : items) remaining += v_items.size();
@@ -248,12 +259,16 @@ void emit_training(Emitter& em, PlanBuild& out) {
             while (idx < items[static_cast<std::size_t>(s)].size()) {
                 const ScheduleItem it = items[static_cast<std::size_t>(s)][idx];
                 const int vs = it.chunk * p + s;
-                const bool ready = it.forward ? (vs == 0 || fwd_emitted[static_cast<std::size_t>(vs - 1)][static_cast<std::size_t>(it.mb)])
-                                              : (vs + 1 == nv ? fwd_emitted[static_cast<std::size_t>(vs)][static_cast<std::size_t>(it.mb)]
-                                                              : bwd_emitted[static_cast<std::size_t>(vs + 1)][static_cast<std::size_t>(it.mb)]);
+                const bool ready =
+                    it.forward
+                        ? (vs == 0 || fwd_emitted[static_cast<std::size_t>(vs - 1)][static_cast<std::size_t>(it.mb)])
+                        : (vs + 1 == nv
+                               ? fwd_emitted[static_cast<std::size_t>(vs)][static_cast<std::size_t>(it.mb)]
+                               : bwd_emitted[static_cast<std::size_t>(vs + 1)][static_cast<std::size_t>(it.mb)]);
                 if (!ready) break;
                 emit_item(s, it);
-                (it.forward ? fwd_emitted : bwd_emitted)[static_cast<std::size_t>(vs)][static_cast<std::size_t>(it.mb)] = 1;
+                (it.forward ? fwd_emitted
+                            : bwd_emitted)[static_cast<std::size_t>(vs)][static_cast<std::size_t>(it.mb)] = 1;
                 ++idx;
                 --remaining;
                 progress = true;
@@ -265,8 +280,8 @@ void emit_training(Emitter& em, PlanBuild& out) {
     // Without overlap.grad_reduce, the buckets go once the stage's backward is done.
     for (int s = 0; s < p; ++s)
         for (const auto& b : deferred[static_cast<std::size_t>(s)])
-            dp_collective_over(s, reduce_op, b.bytes, Phase::backward, b.mb, b.layer, stage_end[static_cast<std::size_t>(s)],
-                               b.experts);
+            dp_collective_over(s, reduce_op, b.bytes, Phase::backward, b.mb, b.layer,
+                               stage_end[static_cast<std::size_t>(s)], b.experts);
 
     // Optimizer step after the gradient collectives, then (ZeRO >= 1, unless
     // it runs during the forward) the parameter all-gather.

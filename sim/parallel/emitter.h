@@ -73,12 +73,14 @@ struct Emitter {
         for (std::size_t s = 0; s < members.size(); ++s) {
             const auto& mem = members[s];
             std::map<std::tuple<int, int, int>, std::size_t> index;  // (d, c, r) -> member
-            for (std::size_t i = 0; i < mem.size(); ++i) index.emplace(std::make_tuple(mem[i].d, mem[i].c, mem[i].r), i);
+            for (std::size_t i = 0; i < mem.size(); ++i)
+                index.emplace(std::make_tuple(mem[i].d, mem[i].c, mem[i].r), i);
             cp_next[s].resize(mem.size());
             for (std::size_t i = 0; i < mem.size(); ++i)
                 cp_next[s][i] = index.at(std::make_tuple(mem[i].d, (mem[i].c + 1) % rs.cp, mem[i].r));
         }
-        tp_members.assign(members.size(), std::vector<std::vector<std::uint32_t>>(static_cast<std::size_t>(dps * rs.cp)));
+        tp_members.assign(members.size(),
+                          std::vector<std::vector<std::uint32_t>>(static_cast<std::size_t>(dps * rs.cp)));
         for (std::size_t s = 0; s < members.size(); ++s)
             for (std::size_t i = 0; i < members[s].size(); ++i)
                 tp_members[s][static_cast<std::size_t>(members[s][i].d * rs.cp + members[s][i].c)].push_back(
@@ -178,10 +180,12 @@ struct Emitter {
                 emit_overlapped(s, op, ph, mb, step, pending, last);
                 continue;
             }
-            const bool async_dgrad = tp_on && rs.overlap.tp_backward && op.tp_sync == workload::TpSync::after_column_input_grad &&
-                                     k + 1 < ops.size() && ops[k + 1].is_weight_grad;
+            const bool async_dgrad = tp_on && rs.overlap.tp_backward &&
+                                     op.tp_sync == workload::TpSync::after_column_input_grad && k + 1 < ops.size() &&
+                                     ops[k + 1].is_weight_grad;
             if (async_dgrad && ops[k + 1].tp_sync == workload::TpSync::before_column_parallel)
-                early = side_collective(s, net::CollectiveOp::all_gather, ops[k + 1].tp_sync_bytes, ph, mb, step, pending, last);
+                early = side_collective(s, net::CollectiveOp::all_gather, ops[k + 1].tp_sync_bytes, ph, mb, step,
+                                        pending, last);
             if (!early.empty() && op.is_weight_grad) {
                 for (std::size_t i = 0; i < mem.size(); ++i) pending[i].push_back(early[i]);
                 early.clear();
@@ -214,7 +218,8 @@ struct Emitter {
             }
             if (tp_on && (op.tp_sync == workload::TpSync::after_row_parallel ||
                           op.tp_sync == workload::TpSync::after_column_input_grad)) {
-                const auto cop = opt.sequence_parallel ? net::CollectiveOp::reduce_scatter : net::CollectiveOp::all_reduce;
+                const auto cop =
+                    opt.sequence_parallel ? net::CollectiveOp::reduce_scatter : net::CollectiveOp::all_reduce;
                 if (async_dgrad) {
                     deferred = side_collective(s, cop, op.tp_sync_bytes, ph, mb, step, pending, last);
                 } else {
@@ -316,7 +321,8 @@ struct Emitter {
                        std::vector<std::uint32_t>& last) {
         const auto& mem = members[static_cast<std::size_t>(s)];
         std::map<std::pair<int, int>, std::vector<std::size_t>> by_group;  // (tp rank, block) -> members
-        for (std::size_t i = 0; i < mem.size(); ++i) by_group[{mem[i].r, (mem[i].d * rs.cp + mem[i].c) / rs.ep}].push_back(i);
+        for (std::size_t i = 0; i < mem.size(); ++i)
+            by_group[{mem[i].r, (mem[i].d * rs.cp + mem[i].c) / rs.ep}].push_back(i);
         for (const auto& [key, who] : by_group) {
             Task t = base(ph, mb, -1, step);
             t.kind = TaskKind::collective;
@@ -448,7 +454,8 @@ struct Emitter {
             auto e = workload::embedding_forward(m, mb, shape, opt);
             ops.insert(ops.end(), e.begin(), e.end());
         }
-        for (int l = vstages[static_cast<std::size_t>(vs)].first; l < vstages[static_cast<std::size_t>(vs)].second; ++l) {
+        for (int l = vstages[static_cast<std::size_t>(vs)].first; l < vstages[static_cast<std::size_t>(vs)].second;
+             ++l) {
             auto f = workload::layer_forward(m, l, mb, shape, opt);
             ops.insert(ops.end(), f.begin(), f.end());
         }

@@ -48,7 +48,8 @@ std::uint32_t Plan::add(Task t, const std::vector<std::uint32_t>& task_deps) {
     const std::uint64_t cap = std::min<std::uint64_t>(limits().plan_tasks, kNone - 1);
     if (tasks.size() >= cap)
         throw LimitError(fmt::format("the simulation plan needs more than {} tasks (fewer GPUs simulated, layers or "
-                                     "micro-batches make it smaller)", cap),
+                                     "micro-batches make it smaller)",
+                                     cap),
                          "plan-tasks", cap);
     const auto id = static_cast<std::uint32_t>(tasks.size());
     t.dep_begin = static_cast<std::uint32_t>(deps.size());
@@ -61,7 +62,8 @@ std::uint32_t Plan::add(Task t, const std::vector<std::uint32_t>& task_deps) {
     }
     if (t.kind == TaskKind::collective) {
         check(t.group < groups.size(), "collective task without a group");
-        for (const std::uint32_t m : groups[t.group].members) streams.at(m)[static_cast<std::size_t>(t.stream)].push_back(id);
+        for (const std::uint32_t m : groups[t.group].members)
+            streams.at(m)[static_cast<std::size_t>(t.stream)].push_back(id);
     } else {
         streams.at(t.gpu)[static_cast<std::size_t>(t.stream)].push_back(id);
     }

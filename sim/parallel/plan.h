@@ -45,28 +45,28 @@ struct Task {
     Phase phase = Phase::forward;
     StreamKind stream = StreamKind::compute;
     net::CollectiveOp op = net::CollectiveOp::all_reduce;
-    std::uint32_t gpu = 0;          // local index of the simulated GPU that owns it
-    std::uint32_t kernel = kNone;   // kernel: index into Plan::kernels
-    std::uint32_t group = kNone;    // collective: index into Plan::groups
-    std::uint32_t peer = kNone;     // transfer: real GPU id of the receiver
+    std::uint32_t gpu = 0;         // local index of the simulated GPU that owns it
+    std::uint32_t kernel = kNone;  // kernel: index into Plan::kernels
+    std::uint32_t group = kNone;   // collective: index into Plan::groups
+    std::uint32_t peer = kNone;    // transfer: real GPU id of the receiver
     std::int32_t microbatch = -1;
-    Bytes bytes;                    // transfer / collective size (per rank)
-    Time host_time{};               // host: duration
+    Bytes bytes;       // transfer / collective size (per rank)
+    Time host_time{};  // host: duration
     std::int32_t layer = -1;
-    std::int32_t step = -1;         // decode step
+    std::int32_t step = -1;                      // decode step
     std::uint32_t dep_begin = 0, dep_count = 0;  // into Plan::deps
 };
 static_assert(sizeof(Task) <= 56, "Task grew: every task of an uncollapsed plan pays for it");
 
 struct Group {
-    std::vector<int> gpus;                // real GPU ids, rank order
-    std::vector<std::uint32_t> members;   // local indices of the simulated members
+    std::vector<int> gpus;               // real GPU ids, rank order
+    std::vector<std::uint32_t> members;  // local indices of the simulated members
     std::string algorithm = "auto";
-    net::TokenRouting tokens;             // EP groups: the MoE routing their all-to-alls carry
+    net::TokenRouting tokens;  // EP groups: the MoE routing their all-to-alls carry
 };
 
 struct Plan {
-    std::vector<int> simulated_gpus;      // real GPU id of each simulated (local) GPU
+    std::vector<int> simulated_gpus;  // real GPU id of each simulated (local) GPU
     // Grown with realloc (sim/core/pod_vector.h): tens of millions of tasks
     // at thousands of GPUs, which a std::vector would copy at every doubling.
     PodVector<Task> tasks;
@@ -78,7 +78,7 @@ struct Plan {
     // Tasks whose completion times define the metrics (e.g. the end of each
     // decode step of each micro-batch); meaning is set by the plan builder.
     std::vector<std::uint32_t> markers;
-    int gpus_represented = 0;             // real GPUs the plan stands for
+    int gpus_represented = 0;  // real GPUs the plan stands for
     // Per simulated GPU, kept by add(): a hash of its compute stream's
     // kernel descriptors in program order (kNone for other tasks), and
     // whether it has a kernel on another stream. The executor's shared L2

@@ -70,9 +70,10 @@ std::string resolve_ep(const config::ScenarioSpec& sc, const config::StrategySpe
     if (m.experts == 0) return fmt::format("ep={}: model '{}' is dense (no experts to split)", rs.ep, m.name);
     if (m.experts % rs.ep != 0) return fmt::format("ep={} does not divide the model's {} experts", rs.ep, m.experts);
     if ((rs.dp * rs.cp) % rs.ep != 0)
-        return fmt::format("ep={} does not divide dp x cp = {} x {} (the experts fold onto the data-parallel ranks, as "
-                           "in Megatron-Core)",
-                           rs.ep, rs.dp, rs.cp);
+        return fmt::format(
+            "ep={} does not divide dp x cp = {} x {} (the experts fold onto the data-parallel ranks, as "
+            "in Megatron-Core)",
+            rs.ep, rs.dp, rs.cp);
     return {};
 }
 
@@ -95,16 +96,17 @@ Resolution try_resolve_degrees(const config::ScenarioSpec& sc, const config::Str
         return refused("overlap.tp_comm (userbuffers ring exchange) needs sp: true, as Megatron-LM requires");
     if (gpus % rs.tp != 0) return refused(fmt::format("tp={} does not divide the {} GPUs", rs.tp, gpus));
     if (sc.workload.attention == workload::AttentionImpl::flash3 && sc.gpu.architecture != "hopper")
-        return refused(fmt::format("attention flash3 (FlashAttention-3) runs on Hopper only, not on {} ({})", sc.gpu.name,
-                                 sc.gpu.architecture));
+        return refused(fmt::format("attention flash3 (FlashAttention-3) runs on Hopper only, not on {} ({})",
+                                   sc.gpu.name, sc.gpu.architecture));
     if (rs.cp > 1) {
         const auto& w = sc.workload;
         if (w.mode == Mode::inference)
             return refused(fmt::format("context parallelism (cp={}) is modelled for training only", rs.cp));
         if (w.seq_len % (2 * rs.cp) != 0)
-            return refused(fmt::format("cp={}: seq_len={} does not split into 2 x cp = {} equal chunks (load-balanced "
-                                     "causal split)",
-                                     rs.cp, w.seq_len, 2 * rs.cp));
+            return refused(
+                fmt::format("cp={}: seq_len={} does not split into 2 x cp = {} equal chunks (load-balanced "
+                            "causal split)",
+                            rs.cp, w.seq_len, 2 * rs.cp));
         if (!w.flash_attention)
             return refused(fmt::format("cp={}: context parallelism needs flash_attention (ring attention)", rs.cp));
     }
@@ -114,7 +116,8 @@ Resolution try_resolve_degrees(const config::ScenarioSpec& sc, const config::Str
     if (!tc_product || *tc_product > gpus) return refused(fmt::format("{} exceeds the {} GPUs", tc_name, gpus));
     const std::int64_t tc = *tc_product;
     if (m.heads % rs.tp != 0 || (m.kv_heads % rs.tp != 0 && rs.tp % m.kv_heads != 0))
-        return refused(fmt::format("tp={} does not divide the model's {} heads / {} KV heads", rs.tp, m.heads, m.kv_heads));
+        return refused(
+            fmt::format("tp={} does not divide the model's {} heads / {} KV heads", rs.tp, m.heads, m.kv_heads));
     if (m.ffn % rs.tp != 0) return refused(fmt::format("tp={} does not divide the MLP size {}", rs.tp, m.ffn));
     constexpr int unset = config::StrategySpec::kUnset, autov = config::StrategySpec::kAuto;
     int pp = spec.pp, dp = spec.dp;
@@ -146,10 +149,10 @@ Resolution try_resolve_degrees(const config::ScenarioSpec& sc, const config::Str
     }
     if (const auto all = checked_mul(tc, pp, dp); all != gpus)
         return refused(fmt::format("{} x pp={} x dp={} = {}, but the scenario uses {} GPUs", tc_name, pp, dp,
-                                 all ? fmt::format("{}", *all) : std::string("more than 2^63"), gpus));
+                                   all ? fmt::format("{}", *all) : std::string("more than 2^63"), gpus));
     if (pp * rs.virtual_stages > m.layers)
-        return refused(fmt::format("pp={} x virtual_stages={} exceeds the model's {} layers", pp, rs.virtual_stages,
-                                 m.layers));
+        return refused(
+            fmt::format("pp={} x virtual_stages={} exceeds the model's {} layers", pp, rs.virtual_stages, m.layers));
     rs.pp = pp;
     rs.dp = dp;
     if (auto why = resolve_ep(sc, spec, rs); !why.empty()) return refused(std::move(why));
@@ -158,16 +161,17 @@ Resolution try_resolve_degrees(const config::ScenarioSpec& sc, const config::Str
     std::int64_t sequences = 0;  // per DP replica
     if (w.mode == Mode::training) {
         if (w.global_batch % (dp * w.micro_batch) != 0)
-            return refused(fmt::format("global_batch={} is not a multiple of dp={} x micro_batch={}", w.global_batch, dp,
-                                     w.micro_batch));
+            return refused(fmt::format("global_batch={} is not a multiple of dp={} x micro_batch={}", w.global_batch,
+                                       dp, w.micro_batch));
         const std::int64_t mbs = w.global_batch / (dp * w.micro_batch);
         if (spec.microbatches != 0 && spec.microbatches != mbs)
             return refused(fmt::format("microbatches={} contradicts global_batch / (dp x micro_batch) = {}",
-                                     spec.microbatches, mbs));
+                                       spec.microbatches, mbs));
         rs.microbatches = static_cast<int>(mbs);
         rs.microbatch_sizes.assign(static_cast<std::size_t>(mbs), w.micro_batch);
         if (rs.schedule->uses_virtual_stages() && mbs % pp != 0)
-            return refused(fmt::format("{} needs micro-batches ({}) to be a multiple of pp={}", rs.schedule->name(), mbs, pp));
+            return refused(
+                fmt::format("{} needs micro-batches ({}) to be a multiple of pp={}", rs.schedule->name(), mbs, pp));
     } else {
         if (w.batch < dp) return refused(fmt::format("batch={} is smaller than dp={}", w.batch, dp));
         sequences = (w.batch + dp - 1) / dp;
@@ -175,12 +179,13 @@ Resolution try_resolve_degrees(const config::ScenarioSpec& sc, const config::Str
         if (mbs > sequences)
             return refused(fmt::format("microbatches={} exceeds the {} sequences per replica", mbs, sequences));
         rs.microbatches = static_cast<int>(mbs);
-        for (std::int64_t j = 0; j < mbs; ++j) rs.microbatch_sizes.push_back(sequences / mbs + (j < sequences % mbs ? 1 : 0));
+        for (std::int64_t j = 0; j < mbs; ++j)
+            rs.microbatch_sizes.push_back(sequences / mbs + (j < sequences % mbs ? 1 : 0));
     }
     const bool uneven = spec.first_stage_layers > 0 || spec.last_stage_layers > 0;
     if (rs.schedule->uses_virtual_stages() && !uneven && m.layers % (pp * rs.virtual_stages) != 0)
         return refused(fmt::format("{} needs layers ({}) divisible by pp x virtual_stages = {}", rs.schedule->name(),
-                                 m.layers, pp * rs.virtual_stages));
+                                   m.layers, pp * rs.virtual_stages));
     return Resolution{std::move(rs), {}};
 }
 
@@ -211,8 +216,8 @@ hw::MemoryBreakdown stage_memory(const config::ScenarioSpec& sc, const ResolvedS
         last = last || v + 1 == vstages.size();
     }
     const int moe_layers = layers - dense_layers;
-    double weight_bytes = moe_layers * workload::layer_weight_bytes(m, opt) +
-                          dense_layers * workload::layer_weight_bytes(m, opt, 0);
+    double weight_bytes =
+        moe_layers * workload::layer_weight_bytes(m, opt) + dense_layers * workload::layer_weight_bytes(m, opt, 0);
     // The experts' share: sharded over ep already, replicated over the
     // expert-data-parallel ranks (dp x cp / ep), which ZeRO shards over.
     const double wbytes = hw::bytes_per_element(opt.precision.weights);
@@ -241,8 +246,10 @@ hw::MemoryBreakdown stage_memory(const config::ScenarioSpec& sc, const ResolvedS
         };
         if (rs.ep > 1) {
             b.weights = sharded(dense_bytes, expert_bytes, 3, b.expert_weights);
-            b.gradients = sharded(dense_params * state.gradients, expert_params * state.gradients, 2, b.expert_gradients);
-            b.optimizer = sharded(dense_params * state.optimizer, expert_params * state.optimizer, 1, b.expert_optimizer);
+            b.gradients =
+                sharded(dense_params * state.gradients, expert_params * state.gradients, 2, b.expert_gradients);
+            b.optimizer =
+                sharded(dense_params * state.optimizer, expert_params * state.optimizer, 1, b.expert_optimizer);
         } else {
             b.weights = weight_bytes / (rs.zero >= 3 ? shards : 1);
             b.gradients = params * state.gradients / (rs.zero >= 2 ? shards : 1);
@@ -254,8 +261,8 @@ hw::MemoryBreakdown stage_memory(const config::ScenarioSpec& sc, const ResolvedS
         const int layers_per_chunk = std::max(1, layers / rs.virtual_stages);
         const auto inflight_chunks = static_cast<double>(
             rs.schedule->chunks_in_flight(PipelineShape{rs.pp, rs.microbatches, rs.virtual_stages}, s));
-        b.activations = workload::layer_activation_bytes(m, sh.train, opt, sc.workload.recompute) *
-                        layers_per_chunk * inflight_chunks;
+        b.activations = workload::layer_activation_bytes(m, sh.train, opt, sc.workload.recompute) * layers_per_chunk *
+                        inflight_chunks;
         b.workspace = workload::workspace_bytes(m, sh.train, opt, true);
     } else {
         b.weights = weight_bytes;
@@ -263,7 +270,7 @@ hw::MemoryBreakdown stage_memory(const config::ScenarioSpec& sc, const ResolvedS
         const std::int64_t replica_batch =
             std::accumulate(rs.microbatch_sizes.begin(), rs.microbatch_sizes.end(), std::int64_t{0});
         b.kv_cache = layers * workload::layer_kv_bytes(m, replica_batch,
-                                                        sc.workload.prompt_tokens + sc.workload.output_tokens, opt);
+                                                       sc.workload.prompt_tokens + sc.workload.output_tokens, opt);
         b.workspace = workload::workspace_bytes(m, sh.prefill, opt, false);
     }
     return b;

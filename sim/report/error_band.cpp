@@ -39,7 +39,7 @@ const Bands& shipped_bands() {
 
 ErrorBand expected_error(const config::ScenarioSpec& sc, const Bands& bands) {
     ErrorBand out;
-    const std::string kind = sc.workload.serving                       ? "serving"
+    const std::string kind = sc.workload.serving                          ? "serving"
                              : sc.workload.mode == config::Mode::training ? "training"
                                                                           : "inference";
     const std::string gpu = sc.gpu.name, software = sc.software.given() ? sc.software.name : "";
@@ -76,12 +76,13 @@ ErrorBand expected_error(const config::ScenarioSpec& sc, const Bands& bands) {
         out.band = narrowest();
     }
     if (!covered(&ValidatedBand::gpu, gpu))
-        out.warnings.push_back(fmt::format("no published {} run on {} was validated: the figure above is for other GPUs",
-                                           kind, gpu));
+        out.warnings.push_back(
+            fmt::format("no published {} run on {} was validated: the figure above is for other GPUs", kind, gpu));
     if (!software.empty() && !covered(&ValidatedBand::software, software))
-        out.warnings.push_back(fmt::format("no published {} run with {} was validated: the figure above is for other "
-                                           "software stacks",
-                                           kind, software));
+        out.warnings.push_back(
+            fmt::format("no published {} run with {} was validated: the figure above is for other "
+                        "software stacks",
+                        kind, software));
     return out;
 }
 
@@ -131,8 +132,8 @@ std::string error_band_json_member(const ErrorBand& e) {
         by_metric = ",\"by_metric\":[";
         for (std::size_t i = 0; i < e.by_metric.size(); ++i) {
             const auto& b = e.by_metric[i];
-            by_metric += fmt::format("{}{{\"metric\":{},\"gpu\":{},\"software\":{},\"mape\":{},\"n\":{}}}", i ? "," : "",
-                                     json_string(b.metric), json_string(b.gpu), json_string(b.software),
+            by_metric += fmt::format("{}{{\"metric\":{},\"gpu\":{},\"software\":{},\"mape\":{},\"n\":{}}}",
+                                     i ? "," : "", json_string(b.metric), json_string(b.gpu), json_string(b.software),
                                      json_number(b.mape), b.n);
         }
         by_metric += "]";

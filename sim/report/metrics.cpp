@@ -61,9 +61,7 @@ RunMetrics compute_metrics(const config::ScenarioSpec& sc, const parallel::PlanB
         const double out_tokens = static_cast<double>(sc.workload.output_tokens);
         for (std::size_t t = 0; t < build.plan.tasks.size(); ++t) {
             const auto& task = build.plan.tasks[t];
-            weight[t] = task.phase == parallel::Phase::prefill ? 1.0
-                        : task.step == steps - 1              ? out_tokens - 1
-                                                              : 0.0;
+            weight[t] = task.phase == parallel::Phase::prefill ? 1.0 : task.step == steps - 1 ? out_tokens - 1 : 0.0;
         }
         if (steps >= 2) {
             auto end = [&](int k, int j) { return ex.task_end[mk[static_cast<std::size_t>(m + k * m + j)]]; };
@@ -91,8 +89,9 @@ RunMetrics compute_metrics(const config::ScenarioSpec& sc, const parallel::PlanB
     for (std::uint32_t g = 0; g < ex.gpus.size(); ++g)
         for (const auto& w : windows) {
             // The whole run's breakdown is the executor's own (same arithmetic).
-            const auto b = w.from == Time{} && w.to == ex.makespan ? ex.gpus[g].breakdown
-                                                                   : exec::breakdown_in(build.plan, ex, g, w.from, w.to);
+            const auto b = w.from == Time{} && w.to == ex.makespan
+                               ? ex.gpus[g].breakdown
+                               : exec::breakdown_in(build.plan, ex, g, w.from, w.to);
             sum.compute += b.compute * w.scale;
             sum.memory += b.memory * w.scale;
             sum.communication += b.communication * w.scale;

@@ -17,7 +17,7 @@ struct RunMetrics {
     std::string strategy;
     int gpus = 0;
     bool feasible = true;
-    std::string note;                 // why infeasible, or the partitioner's conclusion
+    std::string note;  // why infeasible, or the partitioner's conclusion
     hw::MemoryVerdict memory;
     int memory_stage = 0;
     parallel::ResolvedStrategy resolved;
@@ -26,7 +26,7 @@ struct RunMetrics {
     std::optional<double> link_nvlink, link_pcie, link_network;
     std::optional<double> frac_compute, frac_memory, frac_communication, frac_idle;
     std::uint64_t events = 0;
-    double simulated_seconds = 0;     // wall of the simulated run (iteration, or prefill + simulated decode)
+    double simulated_seconds = 0;  // wall of the simulated run (iteration, or prefill + simulated decode)
 };
 
 // Metrics of an executed plan (exec == nullptr for an out-of-memory plan).

@@ -12,8 +12,8 @@
 namespace sim::report {
 
 struct RunOptions {
-    bool collapse = true;        // symmetry collapsing of identical replicas
-    bool want_trace = false;     // keep a Chrome trace per strategy
+    bool collapse = true;     // symmetry collapsing of identical replicas
+    bool want_trace = false;  // keep a Chrome trace per strategy
     // A strategy that cannot be formed for this GPU count is reported as such
     // (sweeps) instead of being an input error (run).
     bool tolerate_unformable = false;

@@ -43,8 +43,8 @@ std::string chrome_trace(const std::string& run_name, const parallel::Plan& plan
         for (std::size_t s = 0; s < parallel::kStreamCount; ++s) {
             for (const auto& iv : result.gpus[g].intervals[s]) {
                 const auto& t = plan.tasks[iv.task];
-                std::string args = fmt::format("\"phase\":{},\"microbatch\":{}", json_string(parallel::to_string(t.phase)),
-                                               t.microbatch);
+                std::string args = fmt::format("\"phase\":{},\"microbatch\":{}",
+                                               json_string(parallel::to_string(t.phase)), t.microbatch);
                 if (t.kind == parallel::TaskKind::kernel) {
                     const auto& k = plan.kernels[t.kernel];
                     args += fmt::format(",\"flops\":{},\"bytes\":{}", k.flops.value,
@@ -52,14 +52,15 @@ std::string chrome_trace(const std::string& run_name, const parallel::Plan& plan
                 } else {
                     args += fmt::format(",\"bytes\":{}", t.bytes.value);
                 }
-                add(fmt::format("{{\"ph\":\"X\",\"name\":{},\"cat\":{},\"pid\":{},\"tid\":{},\"ts\":{:.6f},\"dur\":{:.6f},"
-                                "\"args\":{{{}}}}}",
-                                json_string(task_name(plan, t)),
-                                json_string(iv.kind == exec::IntervalKind::communication ? "communication"
-                                            : iv.kind == exec::IntervalKind::host        ? "host"
-                                            : iv.kind == exec::IntervalKind::memory_kernel ? "memory-bound"
-                                                                                         : "compute-bound"),
-                                pid, s, iv.start.us_f(), (iv.end - iv.start).us_f(), args));
+                add(fmt::format(
+                    "{{\"ph\":\"X\",\"name\":{},\"cat\":{},\"pid\":{},\"tid\":{},\"ts\":{:.6f},\"dur\":{:.6f},"
+                    "\"args\":{{{}}}}}",
+                    json_string(task_name(plan, t)),
+                    json_string(iv.kind == exec::IntervalKind::communication   ? "communication"
+                                : iv.kind == exec::IntervalKind::host          ? "host"
+                                : iv.kind == exec::IntervalKind::memory_kernel ? "memory-bound"
+                                                                               : "compute-bound"),
+                    pid, s, iv.start.us_f(), (iv.end - iv.start).us_f(), args));
                 if (iv.kind == exec::IntervalKind::communication) {
                     comm_edges.emplace_back(iv.start, 1);
                     comm_edges.emplace_back(iv.end, -1);
@@ -71,7 +72,8 @@ std::string chrome_trace(const std::string& run_name, const parallel::Plan& plan
         for (std::size_t i = 0; i < comm_edges.size(); ++i) {
             active += comm_edges[i].second;
             if (i + 1 < comm_edges.size() && comm_edges[i + 1].first == comm_edges[i].first) continue;
-            add(fmt::format("{{\"ph\":\"C\",\"name\":\"communication streams active\",\"pid\":{},\"ts\":{:.6f},"
+            add(
+                fmt::format("{{\"ph\":\"C\",\"name\":\"communication streams active\",\"pid\":{},\"ts\":{:.6f},"
                             "\"args\":{{\"active\":{}}}}}",
                             pid, comm_edges[i].first.us_f(), active));
         }
@@ -81,7 +83,8 @@ std::string chrome_trace(const std::string& run_name, const parallel::Plan& plan
     add(fmt::format("{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":\"links\"}}}}",
                     kLinksPid));
     for (const auto& s : result.link_samples)
-        add(fmt::format("{{\"ph\":\"C\",\"name\":\"link utilisation\",\"pid\":{},\"ts\":{:.6f},"
+        add(
+            fmt::format("{{\"ph\":\"C\",\"name\":\"link utilisation\",\"pid\":{},\"ts\":{:.6f},"
                         "\"args\":{{\"nvlink\":{},\"pcie\":{},\"network\":{}}}}}",
                         kLinksPid, s.at.us_f(), s.utilization[0], s.utilization[1], s.utilization[2]));
     return out + "\n]}\n";

@@ -151,21 +151,22 @@ std::string format_csv(const std::vector<RunMetrics>& runs, const std::vector<st
                        const std::vector<std::vector<std::string>>& extra_values) {
     std::string out;
     for (const auto& c : extra_columns) out += csv_field(c) + ",";
-    out += "strategy,gpus,tp,pp,dp,microbatches,feasible,per_gpu_peak_bytes,capacity_bytes,tokens_per_s,tpot_ms,"
-           "inv_tps_ms,ttft_ms,iteration_ms,mfu,hfu,l2_hit_rate,hbm_bytes,gpu_busy,link_nvlink,link_pcie,"
-           "link_network,frac_compute,frac_memory,frac_communication,frac_idle\n";
+    out +=
+        "strategy,gpus,tp,pp,dp,microbatches,feasible,per_gpu_peak_bytes,capacity_bytes,tokens_per_s,tpot_ms,"
+        "inv_tps_ms,ttft_ms,iteration_ms,mfu,hfu,l2_hit_rate,hbm_bytes,gpu_busy,link_nvlink,link_pcie,"
+        "link_network,frac_compute,frac_memory,frac_communication,frac_idle\n";
     auto n = [](const std::optional<double>& v) { return v ? fmt::format("{}", *v) : std::string(); };
     for (std::size_t i = 0; i < runs.size(); ++i) {
         const auto& m = runs[i];
         if (i < extra_values.size())
             for (const auto& v : extra_values[i]) out += csv_field(v) + ",";
-        out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(m.strategy),
-                           m.gpus, m.resolved.tp, m.resolved.pp, m.resolved.dp, m.resolved.microbatches,
-                           m.feasible ? "true" : "false", m.memory.breakdown.total(), m.memory.capacity.value,
-                           n(m.tokens_per_s), n(m.tpot_ms), n(m.inv_tps_ms), n(m.ttft_ms), n(m.iteration_ms), n(m.mfu),
-                           n(m.hfu), n(m.l2_hit_rate), n(m.hbm_bytes), n(m.gpu_busy), n(m.link_nvlink), n(m.link_pcie),
-                           n(m.link_network), n(m.frac_compute), n(m.frac_memory), n(m.frac_communication),
-                           n(m.frac_idle));
+        out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                           csv_field(m.strategy), m.gpus, m.resolved.tp, m.resolved.pp, m.resolved.dp,
+                           m.resolved.microbatches, m.feasible ? "true" : "false", m.memory.breakdown.total(),
+                           m.memory.capacity.value, n(m.tokens_per_s), n(m.tpot_ms), n(m.inv_tps_ms), n(m.ttft_ms),
+                           n(m.iteration_ms), n(m.mfu), n(m.hfu), n(m.l2_hit_rate), n(m.hbm_bytes), n(m.gpu_busy),
+                           n(m.link_nvlink), n(m.link_pcie), n(m.link_network), n(m.frac_compute), n(m.frac_memory),
+                           n(m.frac_communication), n(m.frac_idle));
     }
     return out;
 }
@@ -198,41 +199,62 @@ std::string format_table(const config::ScenarioSpec& sc, const std::vector<RunMe
     };
     auto num = [&](const std::string& label, std::optional<double> RunMetrics::*field, const char* spec,
                    double scale = 1.0, Better better = Better::neither) {
-        add(label,
+        add(
+            label,
             [&](const RunMetrics& m) {
                 return m.*field ? fmt::format(fmt::runtime(spec), *(m.*field) * scale) : std::string("-");
             },
             [&](const RunMetrics& m) { return m.*field; }, better);
     };
     const auto none = [](const RunMetrics&) { return std::optional<double>(); };
-    add("GPUs (tp x pp x dp)", [](const RunMetrics& m) {
+    add(
+        "GPUs (tp x pp x dp)",
+        [](const RunMetrics& m) {
             const auto& r = m.resolved;
             std::string s = r.cp > 1 ? fmt::format("{} ({}x{}x{}, cp {})", m.gpus, r.tp, r.pp, r.dp, r.cp)
                                      : fmt::format("{} ({}x{}x{})", m.gpus, r.tp, r.pp, r.dp);
             if (r.ep > 1) s.insert(s.size() - 1, fmt::format(", ep {}", r.ep));
             return s;
-        }, none);
-    add("micro-batches", [](const RunMetrics& m) { return fmt::format("{}", m.resolved.microbatches); }, none);
-    add("feasible", [](const RunMetrics& m) { return m.feasible ? std::string("yes") : std::string("OUT OF MEMORY"); }, none);
-    add("memory per GPU (peak)", [](const RunMetrics& m) {
-            return fmt::format("{} / {}", format_bytes(m.memory.breakdown.total()), format_bytes(m.memory.capacity.as_double()));
-        }, [](const RunMetrics& m) { return std::optional<double>(m.memory.breakdown.total()); }, Better::lower);
-    add("  weights / grads / optim", [](const RunMetrics& m) {
+        },
+        none);
+    add(
+        "micro-batches", [](const RunMetrics& m) { return fmt::format("{}", m.resolved.microbatches); }, none);
+    add(
+        "feasible", [](const RunMetrics& m) { return m.feasible ? std::string("yes") : std::string("OUT OF MEMORY"); },
+        none);
+    add(
+        "memory per GPU (peak)",
+        [](const RunMetrics& m) {
+            return fmt::format("{} / {}", format_bytes(m.memory.breakdown.total()),
+                               format_bytes(m.memory.capacity.as_double()));
+        },
+        [](const RunMetrics& m) { return std::optional<double>(m.memory.breakdown.total()); }, Better::lower);
+    add(
+        "  weights / grads / optim",
+        [](const RunMetrics& m) {
             const auto& b = m.memory.breakdown;
-            return fmt::format("{} / {} / {}", format_bytes(b.weights), format_bytes(b.gradients), format_bytes(b.optimizer));
-        }, none);
+            return fmt::format("{} / {} / {}", format_bytes(b.weights), format_bytes(b.gradients),
+                               format_bytes(b.optimizer));
+        },
+        none);
     if (sc.model.experts > 0) {
-        add("  of which experts", [](const RunMetrics& m) {
+        add(
+            "  of which experts",
+            [](const RunMetrics& m) {
                 const auto& b = m.memory.breakdown;
                 return fmt::format("{} / {} / {}", format_bytes(b.expert_weights), format_bytes(b.expert_gradients),
                                    format_bytes(b.expert_optimizer));
-            }, none);
+            },
+            none);
     }
-    add("  activations / KV / workspace", [](const RunMetrics& m) {
+    add(
+        "  activations / KV / workspace",
+        [](const RunMetrics& m) {
             const auto& b = m.memory.breakdown;
             return fmt::format("{} / {} / {}", format_bytes(b.activations), format_bytes(b.kv_cache),
                                format_bytes(b.workspace));
-        }, none);
+        },
+        none);
     const bool inference = sc.workload.mode == config::Mode::inference;
     num("tokens/s (TPS)", &RunMetrics::tokens_per_s, "{:.1f}", 1.0, Better::higher);
     if (inference) {
@@ -282,11 +304,12 @@ std::string format_table(const config::ScenarioSpec& sc, const std::vector<RunMe
     for (std::size_t c = 0; c < headers.size(); ++c) width[c] = headers[c].size();
     for (const auto& line : grid)
         for (std::size_t c = 0; c < line.size(); ++c) width[c] = std::max(width[c], line[c].size());
-    std::string out = fmt::format("scenario {}: {} on {} ({} GPU{} of {}), model {}", sc.name,
-                                  inference ? "inference" : "training", sc.cluster.name, sc.gpus,
-                                  sc.gpus == 1 ? "" : "s", sc.gpu.name, sc.model.name);
+    std::string out =
+        fmt::format("scenario {}: {} on {} ({} GPU{} of {}), model {}", sc.name, inference ? "inference" : "training",
+                    sc.cluster.name, sc.gpus, sc.gpus == 1 ? "" : "s", sc.gpu.name, sc.model.name);
     if (sc.software.given())
-        out += fmt::format(", software {}{}", sc.software.name, sc.software.version.empty() ? "" : " " + sc.software.version);
+        out += fmt::format(", software {}{}", sc.software.name,
+                           sc.software.version.empty() ? "" : " " + sc.software.version);
     out += "\n";
     auto emit = [&](const std::vector<std::string>& line) {
         for (std::size_t c = 0; c < line.size(); ++c)
@@ -302,17 +325,17 @@ std::string format_table(const config::ScenarioSpec& sc, const std::vector<RunMe
         if (!m.note.empty()) out += fmt::format("{}: {}\n", m.strategy, m.note);
     for (const auto& m : runs)
         if (m.feasible && m.memory.breakdown.total() > kTightMemoryShare * m.memory.capacity.as_double())
-            out += fmt::format("{}: memory is tight: {} of {} ({:.0f}%), above the {:.0f}% that leaves room for the "
-                               "CUDA context, NCCL buffers and allocator fragmentation (docs/output.md)\n",
-                               m.strategy, format_bytes(m.memory.breakdown.total()),
-                               format_bytes(m.memory.capacity.as_double()),
-                               100.0 * m.memory.breakdown.total() / m.memory.capacity.as_double(),
-                               100.0 * kTightMemoryShare);
+            out += fmt::format(
+                "{}: memory is tight: {} of {} ({:.0f}%), above the {:.0f}% that leaves room for the "
+                "CUDA context, NCCL buffers and allocator fragmentation (docs/output.md)\n",
+                m.strategy, format_bytes(m.memory.breakdown.total()), format_bytes(m.memory.capacity.as_double()),
+                100.0 * m.memory.breakdown.total() / m.memory.capacity.as_double(), 100.0 * kTightMemoryShare);
     for (const auto& m : runs)
         if (m.mfu && m.hfu && *m.hfu < *m.mfu) {
-            out += "HFU < MFU: MFU counts model FLOPs by the usual convention (6N per token plus attention, causal "
-                   "masking not halved); HFU counts what the kernels execute (causal attention skips half, recompute "
-                   "adds), so with causal attention and little recompute HFU comes out lower (docs/output.md)\n";
+            out +=
+                "HFU < MFU: MFU counts model FLOPs by the usual convention (6N per token plus attention, causal "
+                "masking not halved); HFU counts what the kernels execute (causal attention skips half, recompute "
+                "adds), so with causal attention and little recompute HFU comes out lower (docs/output.md)\n";
             break;
         }
     return out;

@@ -56,11 +56,11 @@ bool ring_only(net::CollectiveOp op) {
 // and between nodes network_efficiency, and a protocol's bandwidth share
 // (at most 1) only lowers them. docs/planning.md, "The bound".
 struct CommBound {
-    double gpu_in = 0;   // one GPU's links (NVLink + PCIe): everything it receives comes through them
-    double node_in = 0;  // a node's NICs
-    double net = 0;      // one network link: no flow between nodes is faster
-    double net_latency = 0;  // a ring step across nodes: least step latency + the network link's
-    double step_latency = 0; // a ring step inside a node: least step latency
+    double gpu_in = 0;        // one GPU's links (NVLink + PCIe): everything it receives comes through them
+    double node_in = 0;       // a node's NICs
+    double net = 0;           // one network link: no flow between nodes is faster
+    double net_latency = 0;   // a ring step across nodes: least step latency + the network link's
+    double step_latency = 0;  // a ring step inside a node: least step latency
     int gpus_per_node = 0;
     bool rs_ring = false, ag_ring = false;
     // All-reduce: the strategy's algorithm ("auto" or a name), whether the
@@ -214,9 +214,7 @@ double ops_lower_bound(const config::ScenarioSpec& sc, const parallel::ResolvedS
     // consecutive from a multiple of tp).
     const bool grouped = placement != parallel::Placement::pp_first && g > 0;
     const bool spans_nodes = grouped && rs.tp > g && rs.tp % g == 0;
-    const int layout = spans_nodes                      ? g
-                       : grouped && g % rs.tp == 0 ? CommBound::kOneNode
-                                                         : CommBound::kUnknown;
+    const int layout = spans_nodes ? g : grouped && g % rs.tp == 0 ? CommBound::kOneNode : CommBound::kUnknown;
     const auto tp_time = [&](net::CollectiveOp op, const workload::Operator& o) {
         return comm.time(op, o.tp_sync_bytes.as_double(), rs.tp, layout);
     };
@@ -377,10 +375,12 @@ double iteration_lower_bound(const config::ScenarioSpec& sc, const config::Strat
         stage_params /= rs.tp;
         const double local = stage_params / (rs.zero >= 1 && n > 1 ? n : 1);
         const double step = kernel_lower_bound(sc, workload::optimizer_step(local, opt).kernel, cm);
-        const double gather = rs.zero >= 1 ? comm.time(net::CollectiveOp::all_gather, stage_params * wbytes, n, dp_layout) : 0.0;
+        const double gather =
+            rs.zero >= 1 ? comm.time(net::CollectiveOp::all_gather, stage_params * wbytes, n, dp_layout) : 0.0;
         if (!std::isfinite(last_bucket) || !every_vstage_has_layers) last_bucket = 0;
         const double after_end = rs.overlap.grad_reduce ? last_bucket : buckets;
-        lb = std::max({lb, compute_end + after_end + step + (gather_in_forward ? 0.0 : gather), buckets + gather + step});
+        lb = std::max(
+            {lb, compute_end + after_end + step + (gather_in_forward ? 0.0 : gather), buckets + gather + step});
     }
     return lb;
 }

@@ -82,8 +82,9 @@ void apply(config::ScenarioSpec& sc, const Candidate& c) {
 double optimistic_value(const SearchSpec& spec, const config::ScenarioSpec& sc, int gpus, double bound_s) {
     if (bound_s <= 0) return std::numeric_limits<double>::infinity();
     const auto& w = sc.workload;
-    const double tokens = w.mode == Mode::training ? static_cast<double>(w.global_batch) * static_cast<double>(w.seq_len)
-                                                   : static_cast<double>(w.batch) * static_cast<double>(w.output_tokens);
+    const double tokens = w.mode == Mode::training
+                              ? static_cast<double>(w.global_batch) * static_cast<double>(w.seq_len)
+                              : static_cast<double>(w.batch) * static_cast<double>(w.output_tokens);
     const double tps = tokens / bound_s;
     switch (spec.objective) {
         case Objective::tokens_per_s: return tps;
@@ -110,7 +111,8 @@ std::vector<Candidate> enumerate(const config::ScenarioSpec& sc, const SearchSpe
     const auto& w = sc.workload;
     const int layers = static_cast<int>(std::min<std::int64_t>(sc.model.layers, 1 << 20));
     std::vector<const parallel::IPipelineSchedule*> all_schedules = parallel::pipeline_schedules();
-    const auto micro_batches = values_or(spec.micro_batch, powers_of_two_upto(std::min<std::int64_t>(64, w.global_batch), false));
+    const auto micro_batches =
+        values_or(spec.micro_batch, powers_of_two_upto(std::min<std::int64_t>(64, w.global_batch), false));
     const auto recomputes = values_or(
         spec.recompute, {workload::Recompute::none, workload::Recompute::selective, workload::Recompute::full});
     const auto batches = values_or(spec.batch, powers_of_two_upto(w.batch, true));
@@ -144,53 +146,56 @@ std::vector<Candidate> enumerate(const config::ScenarioSpec& sc, const SearchSpe
                     const auto firsts = values_or(spec.first_stage_layers, uneven);
                     const auto lasts = values_or(spec.last_stage_layers, uneven);
                     for (const int first : firsts)
-                    for (const int last : lasts)
-                    for (const int dp : dps)
-                    for (const int ep : eps)
-                        for (const bool sp : sps)
-                            for (const int zero : zeros)
-                                for (const auto* sched : schedules) {
-                                    std::vector<int> vss;
-                                    if (sched->uses_virtual_stages()) {
-                                        for (const int v : vs_values)
-                                            if (v >= 2) vss.push_back(v);
-                                    } else {
-                                        vss = {1};
-                                    }
-                                    for (const int v : vss)
-                                        for (const auto mb : micro_batches)
-                                            for (const auto rc : recomputes)
-                                                for (const auto b : batches) {
-                                                    if (out.size() >= cap)
-                                                        throw LimitError(
-                                                            fmt::format("the search space has more than {} candidates", cap),
-                                                            "plan-candidates", cap);
-                                                    Candidate c;
-                                                    c.id = out.size();
-                                                    c.gpus = g;
-                                                    c.strategy = base;
-                                                    c.strategy.tp = tp;
-                                                    c.strategy.cp = cp;
-                                                    c.strategy.ep = ep;
-                                                    c.strategy.pp = pp;
-                                                    c.strategy.dp = dp;
-                                                    c.strategy.sp = sp;
-                                                    c.strategy.zero = zero;
-                                                    c.strategy.schedule = sched;
-                                                    c.strategy.virtual_stages = v;
-                                                    c.strategy.microbatches = 0;
-                                                    c.strategy.first_stage_layers = first;
-                                                    c.strategy.last_stage_layers = last;
-                                                    c.micro_batch = mb;
-                                                    c.recompute = rc;
-                                                    c.batch = b;
-                                                    apply(work, c);
-                                                    const auto r = parallel::try_resolve_degrees(work, c.strategy);
-                                                    c.strategy.name = candidate_name(
-                                                        c, r.strategy ? &*r.strategy : nullptr, training);
-                                                    out.push_back(std::move(c));
+                        for (const int last : lasts)
+                            for (const int dp : dps)
+                                for (const int ep : eps)
+                                    for (const bool sp : sps)
+                                        for (const int zero : zeros)
+                                            for (const auto* sched : schedules) {
+                                                std::vector<int> vss;
+                                                if (sched->uses_virtual_stages()) {
+                                                    for (const int v : vs_values)
+                                                        if (v >= 2) vss.push_back(v);
+                                                } else {
+                                                    vss = {1};
                                                 }
-                                }
+                                                for (const int v : vss)
+                                                    for (const auto mb : micro_batches)
+                                                        for (const auto rc : recomputes)
+                                                            for (const auto b : batches) {
+                                                                if (out.size() >= cap)
+                                                                    throw LimitError(
+                                                                        fmt::format("the search space has more than {} "
+                                                                                    "candidates",
+                                                                                    cap),
+                                                                        "plan-candidates", cap);
+                                                                Candidate c;
+                                                                c.id = out.size();
+                                                                c.gpus = g;
+                                                                c.strategy = base;
+                                                                c.strategy.tp = tp;
+                                                                c.strategy.cp = cp;
+                                                                c.strategy.ep = ep;
+                                                                c.strategy.pp = pp;
+                                                                c.strategy.dp = dp;
+                                                                c.strategy.sp = sp;
+                                                                c.strategy.zero = zero;
+                                                                c.strategy.schedule = sched;
+                                                                c.strategy.virtual_stages = v;
+                                                                c.strategy.microbatches = 0;
+                                                                c.strategy.first_stage_layers = first;
+                                                                c.strategy.last_stage_layers = last;
+                                                                c.micro_batch = mb;
+                                                                c.recompute = rc;
+                                                                c.batch = b;
+                                                                apply(work, c);
+                                                                const auto r =
+                                                                    parallel::try_resolve_degrees(work, c.strategy);
+                                                                c.strategy.name = candidate_name(
+                                                                    c, r.strategy ? &*r.strategy : nullptr, training);
+                                                                out.push_back(std::move(c));
+                                                            }
+                                            }
                 }
     }
     return out;
@@ -316,8 +321,7 @@ SearchResult run_search(const config::ScenarioSpec& sc, const SearchOptions& opt
     res.spec = read_search(sc);
     const auto& spec = res.spec;
     const auto cands = enumerate(sc, spec);
-    const auto cands_schedules =
-        spec.schedule.is_auto ? parallel::pipeline_schedules() : spec.schedule.values;
+    const auto cands_schedules = spec.schedule.is_auto ? parallel::pipeline_schedules() : spec.schedule.values;
     res.generated = cands.size();
     const auto cm = hw::make_cost_model("roofline");
     const double usable = (1.0 - spec.memory_headroom) * sc.gpu.memory_capacity.as_double();
@@ -331,76 +335,80 @@ SearchResult run_search(const config::ScenarioSpec& sc, const SearchOptions& opt
     if (options.threads > 0)
         limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
                                                       static_cast<std::size_t>(options.threads));
-    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, cands.size(), 64), [&](const tbb::blocked_range<std::size_t>& r) {
-        config::ScenarioSpec work = sc;
-        for (std::size_t i = r.begin(); i != r.end(); ++i) {
-            const Candidate& c = cands[i];
-            Outcome& o = res.outcomes[i];
-            o.candidate = c;
-            if (c.strategy.sp && c.strategy.tp == 1) {
-                o.verdict = Verdict::equivalent;
-                o.note = "sp has no effect at tp 1";
-                continue;
-            }
-            if (c.strategy.pp == 1 && c.strategy.schedule != &parallel::default_pipeline_schedule() &&
-                std::find(cands_schedules.begin(), cands_schedules.end(), &parallel::default_pipeline_schedule()) !=
-                    cands_schedules.end()) {
-                o.verdict = Verdict::equivalent;
-                o.note = "without a pipeline (pp 1) a schedule changes only how many activations are held; the default is kept";
-                continue;
-            }
-            apply(work, c);
-            auto resolved = parallel::try_resolve_degrees(work, c.strategy);
-            if (!resolved.strategy) {
-                o.verdict = Verdict::invalid;
-                o.note = resolved.why_not;
-                continue;
-            }
-            auto& rs = *resolved.strategy;
-            if (c.strategy.zero > 0 && rs.dp * rs.cp == 1) {
-                o.verdict = Verdict::equivalent;
-                o.note = "ZeRO has no effect without data or context replicas";
-                continue;
-            }
-            std::vector<parallel::LayerRange> vstages;
-            try {
-                vstages = parallel::split_layers(work, c.strategy, rs, *cm);
-            } catch (const ConfigError& e) {
-                o.verdict = Verdict::invalid;
-                o.note = e.what();
-                continue;
-            }
-            hw::MemoryBreakdown worst;
-            for (int s = 0; s < rs.pp; ++s) {
-                const auto b = parallel::stage_memory(work, rs, s, vstages);
-                if (b.total() > worst.total()) worst = b;
-            }
-            o.memory_bytes = worst.total();
-            if (worst.total() > usable) {
-                o.verdict = Verdict::over_memory;
-                o.note = fmt::format("memory {:.1f} GB > {:.1f} GB ({:.0f}% of {:.1f} GB HBM)", worst.total() / 1e9,
-                                     usable / 1e9, 100 * (1 - spec.memory_headroom),
-                                     sc.gpu.memory_capacity.as_double() / 1e9);
-                continue;
-            }
-            o.bound_s = iteration_lower_bound(work, c.strategy, rs, vstages, *cm);
-            splits[i] = vstages;
-            o.optimistic = optimistic_value(spec, work, c.gpus, o.bound_s);
-            if (work.workload.mode == Mode::inference) {
-                // The run's time is TTFT + (output_tokens - 1) x TPOT; a
-                // candidate whose least TTFT or TPOT misses an SLO cannot
-                // meet the constraints (it ranks last, pruned once enough
-                // plans meet them).
-                const auto ib = inference_lower_bound(work, c.strategy, rs, vstages, *cm);
-                if (ib.tpot_s > 0)
-                    o.bound_s = ib.ttft_s + static_cast<double>(work.workload.output_tokens - 1) * ib.tpot_s;
+    tbb::parallel_for(
+        tbb::blocked_range<std::size_t>(0, cands.size(), 64), [&](const tbb::blocked_range<std::size_t>& r) {
+            config::ScenarioSpec work = sc;
+            for (std::size_t i = r.begin(); i != r.end(); ++i) {
+                const Candidate& c = cands[i];
+                Outcome& o = res.outcomes[i];
+                o.candidate = c;
+                if (c.strategy.sp && c.strategy.tp == 1) {
+                    o.verdict = Verdict::equivalent;
+                    o.note = "sp has no effect at tp 1";
+                    continue;
+                }
+                if (c.strategy.pp == 1 && c.strategy.schedule != &parallel::default_pipeline_schedule() &&
+                    std::find(cands_schedules.begin(), cands_schedules.end(), &parallel::default_pipeline_schedule()) !=
+                        cands_schedules.end()) {
+                    o.verdict = Verdict::equivalent;
+                    o.note =
+                        "without a pipeline (pp 1) a schedule changes only how many activations are held; the default "
+                        "is kept";
+                    continue;
+                }
+                apply(work, c);
+                auto resolved = parallel::try_resolve_degrees(work, c.strategy);
+                if (!resolved.strategy) {
+                    o.verdict = Verdict::invalid;
+                    o.note = resolved.why_not;
+                    continue;
+                }
+                auto& rs = *resolved.strategy;
+                if (c.strategy.zero > 0 && rs.dp * rs.cp == 1) {
+                    o.verdict = Verdict::equivalent;
+                    o.note = "ZeRO has no effect without data or context replicas";
+                    continue;
+                }
+                std::vector<parallel::LayerRange> vstages;
+                try {
+                    vstages = parallel::split_layers(work, c.strategy, rs, *cm);
+                } catch (const ConfigError& e) {
+                    o.verdict = Verdict::invalid;
+                    o.note = e.what();
+                    continue;
+                }
+                hw::MemoryBreakdown worst;
+                for (int s = 0; s < rs.pp; ++s) {
+                    const auto b = parallel::stage_memory(work, rs, s, vstages);
+                    if (b.total() > worst.total()) worst = b;
+                }
+                o.memory_bytes = worst.total();
+                if (worst.total() > usable) {
+                    o.verdict = Verdict::over_memory;
+                    o.note = fmt::format("memory {:.1f} GB > {:.1f} GB ({:.0f}% of {:.1f} GB HBM)", worst.total() / 1e9,
+                                         usable / 1e9, 100 * (1 - spec.memory_headroom),
+                                         sc.gpu.memory_capacity.as_double() / 1e9);
+                    continue;
+                }
+                o.bound_s = iteration_lower_bound(work, c.strategy, rs, vstages, *cm);
+                splits[i] = vstages;
                 o.optimistic = optimistic_value(spec, work, c.gpus, o.bound_s);
-                if ((spec.ttft_ms && ib.ttft_s * 1e3 > *spec.ttft_ms) || (spec.tpot_ms && ib.tpot_s * 1e3 > *spec.tpot_ms))
-                    o.optimistic = -std::numeric_limits<double>::infinity();
+                if (work.workload.mode == Mode::inference) {
+                    // The run's time is TTFT + (output_tokens - 1) x TPOT; a
+                    // candidate whose least TTFT or TPOT misses an SLO cannot
+                    // meet the constraints (it ranks last, pruned once enough
+                    // plans meet them).
+                    const auto ib = inference_lower_bound(work, c.strategy, rs, vstages, *cm);
+                    if (ib.tpot_s > 0)
+                        o.bound_s = ib.ttft_s + static_cast<double>(work.workload.output_tokens - 1) * ib.tpot_s;
+                    o.optimistic = optimistic_value(spec, work, c.gpus, o.bound_s);
+                    if ((spec.ttft_ms && ib.ttft_s * 1e3 > *spec.ttft_ms) ||
+                        (spec.tpot_ms && ib.tpot_s * 1e3 > *spec.tpot_ms))
+                        o.optimistic = -std::numeric_limits<double>::infinity();
+                }
+                o.verdict = Verdict::pruned;  // until simulated
             }
-            o.verdict = Verdict::pruned;  // until simulated
-        }
-    });
+        });
 
     // Candidates that differ only in first/last stage layers are the same
     // plan when their layer splits are equal (126 layers on 16 stages split
@@ -411,10 +419,10 @@ SearchResult run_search(const config::ScenarioSpec& sc, const SearchOptions& opt
         for (auto& o : res.outcomes) {
             if (o.verdict != Verdict::pruned) continue;
             const auto& c = o.candidate;
-            std::string key = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|", c.gpus, c.strategy.tp, c.strategy.cp,
-                                          c.strategy.pp, c.strategy.dp, c.strategy.sp, c.strategy.zero,
-                                          c.strategy.schedule->name(), c.strategy.virtual_stages, c.micro_batch,
-                                          to_string(c.recompute), c.batch, c.strategy.ep);
+            std::string key =
+                fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|", c.gpus, c.strategy.tp, c.strategy.cp,
+                            c.strategy.pp, c.strategy.dp, c.strategy.sp, c.strategy.zero, c.strategy.schedule->name(),
+                            c.strategy.virtual_stages, c.micro_batch, to_string(c.recompute), c.batch, c.strategy.ep);
             for (const auto& [a, b] : splits[c.id]) key += fmt::format("{}-{},", a, b);
             const auto [it, fresh] = seen.emplace(std::move(key), c.id);
             if (!fresh) {
@@ -458,9 +466,10 @@ SearchResult run_search(const config::ScenarioSpec& sc, const SearchOptions& opt
 }
 
 std::string counts_line(const SearchResult& r) {
-    return fmt::format("candidates: {} generated, {} equivalent, {} invalid, {} over memory, {} pruned by bound, "
-                       "{} simulated, {} meet every constraint",
-                       r.generated, r.equivalent, r.invalid, r.over_memory, r.pruned, r.simulated, r.ranked.size());
+    return fmt::format(
+        "candidates: {} generated, {} equivalent, {} invalid, {} over memory, {} pruned by bound, "
+        "{} simulated, {} meet every constraint",
+        r.generated, r.equivalent, r.invalid, r.over_memory, r.pruned, r.simulated, r.ranked.size());
 }
 
 // The closest candidates: the simulated ones (each misses a constraint),
@@ -478,8 +487,9 @@ std::string no_plan_message(const SearchResult& res) {
     std::string msg = fmt::format("no plan satisfies the search's constraints ({})", counts_line(res));
     msg += near.empty() ? "; the space has no candidate" : "; closest candidates:";
     for (std::size_t i = 0; i < near.size() && i < 5; ++i)
-        msg += fmt::format("{}#{} {} ({} GPUs): {}", i ? "; " : " ", near[i]->candidate.id, near[i]->candidate.strategy.name,
-                           near[i]->candidate.gpus, near[i]->violated.empty() ? near[i]->note : near[i]->violated);
+        msg += fmt::format("{}#{} {} ({} GPUs): {}", i ? "; " : " ", near[i]->candidate.id,
+                           near[i]->candidate.strategy.name, near[i]->candidate.gpus,
+                           near[i]->violated.empty() ? near[i]->note : near[i]->violated);
     return msg;
 }
 

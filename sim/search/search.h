@@ -27,7 +27,7 @@ struct Candidate {
     config::StrategySpec strategy;
     std::int64_t micro_batch = 1;  // training
     workload::Recompute recompute = workload::Recompute::none;
-    std::int64_t batch = 1;        // inference
+    std::int64_t batch = 1;  // inference
 };
 
 enum class Verdict {
@@ -41,19 +41,19 @@ enum class Verdict {
 struct Outcome {
     Candidate candidate;
     Verdict verdict = Verdict::invalid;
-    std::string note;             // why invalid / over memory / infeasible
-    double memory_bytes = 0;      // analytic footprint of the most loaded GPU
-    double bound_s = 0;           // iteration lower bound (training; 0 otherwise)
-    double optimistic = 0;        // objective at the bound (higher is better)
+    std::string note;                           // why invalid / over memory / infeasible
+    double memory_bytes = 0;                    // analytic footprint of the most loaded GPU
+    double bound_s = 0;                         // iteration lower bound (training; 0 otherwise)
+    double optimistic = 0;                      // objective at the bound (higher is better)
     std::optional<report::RunMetrics> metrics;  // when simulated
     std::optional<double> value;  // objective (higher is better) when simulated and every constraint holds
     std::string violated;         // the constraint a simulated plan misses, with its numbers
 };
 
 struct SearchOptions {
-    bool prune = true;     // false: simulate every candidate that fits memory
-    int keep = 5;          // k: prune against the k-th best
-    int threads = 0;       // 0: all cores
+    bool prune = true;  // false: simulate every candidate that fits memory
+    int keep = 5;       // k: prune against the k-th best
+    int threads = 0;    // 0: all cores
     // Called after each simulation (serialised): done, handed out so far.
     std::function<void(std::size_t, std::size_t)> progress;
     // Runs the simulations (work.h); returns whether this process holds the
@@ -64,9 +64,9 @@ struct SearchOptions {
 
 struct SearchResult {
     SearchSpec spec;
-    std::vector<Outcome> outcomes;  // every candidate, by id
+    std::vector<Outcome> outcomes;    // every candidate, by id
     std::vector<std::size_t> ranked;  // ids of plans meeting every constraint, best first
-    bool complete = true;  // false where an executor ran the work for another process
+    bool complete = true;             // false where an executor ran the work for another process
     std::size_t generated = 0, equivalent = 0, invalid = 0, over_memory = 0, pruned = 0, simulated = 0;
 };
 

@@ -40,9 +40,7 @@ Dimension<T> read_dimension(MapReader& r, const std::string& key, T fixed, Read 
     return d;
 }
 
-int read_pp_dp(const Node& n, int max) {
-    return static_cast<int>(n.as_int(1, max));
-}
+int read_pp_dp(const Node& n, int max) { return static_cast<int>(n.as_int(1, max)); }
 
 }  // namespace
 
@@ -91,7 +89,8 @@ SearchSpec read_search(const config::ScenarioSpec& sc) {
             m, "schedule", base.schedule,
             [](const Node& n) { return &parallel::pipeline_schedule(n.as_enum(parallel::pipeline_schedule_names())); });
         s.virtual_stages = read_dimension<int>(m, "virtual_stages", base.virtual_stages, as_int(1, 1024));
-        s.first_stage_layers = read_dimension<int>(m, "first_stage_layers", base.first_stage_layers, as_int(0, 1 << 20));
+        s.first_stage_layers =
+            read_dimension<int>(m, "first_stage_layers", base.first_stage_layers, as_int(0, 1 << 20));
         s.last_stage_layers = read_dimension<int>(m, "last_stage_layers", base.last_stage_layers, as_int(0, 1 << 20));
         if (training) {
             s.micro_batch = read_dimension<std::int64_t>(m, "micro_batch", w.micro_batch,
@@ -100,8 +99,10 @@ SearchSpec read_search(const config::ScenarioSpec& sc) {
             s.batch.values = {w.batch};
         } else {
             for (const char* key : {"micro_batch", "recompute"})
-                if (auto n = m.optional(key)) n->fail(fmt::format("{} applies to training; inference searches batch", key));
-            s.batch = read_dimension<std::int64_t>(m, "batch", w.batch, [](const Node& n) { return n.as_int(1, 1 << 24); });
+                if (auto n = m.optional(key))
+                    n->fail(fmt::format("{} applies to training; inference searches batch", key));
+            s.batch =
+                read_dimension<std::int64_t>(m, "batch", w.batch, [](const Node& n) { return n.as_int(1, 1 << 24); });
             s.micro_batch.values = {w.micro_batch};
             s.recompute.values = {w.recompute};
         }
@@ -156,10 +157,10 @@ SearchSpec read_search(const config::ScenarioSpec& sc) {
 
     if (auto n = r.optional("objective")) {
         const std::string o = n->as_enum({"tokens_per_s", "tokens_per_s_per_gpu", "cost", "time_to_budget"});
-        s.objective = o == "tokens_per_s" ? Objective::tokens_per_s
-                    : o == "tokens_per_s_per_gpu" ? Objective::tokens_per_s_per_gpu
-                    : o == "cost"                 ? Objective::cost
-                                                  : Objective::time_to_budget;
+        s.objective = o == "tokens_per_s"           ? Objective::tokens_per_s
+                      : o == "tokens_per_s_per_gpu" ? Objective::tokens_per_s_per_gpu
+                      : o == "cost"                 ? Objective::cost
+                                                    : Objective::time_to_budget;
         if (s.objective == Objective::time_to_budget && !training)
             n->fail("time_to_budget is a training objective (the time to train token_budget tokens)");
     } else if (!training) {

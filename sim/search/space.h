@@ -31,7 +31,7 @@ enum class Objective {
 };
 
 struct SearchSpec {
-    SourceLocation where;  // the search: block
+    SourceLocation where;   // the search: block
     std::vector<int> gpus;  // GPU counts searched, ascending
     Dimension<int> tp, pp, dp, cp, ep, zero, virtual_stages;
     // Transformer layers on the first / last pipeline rank (0: an even

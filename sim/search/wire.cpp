@@ -16,7 +16,7 @@ namespace {
 class Writer {
 public:
     template <class T>
-        requires std::is_arithmetic_v<T>
+    requires std::is_arithmetic_v<T>
     void field(const T& v) {
         char b[sizeof(T)];
         std::memcpy(b, &v, sizeof(T));
@@ -54,7 +54,7 @@ class Reader {
 public:
     explicit Reader(std::string_view in) : in_(in) {}
     template <class T>
-        requires std::is_arithmetic_v<T>
+    requires std::is_arithmetic_v<T>
     void field(T& v) {
         need(sizeof(T));
         std::memcpy(&v, in_.data() + at_, sizeof(T));

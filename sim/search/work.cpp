@@ -11,7 +11,8 @@ namespace sim::search {
 
 void run_local(OrderedWork& work, int threads) {
     const std::size_t n = work.size();
-    std::size_t slots = threads > 0 ? static_cast<std::size_t>(threads) : std::max(1u, std::thread::hardware_concurrency());
+    std::size_t slots =
+        threads > 0 ? static_cast<std::size_t>(threads) : std::max(1u, std::thread::hardware_concurrency());
     slots = std::min(slots, std::max<std::size_t>(n, 1));
     std::mutex mu;
     std::size_t next = 0;

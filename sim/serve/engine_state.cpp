@@ -56,8 +56,7 @@ void EngineState::schedule_decodes(std::vector<Work>& out) {
         if (i < running.size() && running[i] == id) out.push_back(Work{id, 1});
     }
     // Items of sequences preempted after they were listed are dropped.
-    out.erase(std::remove_if(out.begin(), out.end(),
-                             [&](const Work& w) { return seqs[w.seq].blocks == 0; }),
+    out.erase(std::remove_if(out.begin(), out.end(), [&](const Work& w) { return seqs[w.seq].blocks == 0; }),
               out.end());
 }
 

@@ -21,7 +21,7 @@ struct Sequence {
     std::int64_t generated = 0;           // output tokens sampled so far
     std::int64_t blocks = 0;              // KV blocks held
     std::uint32_t preemptions = 0;
-    bool swapped = false;                 // its cache (computed tokens) is in host memory
+    bool swapped = false;  // its cache (computed tokens) is in host memory
     // The first of its blocks are the replica's cached shared prefix: counted
     // in `blocks`, owned by the prefix cache (never returned to the pool).
     std::int64_t shared_blocks = 0;
@@ -43,8 +43,8 @@ struct EngineState {
     std::deque<std::uint32_t> waiting;   // arrival order; preempted requests return to the front
     std::vector<std::uint32_t> running;  // admission order
     BlockManager kv;
-    std::int64_t max_batch = 1;          // sequences per iteration
-    std::int64_t max_tokens = 1;         // tokens fed per iteration
+    std::int64_t max_batch = 1;   // sequences per iteration
+    std::int64_t max_tokens = 1;  // tokens fed per iteration
     std::uint64_t preemptions = 0;
     // Tokens this engine still has to feed for the requests it holds,
     // sum of unfed + (output - generated) (the router's load measure): the

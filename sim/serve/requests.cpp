@@ -83,8 +83,9 @@ std::vector<Request> make_requests(const config::ServingSpec& spec, std::int64_t
         while (static_cast<std::int64_t>(out.size()) < cap) {
             if (spec.duration_s > 0 && t >= spec.duration_s) break;
             if (out.size() >= 1'000'000)
-                throw ConfigError(spec.where, "more than 1,000,000 requests arrive within the duration; give "
-                                              "'requests' or a shorter duration");
+                throw ConfigError(spec.where,
+                                  "more than 1,000,000 requests arrive within the duration; give "
+                                  "'requests' or a shorter duration");
             Request r;
             r.arrival_s = t;
             r.prompt = draw_length(spec.prompt, max_seq, lengths);

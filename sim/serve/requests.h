@@ -24,10 +24,10 @@ struct Request {
 class Random {
 public:
     explicit Random(std::uint64_t seed) : engine_(seed) {}
-    double uniform();                          // [0, 1), 53 random bits
-    double exponential(double rate);           // mean 1 / rate
-    double normal();                           // Box-Muller, one of the pair
-    double gamma(double shape, double scale);  // Marsaglia-Tsang (2000); shape < 1 boosted
+    double uniform();                                            // [0, 1), 53 random bits
+    double exponential(double rate);                             // mean 1 / rate
+    double normal();                                             // Box-Muller, one of the pair
+    double gamma(double shape, double scale);                    // Marsaglia-Tsang (2000); shape < 1 boosted
     std::int64_t uniform_int(std::int64_t lo, std::int64_t hi);  // inclusive
 
 private:

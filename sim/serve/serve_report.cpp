@@ -77,7 +77,8 @@ ServeSummary summarize(const config::ScenarioSpec& sc, const ServeResult& r) {
     if (s.measured == 0) return s;
     s.prefix_hit_rate /= static_cast<double>(s.measured);
     s.window_s = last_finish - first_arrival;
-    if (last_arrival > first_arrival) s.offered_rate = static_cast<double>(s.measured - 1) / (last_arrival - first_arrival);
+    if (last_arrival > first_arrival)
+        s.offered_rate = static_cast<double>(s.measured - 1) / (last_arrival - first_arrival);
     if (s.window_s > 0) {
         s.requests_per_s = static_cast<double>(s.measured) / s.window_s;
         s.output_tokens_per_s = out_tokens / s.window_s;
@@ -104,9 +105,9 @@ ServeSummary summarize(const config::ScenarioSpec& sc, const ServeResult& r) {
                         : 0;
     if (r.decode_tp > 0)  // pools of two sizes: the largest share of its own pool
         for (const auto& q : r.replica_stats)
-            s.peak_kv_use = std::max(s.peak_kv_use, static_cast<double>(q.peak_kv_blocks) /
-                                                        static_cast<double>(q.tp == r.tp ? r.pool.blocks
-                                                                                         : r.decode_pool.blocks));
+            s.peak_kv_use =
+                std::max(s.peak_kv_use, static_cast<double>(q.peak_kv_blocks) /
+                                            static_cast<double>(q.tp == r.tp ? r.pool.blocks : r.decode_pool.blocks));
     return s;
 }
 
@@ -130,9 +131,10 @@ std::string serve_table(const config::ScenarioSpec& sc, const ServeResult& r, co
                                   r.gpus, sc.gpu.name, sv.scheduler->name());
     if (r.replicas > 1) {
         out += r.prefill_replicas > 0
-                   ? fmt::format("  disaggregated: {} prefill replicas of tp {} + {} decode replicas of tp {}, router {}\n",
-                                 r.prefill_replicas, r.tp, r.replicas - r.prefill_replicas,
-                                 r.decode_tp > 0 ? r.decode_tp : r.tp, r.router)
+                   ? fmt::format(
+                         "  disaggregated: {} prefill replicas of tp {} + {} decode replicas of tp {}, router {}\n",
+                         r.prefill_replicas, r.tp, r.replicas - r.prefill_replicas,
+                         r.decode_tp > 0 ? r.decode_tp : r.tp, r.router)
                    : fmt::format("  {} replicas of tp {}, router {}\n", r.replicas, r.tp, r.router);
     }
     out += fmt::format("  requests {} ({} measured after a warm-up of {}), offered {:.3f} req/s\n", r.records.size(),
@@ -142,11 +144,11 @@ std::string serve_table(const config::ScenarioSpec& sc, const ServeResult& r, co
                        static_cast<double>(r.pool.blocks * r.pool.block_size) * r.pool.bytes_per_token / 1e9,
                        r.pool.memory.weights / 1e9, r.pool.memory.workspace / 1e9);
     if (r.decode_tp > 0)
-        out += fmt::format("  decode replicas' KV pool {} blocks x {} tokens ({:.3g} GB; weights {:.3g} GB)\n",
-                           r.decode_pool.blocks, r.decode_pool.block_size,
-                           static_cast<double>(r.decode_pool.blocks * r.decode_pool.block_size) *
-                               r.decode_pool.bytes_per_token / 1e9,
-                           r.decode_pool.memory.weights / 1e9);
+        out += fmt::format(
+            "  decode replicas' KV pool {} blocks x {} tokens ({:.3g} GB; weights {:.3g} GB)\n", r.decode_pool.blocks,
+            r.decode_pool.block_size,
+            static_cast<double>(r.decode_pool.blocks * r.decode_pool.block_size) * r.decode_pool.bytes_per_token / 1e9,
+            r.decode_pool.memory.weights / 1e9);
     out += fmt::format("  {:<22} {:>10} {:>10} {:>10} {:>10}\n", "latency (ms)", "P50", "P90", "P99", "mean");
     out += pct_row("queueing delay", s.queue_ms);
     out += pct_row("TTFT", s.ttft_ms);
@@ -160,16 +162,15 @@ std::string serve_table(const config::ScenarioSpec& sc, const ServeResult& r, co
                            r.kv_bytes_moved / 1e9);
     }
     out += fmt::format("  throughput {:.3f} req/s, {:.1f} output tokens/s, {:.1f} tokens/s ({:.1f} per GPU)\n",
-                       s.requests_per_s, s.output_tokens_per_s, s.total_tokens_per_s,
-                       s.total_tokens_per_s / r.gpus);
+                       s.requests_per_s, s.output_tokens_per_s, s.total_tokens_per_s, s.total_tokens_per_s / r.gpus);
     if (s.goodput_per_s)
         out += fmt::format("  goodput {:.3f} req/s ({:.1f}% of requests meet the SLOs)\n", *s.goodput_per_s,
                            *s.slo_attainment * 100);
     out += fmt::format("  iterations {}, mean batch {:.1f}, peak KV use {:.1f}%, preemptions {}\n", r.iterations,
                        s.mean_batch, s.peak_kv_use * 100, r.preemptions);
     if (r.replicas > 1) {
-        out += fmt::format("  {:<8} {:<8} {:>6} {:>9} {:>11} {:>8} {:>12} {:>8}\n", "replica", "role", "GPUs", "requests",
-                           "iterations", "busy %", "preemptions", "peak KV");
+        out += fmt::format("  {:<8} {:<8} {:>6} {:>9} {:>11} {:>8} {:>12} {:>8}\n", "replica", "role", "GPUs",
+                           "requests", "iterations", "busy %", "preemptions", "peak KV");
         for (std::size_t i = 0; i < r.replica_stats.size(); ++i) {
             const auto& q = r.replica_stats[i];
             out += fmt::format("  {:<8} {:<8} {:>6} {:>9} {:>11} {:>7.1f}% {:>12} {:>7.1f}%\n", i, q.role,
@@ -183,14 +184,15 @@ std::string serve_table(const config::ScenarioSpec& sc, const ServeResult& r, co
         out += fmt::format("  prefix cache ({} shared tokens): {:.1f}% of requests hit it, {} prompt tokens skipped\n",
                            sv.shared_prefix_tokens, s.prefix_hit_rate * 100, s.prefix_tokens_skipped);
     if (sv.swap_preemption)
-        out += fmt::format("  preemption by swap: {:.3g} GB out, {:.3g} GB in per GPU over PCIe, {:.3f} s of iterations\n",
-                           r.swap_out_bytes / 1e9, r.swap_in_bytes / 1e9, r.swap_time_s);
+        out +=
+            fmt::format("  preemption by swap: {:.3g} GB out, {:.3g} GB in per GPU over PCIe, {:.3f} s of iterations\n",
+                        r.swap_out_bytes / 1e9, r.swap_in_bytes / 1e9, r.swap_time_s);
     if (r.clamped > 0) out += fmt::format("  {} requests cut to the model's max_seq\n", r.clamped);
-    out += s.overloaded
-               ? fmt::format("  OVERLOADED: queueing delay grows {:.3f} s per s of arrivals; the offered load is "
-                             "above what this replica serves\n",
-                             s.queue_slope)
-               : fmt::format("  not overloaded (queueing delay trend {:.3f} s per s)\n", s.queue_slope);
+    out += s.overloaded ? fmt::format(
+                              "  OVERLOADED: queueing delay grows {:.3f} s per s of arrivals; the offered load is "
+                              "above what this replica serves\n",
+                              s.queue_slope)
+                        : fmt::format("  not overloaded (queueing delay trend {:.3f} s per s)\n", s.queue_slope);
     return out;
 }
 
@@ -203,32 +205,34 @@ std::string serve_json(const config::ScenarioSpec& sc, const ServeResult& r, con
         "\"measured\":{},\"warmup_requests\":{},\"offered_rate\":{},",
         json_string(sc.name), json_string(r.strategy), r.gpus, json_string(std::string(sv.scheduler->name())),
         r.records.size(), s.measured, sv.warmup_requests, json_number(s.offered_rate));
-    out += fmt::format("\"kv_pool\":{{\"blocks\":{},\"block_size\":{},\"bytes_per_token\":{},\"weights_bytes\":{},"
-                       "\"workspace_bytes\":{},\"budget_bytes\":{}}},",
-                       r.pool.blocks, r.pool.block_size, json_number(r.pool.bytes_per_token),
-                       json_number(r.pool.memory.weights), json_number(r.pool.memory.workspace),
-                       json_number(r.pool.budget_bytes));
+    out += fmt::format(
+        "\"kv_pool\":{{\"blocks\":{},\"block_size\":{},\"bytes_per_token\":{},\"weights_bytes\":{},"
+        "\"workspace_bytes\":{},\"budget_bytes\":{}}},",
+        r.pool.blocks, r.pool.block_size, json_number(r.pool.bytes_per_token), json_number(r.pool.memory.weights),
+        json_number(r.pool.memory.workspace), json_number(r.pool.budget_bytes));
     out += fmt::format("\"queue_ms\":{},\"ttft_ms\":{},\"tpot_ms\":{},\"max_gap_ms\":{},\"e2e_ms\":{},",
                        pct_json(s.queue_ms), pct_json(s.ttft_ms), pct_json(s.tpot_ms), pct_json(s.max_gap_ms),
                        pct_json(s.e2e_ms));
-    out += fmt::format("\"requests_per_s\":{},\"output_tokens_per_s\":{},\"tokens_per_s\":{},\"tokens_per_s_per_gpu\":{},"
-                       "\"goodput_per_s\":{},\"slo_attainment\":{},",
-                       json_number(s.requests_per_s), json_number(s.output_tokens_per_s),
-                       json_number(s.total_tokens_per_s), json_number(s.total_tokens_per_s / r.gpus),
-                       json_number(s.goodput_per_s), json_number(s.slo_attainment));
-    out += fmt::format("\"iterations\":{},\"mean_batch\":{},\"peak_kv_use\":{},\"preemptions\":{},\"clamped\":{},"
-                       "\"queue_slope\":{},\"overloaded\":{},\"iteration_cache\":{{\"hits\":{},\"misses\":{}}},",
-                       r.iterations, json_number(s.mean_batch), json_number(s.peak_kv_use), r.preemptions, r.clamped,
-                       json_number(s.queue_slope), s.overloaded ? "true" : "false", r.cache_hits, r.cache_misses);
+    out += fmt::format(
+        "\"requests_per_s\":{},\"output_tokens_per_s\":{},\"tokens_per_s\":{},\"tokens_per_s_per_gpu\":{},"
+        "\"goodput_per_s\":{},\"slo_attainment\":{},",
+        json_number(s.requests_per_s), json_number(s.output_tokens_per_s), json_number(s.total_tokens_per_s),
+        json_number(s.total_tokens_per_s / r.gpus), json_number(s.goodput_per_s), json_number(s.slo_attainment));
+    out += fmt::format(
+        "\"iterations\":{},\"mean_batch\":{},\"peak_kv_use\":{},\"preemptions\":{},\"clamped\":{},"
+        "\"queue_slope\":{},\"overloaded\":{},\"iteration_cache\":{{\"hits\":{},\"misses\":{}}},",
+        r.iterations, json_number(s.mean_batch), json_number(s.peak_kv_use), r.preemptions, r.clamped,
+        json_number(s.queue_slope), s.overloaded ? "true" : "false", r.cache_hits, r.cache_misses);
     if (r.replicas > 1) {
         out += fmt::format("\"router\":{},\"tp\":{},\"prefill_replicas\":{},\"replicas\":[", json_string(r.router),
                            r.tp, r.prefill_replicas);
         for (std::size_t i = 0; i < r.replica_stats.size(); ++i) {
             const auto& q = r.replica_stats[i];
-            out += fmt::format("{}{{\"role\":\"{}\",\"first_gpu\":{},\"tp\":{},\"requests\":{},\"iterations\":{},\"busy_s\":{},"
-                               "\"preemptions\":{},\"peak_kv_blocks\":{}}}",
-                               i ? "," : "", q.role, q.first_gpu, q.tp, q.requests, q.iterations, json_number(q.busy_s),
-                               q.preemptions, q.peak_kv_blocks);
+            out += fmt::format(
+                "{}{{\"role\":\"{}\",\"first_gpu\":{},\"tp\":{},\"requests\":{},\"iterations\":{},\"busy_s\":{},"
+                "\"preemptions\":{},\"peak_kv_blocks\":{}}}",
+                i ? "," : "", q.role, q.first_gpu, q.tp, q.requests, q.iterations, json_number(q.busy_s), q.preemptions,
+                q.peak_kv_blocks);
         }
         out += "],";
     }
@@ -240,8 +244,8 @@ std::string serve_json(const config::ScenarioSpec& sc, const ServeResult& r, con
         out += fmt::format("\"prefix_cache\":{{\"shared_prefix_tokens\":{},\"hit_rate\":{},\"tokens_skipped\":{}}},",
                            sv.shared_prefix_tokens, json_number(s.prefix_hit_rate), s.prefix_tokens_skipped);
     if (sv.swap_preemption)
-        out += fmt::format("\"swap\":{{\"out_bytes\":{},\"in_bytes\":{},\"time_s\":{}}},", json_number(r.swap_out_bytes),
-                           json_number(r.swap_in_bytes), json_number(r.swap_time_s));
+        out += fmt::format("\"swap\":{{\"out_bytes\":{},\"in_bytes\":{},\"time_s\":{}}},",
+                           json_number(r.swap_out_bytes), json_number(r.swap_in_bytes), json_number(r.swap_time_s));
     out += "\"timeline\":[";
     for (std::size_t i = 0; i < r.timeline.size(); ++i) {
         const auto& p = r.timeline[i];
@@ -264,14 +268,14 @@ std::string serve_requests_csv(const ServeResult& r, std::int64_t warmup) {
         const auto& rec = r.records[i];
         const auto& q = rec.request;
         const std::optional<double> tpot =
-            q.output > 1 ? std::optional<double>((rec.finish_s - rec.first_token_s) * 1e3 / static_cast<double>(q.output - 1))
-                         : std::nullopt;
-        out += fmt::format("{},{},{},{},{},{},{},{},{},{},{}", i, static_cast<std::int64_t>(i) < warmup ? 1 : 0,
-                           json_number(q.arrival_s), q.prompt, q.output,
-                           json_number((rec.first_scheduled_s - q.arrival_s) * 1e3),
-                           json_number((rec.first_token_s - q.arrival_s) * 1e3), tpot ? json_number(tpot) : "",
-                           json_number((rec.finish_s - q.arrival_s) * 1e3), json_number(rec.max_gap_s * 1e3),
-                           rec.preemptions);
+            q.output > 1
+                ? std::optional<double>((rec.finish_s - rec.first_token_s) * 1e3 / static_cast<double>(q.output - 1))
+                : std::nullopt;
+        out += fmt::format(
+            "{},{},{},{},{},{},{},{},{},{},{}", i, static_cast<std::int64_t>(i) < warmup ? 1 : 0,
+            json_number(q.arrival_s), q.prompt, q.output, json_number((rec.first_scheduled_s - q.arrival_s) * 1e3),
+            json_number((rec.first_token_s - q.arrival_s) * 1e3), tpot ? json_number(tpot) : "",
+            json_number((rec.finish_s - q.arrival_s) * 1e3), json_number(rec.max_gap_s * 1e3), rec.preemptions);
         if (where)
             out += fmt::format(",{},{},{},{}", rec.replica, rec.decode_replica, json_number(rec.kv_wait_s * 1e3),
                                json_number(rec.kv_transfer_s * 1e3));

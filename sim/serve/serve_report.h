@@ -20,10 +20,10 @@ struct Percentiles {
 Percentiles percentiles(std::vector<double> values);
 
 struct ServeSummary {
-    std::size_t measured = 0;              // requests after the warm-up
+    std::size_t measured = 0;  // requests after the warm-up
     Percentiles queue_ms, ttft_ms, tpot_ms, e2e_ms, max_gap_ms;
-    double window_s = 0;                   // first measured arrival to last measured finish
-    double offered_rate = 0;               // measured requests / their arrival span (req/s)
+    double window_s = 0;      // first measured arrival to last measured finish
+    double offered_rate = 0;  // measured requests / their arrival span (req/s)
     double requests_per_s = 0, output_tokens_per_s = 0, total_tokens_per_s = 0;
     std::optional<double> goodput_per_s;   // requests meeting every SLO given, per second
     std::optional<double> slo_attainment;  // their share

@@ -44,8 +44,7 @@ void batch_shape(const EngineState& st, const std::vector<Work>& work, std::int6
     for (const auto& g : prefills) {
         if (!b.groups.empty() && b.groups.back().new_tokens == g.new_tokens && b.groups.back().context == g.context)
             ++b.groups.back().sequences;
-        else
-            b.groups.push_back(g);
+        else b.groups.push_back(g);
     }
     if (decodes > 0) {
         const std::int64_t mean = (decode_ctx + decodes - 1) / decodes;
@@ -62,10 +61,10 @@ struct Replica {
     IterationCost* cost = nullptr;
     const KvPool* pool = nullptr;
     bool busy = false, kick_pending = false;
-    bool prefix_cached = false;           // the shared prefix's blocks are held by this replica
+    bool prefix_cached = false;  // the shared prefix's blocks are held by this replica
     Time start{}, busy_time{};
-    std::vector<Work> work;               // the iteration in flight
-    std::deque<std::uint32_t> incoming;   // decode: handed-off requests waiting for KV blocks here
+    std::vector<Work> work;              // the iteration in flight
+    std::deque<std::uint32_t> incoming;  // decode: handed-off requests waiting for KV blocks here
     ReplicaStats stats;
 };
 
@@ -126,7 +125,10 @@ private:
 };
 
 Loop::Loop(const LoopSetup& setup, const std::vector<Request>& requests, ServeResult& res)
-    : setup_(setup), sv_(*setup.scenario.workload.serving), requests_(requests), res_(res),
+    : setup_(setup),
+      sv_(*setup.scenario.workload.serving),
+      requests_(requests),
+      res_(res),
       closed_(sv_.arrivals == config::ArrivalProcess::closed) {
     const std::size_t n = requests.size();
     seqs_.resize(n);
@@ -142,9 +144,9 @@ Loop::Loop(const LoopSetup& setup, const std::vector<Request>& requests, ServeRe
     int gpu = 0;
     for (std::size_t r = 0; r < reps_.size(); ++r) {
         Replica& rep = reps_[r];
-        rep.role = !disaggregated() ? Role::both
+        rep.role = !disaggregated()                               ? Role::both
                    : static_cast<int>(r) < setup.prefill_replicas ? Role::prefill
-                                                                   : Role::decode;
+                                                                  : Role::decode;
         const bool other = rep.role == Role::decode && setup.decode_cost;
         rep.cost = other ? setup.decode_cost : &setup.cost;
         rep.pool = other ? setup.decode_pool : &res.pool;
@@ -173,7 +175,8 @@ std::size_t Loop::route(std::size_t first, std::size_t count, std::uint64_t& rou
     load_.clear();
     for (std::size_t i = 0; i < count; ++i) load_.push_back(reps_[first + i].st.outstanding);
     const std::size_t pick = sv_.router->pick(load_, routed++);
-    if (pick >= count) throw InternalError(fmt::format("router {} picked replica {} of {}", sv_.router->name(), pick, count));
+    if (pick >= count)
+        throw InternalError(fmt::format("router {} picked replica {} of {}", sv_.router->name(), pick, count));
     return first + pick;
 }
 
@@ -391,8 +394,7 @@ void Loop::accept_transfers(std::size_t d) {
         x.flows_left = 0;
         for (std::int64_t i = 0; i < tp_p; ++i)
             for (std::int64_t j = 0; j < tp_d; ++j) {
-                const std::int64_t overlap =
-                    std::min((i + 1) * tp_d, (j + 1) * tp_p) - std::max(i * tp_d, j * tp_p);
+                const std::int64_t overlap = std::min((i + 1) * tp_d, (j + 1) * tp_p) - std::max(i * tp_d, j * tp_p);
                 if (overlap <= 0) continue;
                 const Bytes bytes = Bytes::ceil(shard * static_cast<double>(overlap) / static_cast<double>(tp_p));
                 ++x.flows_left;

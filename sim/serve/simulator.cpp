@@ -31,11 +31,11 @@ KvPool size_kv_pool(const config::ScenarioSpec& sc, const parallel::PlanBuild& b
     const double per_block = p.bytes_per_token * static_cast<double>(sv.block_size);
     p.blocks = left > 0 ? static_cast<std::int64_t>(std::floor(left / per_block)) : 0;
     if (p.blocks < 1)
-        throw ConfigError(build.spec.where,
-                          fmt::format("strategy '{}': no memory left for the KV cache: weights and workspace take "
-                                      "{:.3g} GB of the {:.3g} GB the engine may use (gpu_memory_utilization {})",
-                                      build.spec.name, p.memory.total() / 1e9, p.budget_bytes / 1e9,
-                                      sv.gpu_memory_utilization));
+        throw ConfigError(
+            build.spec.where,
+            fmt::format("strategy '{}': no memory left for the KV cache: weights and workspace take "
+                        "{:.3g} GB of the {:.3g} GB the engine may use (gpu_memory_utilization {})",
+                        build.spec.name, p.memory.total() / 1e9, p.budget_bytes / 1e9, sv.gpu_memory_utilization));
     return p;
 }
 
@@ -49,8 +49,7 @@ struct ReplicaModel {
     parallel::PlanBuild base;
     KvPool pool;
 
-    ReplicaModel(const config::ScenarioSpec& sc, const config::StrategySpec& strategy, int tp,
-                 const hw::CostModel& cm)
+    ReplicaModel(const config::ScenarioSpec& sc, const config::StrategySpec& strategy, int tp, const hw::CostModel& cm)
         : scenario(sc), spec(strategy) {
         scenario.gpus = tp;
         spec.tp = tp;
@@ -61,8 +60,8 @@ struct ReplicaModel {
             throw ConfigError(strategy.where, fmt::format("strategy '{}': {}", strategy.name, e.what()));
         }
         if (base.memory.oom)
-            throw ConfigError(strategy.where, fmt::format("strategy '{}' (tp {}): {}", strategy.name, tp,
-                                                          base.memory.explanation));
+            throw ConfigError(strategy.where,
+                              fmt::format("strategy '{}' (tp {}): {}", strategy.name, tp, base.memory.explanation));
         if (base.strategy.pp != 1)
             throw ConfigError(strategy.where, fmt::format("strategy '{}': serving needs pp 1, not {}", strategy.name,
                                                           base.strategy.pp));
@@ -99,15 +98,16 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
     if (prefill > 0 && left % dtp != 0)
         throw ConfigError(sv.disaggregation_where,
                           fmt::format("the {} GPUs left after {} prefill replicas of tp {} are not a multiple of "
-                                      "decode_tp {}", left, prefill, tp, dtp));
+                                      "decode_tp {}",
+                                      left, prefill, tp, dtp));
     const int replicas = prefill > 0 ? prefill + static_cast<int>(left / dtp) : sc.gpus / tp;
     if (spec.dp > 0 && spec.dp != replicas)
-        throw ConfigError(spec.where, fmt::format("strategy '{}': dp {} contradicts the {} replicas", spec.name,
-                                                  spec.dp, replicas));
+        throw ConfigError(
+            spec.where, fmt::format("strategy '{}': dp {} contradicts the {} replicas", spec.name, spec.dp, replicas));
     if (prefill > 0 && !sv.scheduler->iteration_level())
-        throw ConfigError(sv.disaggregation_where,
-                          fmt::format("disaggregation needs an iteration-level scheduler; {} is not one",
-                                      sv.scheduler->name()));
+        throw ConfigError(
+            sv.disaggregation_where,
+            fmt::format("disaggregation needs an iteration-level scheduler; {} is not one", sv.scheduler->name()));
     if (prefill > 0 && sv.shared_prefix_tokens > 0)
         throw ConfigError(sv.prefix_where, "prefix caching is not supported with disaggregation yet");
     const auto cm = hw::make_cost_model(options.cost_model);
@@ -132,10 +132,10 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
     const BlockManager pool(decode_model ? std::min(res.pool.blocks, res.decode_pool.blocks) : res.pool.blocks,
                             res.pool.block_size);
     if (sv.shared_prefix_tokens / res.pool.block_size >= pool.total())
-        throw ConfigError(sv.prefix_where, fmt::format("a shared prefix of {} tokens fills the KV pool of strategy "
-                                                       "'{}' ({} blocks of {})",
-                                                       sv.shared_prefix_tokens, spec.name, pool.total(),
-                                                       res.pool.block_size));
+        throw ConfigError(sv.prefix_where,
+                          fmt::format("a shared prefix of {} tokens fills the KV pool of strategy "
+                                      "'{}' ({} blocks of {})",
+                                      sv.shared_prefix_tokens, spec.name, pool.total(), res.pool.block_size));
     res.records.resize(requests.size());
     for (std::size_t i = 0; i < requests.size(); ++i) {
         const auto& r = requests[i];
@@ -158,7 +158,8 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
     const net::LinkClassSpec* pcie = sc.cluster.link(net::LinkClass::pcie);
     if (sv.swap_preemption && !pcie)
         throw ConfigError(sv.where, fmt::format("preemption: swap needs the cluster's PCIe link to host memory; "
-                                                "cluster '{}' has none", sc.cluster.name));
+                                                "cluster '{}' has none",
+                                                sc.cluster.name));
     LoopSetup setup{sc, cost, tp, replicas, prefill, options.max_timeline, pcie};
     if (decode_cost) {
         setup.decode_cost = &*decode_cost;

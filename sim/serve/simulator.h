@@ -25,11 +25,11 @@ struct RequestRecord {
     double finish_s = -1;           // end of the iteration that sampled its last token
     double max_gap_s = 0;           // longest gap between two of its tokens
     std::uint32_t preemptions = 0;
-    std::int32_t replica = 0;          // where it was routed (its prefill replica when disaggregated)
-    std::int32_t decode_replica = -1;  // disaggregated: where it decoded (-1: not)
-    double prefill_done_s = -1;        // disaggregated: end of the prefill that sampled its first token
-    double kv_transfer_s = 0;          // disaggregated: its KV transfer, first byte to last
-    double kv_wait_s = 0;              // disaggregated: prefill end to transfer start (decode blocks short)
+    std::int32_t replica = 0;            // where it was routed (its prefill replica when disaggregated)
+    std::int32_t decode_replica = -1;    // disaggregated: where it decoded (-1: not)
+    double prefill_done_s = -1;          // disaggregated: end of the prefill that sampled its first token
+    double kv_transfer_s = 0;            // disaggregated: its KV transfer, first byte to last
+    double kv_wait_s = 0;                // disaggregated: prefill end to transfer start (decode blocks short)
     std::int64_t prefix_hit_tokens = 0;  // prompt tokens found in the replica's prefix cache
 };
 
@@ -38,7 +38,7 @@ struct ReplicaStats {
     const char* role = "both";  // "both", "prefill" or "decode"
     int first_gpu = 0, tp = 1;  // GPUs first_gpu .. first_gpu + tp - 1
     std::uint64_t iterations = 0, requests = 0, preemptions = 0;
-    double busy_s = 0;          // time inside iterations
+    double busy_s = 0;  // time inside iterations
     std::int64_t peak_kv_blocks = 0;
 };
 
@@ -66,17 +66,18 @@ struct ServeResult {
     std::vector<RequestRecord> records;  // arrival order
     std::string router;
     int tp = 1, replicas = 1, prefill_replicas = 0;  // prefill_replicas 0: not disaggregated
-    int decode_tp = 0;                   // disaggregated with decode replicas of another tp (0: not)
-    KvPool decode_pool;                  // theirs (when decode_tp is set)
+    int decode_tp = 0;                               // disaggregated with decode replicas of another tp (0: not)
+    KvPool decode_pool;                              // theirs (when decode_tp is set)
     std::vector<ReplicaStats> replica_stats;
-    double kv_bytes_moved = 0;           // disaggregated: over every transfer, all GPUs
+    double kv_bytes_moved = 0;                                      // disaggregated: over every transfer, all GPUs
     double swap_out_bytes = 0, swap_in_bytes = 0, swap_time_s = 0;  // swap preemption, per GPU
-    std::uint64_t tokens_fed = 0;        // through the model, every replica (recomputed ones again)
-    std::vector<TimelinePoint> timeline; // replica 0's: every stride-th iteration (stride a power of 2), under 2 x max_timeline points, and the last
-    double mean_batch = 0;               // sequences per iteration, over every iteration of every replica
-    std::int64_t peak_kv_blocks = 0;     // over every iteration and replica
+    std::uint64_t tokens_fed = 0;  // through the model, every replica (recomputed ones again)
+    std::vector<TimelinePoint>
+        timeline;  // replica 0's: every stride-th iteration (stride a power of 2), under 2 x max_timeline points, and the last
+    double mean_batch = 0;            // sequences per iteration, over every iteration of every replica
+    std::int64_t peak_kv_blocks = 0;  // over every iteration and replica
     std::uint64_t iterations = 0, preemptions = 0, cache_hits = 0, cache_misses = 0, clamped = 0;
-    double end_s = 0;                    // the last request's finish
+    double end_s = 0;  // the last request's finish
 };
 
 struct ServeOptions {

@@ -54,8 +54,9 @@ Metric read_metric(const Node& n, Kind kind) {
         case Kind::collective: allowed = {Metric::busbw_GBps, Metric::time_us, Metric::rdma_GBps}; break;
         case Kind::memory: allowed = {Metric::bandwidth_GBps}; break;
         case Kind::serving:
-            allowed = {Metric::tokens_per_s, Metric::tokens_per_s_per_gpu, Metric::requests_per_s,
-                       Metric::ttft_ms,      Metric::tpot_ms,              Metric::e2e_ms};
+            allowed = {Metric::tokens_per_s,   Metric::tokens_per_s_per_gpu,
+                       Metric::requests_per_s, Metric::ttft_ms,
+                       Metric::tpot_ms,        Metric::e2e_ms};
             break;
     }
     std::vector<std::string> names;
@@ -325,7 +326,8 @@ void read_op(const Node& node, Point& p) {
                 }
                 tr.finish();
                 if (k.experts % p.hardware.gpus != 0)
-                    experts.fail(fmt::format("experts ({}) must be a multiple of the GPUs ({})", k.experts, p.hardware.gpus));
+                    experts.fail(
+                        fmt::format("experts ({}) must be a multiple of the GPUs ({})", k.experts, p.hardware.gpus));
             }
             if (auto n = r.optional("algorithm")) {
                 // Published points name NCCL_ALGO values (nvls for in-switch).

@@ -35,9 +35,8 @@ namespace sim::validate {
 
 enum class Kind { training, inference, gemm, attention, collective, memory, serving };
 inline constexpr std::size_t kKindCount = 7;
-inline constexpr std::array<Kind, kKindCount> kAllKinds = {Kind::training,   Kind::inference, Kind::gemm,
-                                                           Kind::attention,  Kind::collective, Kind::memory,
-                                                           Kind::serving};
+inline constexpr std::array<Kind, kKindCount> kAllKinds = {
+    Kind::training, Kind::inference, Kind::gemm, Kind::attention, Kind::collective, Kind::memory, Kind::serving};
 const char* to_string(Kind k);
 
 // What was measured (README "Metrics"). Each kind accepts only some.

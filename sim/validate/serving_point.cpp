@@ -82,8 +82,8 @@ Statistic read_statistic(const std::optional<config::Node>& node, Metric metric,
         return Statistic::none;
     }
     if (!node)
-        measured.fail(fmt::format("a serving latency ({}) needs 'statistic: p50 | p90 | p99 | mean'",
-                                  to_string(metric)));
+        measured.fail(
+            fmt::format("a serving latency ({}) needs 'statistic: p50 | p90 | p99 | mean'", to_string(metric)));
     const std::string v = node->as_enum({"p50", "p90", "p99", "mean"});
     return v == "p50" ? Statistic::p50 : v == "p90" ? Statistic::p90 : v == "p99" ? Statistic::p99 : Statistic::mean;
 }
@@ -97,13 +97,13 @@ ServingValue simulate_serving_point(const Point& p, const Setup& s) {
         out.detail = "no request was measured (every request is in the warm-up)";
         return out;
     }
-    out.detail = fmt::format("{} replica{} of tp{}{}, {}, KV pool {} blocks of {}, mean batch {:.1f}, {} preemptions, "
-                             "{} measured requests{}, cluster {} (links of {})",
-                             result.replicas, result.replicas == 1 ? "" : "s", result.tp,
-                             result.prefill_replicas > 0 ? fmt::format(" ({} prefill)", result.prefill_replicas) : "",
-                             spec.scheduler->name(), result.pool.blocks, spec.block_size, sum.mean_batch,
-                             result.preemptions, sum.measured, sum.overloaded ? ", OVERLOADED" : "",
-                             s.scenario.cluster.name, s.link_source);
+    out.detail = fmt::format(
+        "{} replica{} of tp{}{}, {}, KV pool {} blocks of {}, mean batch {:.1f}, {} preemptions, "
+        "{} measured requests{}, cluster {} (links of {})",
+        result.replicas, result.replicas == 1 ? "" : "s", result.tp,
+        result.prefill_replicas > 0 ? fmt::format(" ({} prefill)", result.prefill_replicas) : "",
+        spec.scheduler->name(), result.pool.blocks, spec.block_size, sum.mean_batch, result.preemptions, sum.measured,
+        sum.overloaded ? ", OVERLOADED" : "", s.scenario.cluster.name, s.link_source);
     const auto pick = [&](const serve::Percentiles& q) -> std::optional<double> {
         if (q.count == 0) return std::nullopt;
         switch (p.statistic) {

@@ -341,16 +341,17 @@ std::string scenario_yaml(const Point& p, const Setup& s) {
                      m.norm == workload::NormKind::layernorm ? "layernorm" : "rmsnorm", yes(m.tied_embeddings));
     y += fmt::format("  position: {}\n", m.position == workload::PositionKind::rope ? "rope" : "learned");
     const workload::Biases& b = m.bias;
-    if (b.qkv == b.out && b.out == b.mlp)
-        y += fmt::format("  bias: {}\n", yes(b.qkv));
-    else
-        y += fmt::format("  bias: {{qkv: {}, out: {}, mlp: {}}}\n", yes(b.qkv), yes(b.out), yes(b.mlp));
+    if (b.qkv == b.out && b.out == b.mlp) y += fmt::format("  bias: {}\n", yes(b.qkv));
+    else y += fmt::format("  bias: {{qkv: {}, out: {}, mlp: {}}}\n", yes(b.qkv), yes(b.out), yes(b.mlp));
     if (m.experts > 0) y += fmt::format("  moe: {{experts: {}, top_k: {}}}\n", m.experts, m.top_k);
     const bool training = w.mode == config::Mode::training;
     const bool serving = p.kind == Kind::serving;
     y += fmt::format("workload:\n  mode: {}\n  dtype: {}\n  weight_dtype: {}\n  kv_dtype: {}\n  flash_attention: {}\n",
-                     training ? "training" : serving ? "serving" : "inference", hw::to_string(w.precision.compute),
-                     hw::to_string(w.precision.weights), hw::to_string(w.precision.kv), yes(w.flash_attention));
+                     training  ? "training"
+                     : serving ? "serving"
+                               : "inference",
+                     hw::to_string(w.precision.compute), hw::to_string(w.precision.weights),
+                     hw::to_string(w.precision.kv), yes(w.flash_attention));
     if (w.attention) y += fmt::format("  attention: {}\n", workload::to_string(*w.attention));
     if (training) {
         if (w.dropout.hidden > 0 || w.dropout.attention > 0)

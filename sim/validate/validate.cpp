@@ -169,9 +169,9 @@ Outcome simulate_point(const Point& p, config::GpuCatalog& catalog, const Shippe
             case Kind::serving: {
                 const ServingValue v = simulate_serving_point(p, s);
                 if (!v.value)
-                    return skip(v.detail.empty() ? fmt::format("the serving run does not produce {}",
-                                                               to_string(p.metric))
-                                                 : v.detail);
+                    return skip(v.detail.empty()
+                                    ? fmt::format("the serving run does not produce {}", to_string(p.metric))
+                                    : v.detail);
                 value = *v.value;
                 o.detail = v.detail;
                 break;
@@ -198,7 +198,8 @@ Outcome simulate_point(const Point& p, config::GpuCatalog& catalog, const Shippe
                     // DeepEP's count: each token once per node it reaches, its own node included.
                     const auto& k = p.collective.tokens;
                     const int nodes = std::max(1, p.hardware.gpus / s.scenario.cluster.gpus_per_node);
-                    value = p.collective.bytes.as_double() * net::nodes_per_token(k, nodes) / k.top_k / t.seconds() / 1e9;
+                    value =
+                        p.collective.bytes.as_double() * net::nodes_per_token(k, nodes) / k.top_k / t.seconds() / 1e9;
                 } else {
                     value = net::bus_bandwidth(p.collective.op, p.collective.bytes, p.hardware.gpus, t) / 1e9;
                 }

@@ -67,11 +67,11 @@ struct Report {
 };
 
 struct ValidateOptions {
-    int jobs = 0;                        // worker threads; 0 = hardware concurrency
-    std::vector<std::string> ids;        // only these points (empty: all)
-    std::vector<Kind> kinds;             // only these kinds (empty: all)
-    std::string gpu_dir;                 // GPU files ("" = topologies/gpus; tools/fit-gemms.py sets it)
-    std::string software_dir;            // software profiles ("" = topologies/software; tools/fit-profiles.py sets it)
+    int jobs = 0;                  // worker threads; 0 = hardware concurrency
+    std::vector<std::string> ids;  // only these points (empty: all)
+    std::vector<Kind> kinds;       // only these kinds (empty: all)
+    std::string gpu_dir;           // GPU files ("" = topologies/gpus; tools/fit-gemms.py sets it)
+    std::string software_dir;      // software profiles ("" = topologies/software; tools/fit-profiles.py sets it)
 };
 
 // Simulates the points (in parallel; results do not depend on `jobs`).

@@ -143,8 +143,9 @@ std::uint64_t attention_dropout_forward(const Dims& x, std::vector<Operator>& op
     if (x.p_attention <= 0) return probs;
     const double elems = s_bytes / x.ab;
     const std::uint64_t kept = x.act(aslot::probs_dropped);
-    ops.push_back(elementwise(x, "attention_dropout", kDropoutFlops * elems, s_bytes, s_bytes + elems,
-                              {use(probs, s_bytes), use(kept, s_bytes, true), use(x.act(aslot::probs_mask), elems, true)}));
+    ops.push_back(
+        elementwise(x, "attention_dropout", kDropoutFlops * elems, s_bytes, s_bytes + elems,
+                    {use(probs, s_bytes), use(kept, s_bytes, true), use(x.act(aslot::probs_mask), elems, true)}));
     return kept;
 }
 

@@ -114,7 +114,8 @@ double layer_activation_bytes(const ModelSpec& m, const PassShape& shape, const 
         if (m.experts > 0 && opt.ep > 1 && !opt.moe.recompute_exchange) {
             const auto t = std::max<std::int64_t>(1, shape.batch * shape.new_tokens / opt.cp);
             const double to_experts = opt.fp8_dispatch ? kFp8DispatchBytesPerElement : ab;
-            kept = as_d(expert_load(m.experts, m.top_k, opt.ep, t, opt.moe).hot_tokens) * h * to_experts + tokens * ab * h;
+            kept =
+                as_d(expert_load(m.experts, m.top_k, opt.ep, t, opt.moe).hot_tokens) * h * to_experts + tokens * ab * h;
         }
         return tokens * ab * h / sp + kept;
     }

@@ -83,7 +83,8 @@ QPath q_path(const Dims& x) {
         p.up = l;
         return p;
     }
-    p.down = down_linear(x, "q_down", wslot::q_down, a.q_lora_rank, aslot::q_latent, flagged(x.act(aslot::norm1), kGrad));
+    p.down =
+        down_linear(x, "q_down", wslot::q_down, a.q_lora_rank, aslot::q_latent, flagged(x.act(aslot::norm1), kGrad));
     p.down.fwd_sync = x.sp ? TpSync::before_column_parallel : TpSync::none;
     p.down.sync_bytes = full_act(x);
     p.up = up_linear(x, "q_up", wslot::q_up, a.q_lora_rank, aslot::q_latent_norm, q_out, {q});
@@ -177,8 +178,8 @@ void mla_block_forward(const Dims& x, std::vector<Operator>& ops) {
     ops.push_back(absorb_gemm(x, "q_absorb", wslot::kv_up, a.qk_nope_head_dim, a.kv_lora_rank, aslot::q,
                               a.qk_head_dim(), aslot::q_absorbed, a.cache_width()));
     attention_forward(x, ops);
-    ops.push_back(absorb_gemm(x, "o_absorb", wslot::w_uv, a.kv_lora_rank, a.v_head_dim, aslot::o_latent,
-                              a.kv_lora_rank, aslot::attn, a.v_head_dim));
+    ops.push_back(absorb_gemm(x, "o_absorb", wslot::w_uv, a.kv_lora_rank, a.v_head_dim, aslot::o_latent, a.kv_lora_rank,
+                              aslot::attn, a.v_head_dim));
 }
 
 void mla_block_backward(const Dims& x, std::vector<Operator>& ops, Recompute recompute) {
@@ -197,8 +198,8 @@ void mla_block_backward(const Dims& x, std::vector<Operator>& ops, Recompute rec
     ops.push_back(linear_dgrad(x, q.up));
     ops.push_back(linear_wgrad(x, q.up));
     if (q.low_rank) {
-        ops.push_back(latent_norm_backward(x, "q_norm_bwd", wslot::q_norm, a.q_lora_rank, aslot::q_latent,
-                                           aslot::q_latent_norm));
+        ops.push_back(
+            latent_norm_backward(x, "q_norm_bwd", wslot::q_norm, a.q_lora_rank, aslot::q_latent, aslot::q_latent_norm));
         ops.push_back(linear_dgrad(x, q.down));
         ops.push_back(linear_wgrad(x, q.down));
     }

@@ -110,14 +110,14 @@ struct ModelSpec {
 };
 
 struct ParamCount {
-    double per_layer = 0;       // one transformer layer (all experts); an MoE layer when some are dense
+    double per_layer = 0;         // one transformer layer (all experts); an MoE layer when some are dense
     double per_layer_active = 0;  // one layer, experts used per token only
-    double dense_layer = 0;     // one of the first_dense_layers (0 when there are none)
-    double embedding = 0;       // token (+ position) embeddings
-    double lm_head = 0;         // 0 when tied
+    double dense_layer = 0;       // one of the first_dense_layers (0 when there are none)
+    double embedding = 0;         // token (+ position) embeddings
+    double lm_head = 0;           // 0 when tied
     double final_norm = 0;
     double total = 0;
-    double total_active = 0;    // for MoE FLOP counts
+    double total_active = 0;  // for MoE FLOP counts
     // Parameters that take part in a matmul per token: every layer's matrices
     // (experts used per token only), biases and norms, plus the LM head
     // matrix (tied or not). Excludes the embedding gathers, which cost no

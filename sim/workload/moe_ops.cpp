@@ -13,7 +13,6 @@ namespace sim::workload::ops {
 
 namespace {
 
-
 // The dimensions of an expert's MLP: the model's moe_ffn (each expert's
 // intermediate size) in place of ffn, split over tp like the dense MLP.
 Dims expert_dims(const Dims& x, std::int64_t ffn) {
@@ -34,7 +33,8 @@ struct MoeShape {
 MoeShape moe_shape(const Dims& x) {
     const ExpertLoad load = expert_load(x.m->experts, x.m->top_k, x.o->ep, x.T, x.o->moe);
     const double to_experts = x.o->fp8_dispatch ? kFp8DispatchBytesPerElement : x.ab;
-    return {load.hot_local, all_to_all_bytes(load, x.o->ep, x.h, x.ab), all_to_all_bytes(load, x.o->ep, x.h, to_experts)};
+    return {load.hot_local, all_to_all_bytes(load, x.o->ep, x.h, x.ab),
+            all_to_all_bytes(load, x.o->ep, x.h, to_experts)};
 }
 
 // Merges the same kernel of every local expert into one grouped kernel

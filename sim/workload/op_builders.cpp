@@ -25,17 +25,19 @@ Dims make_dims(const ModelSpec& m, std::int64_t layer, std::int64_t mb, const Pa
         if (o.inference || s.context != s.new_tokens)
             throw ModelError(fmt::format("context parallelism (cp={}) is modelled for training passes only", o.cp));
         if (s.new_tokens % (2 * o.cp) != 0)
-            throw ModelError(fmt::format("context parallelism: {} tokens per sequence do not split into 2 x cp = {} chunks",
-                                         s.new_tokens, 2 * o.cp));
+            throw ModelError(
+                fmt::format("context parallelism: {} tokens per sequence do not split into 2 x cp = {} chunks",
+                            s.new_tokens, 2 * o.cp));
         if (!o.flash_attention)
             throw ModelError(fmt::format("context parallelism (cp={}) needs flash attention (ring attention)", o.cp));
     }
     if (m.is_mla() && !o.flash_attention) {
         // FlashMLA / FlashAttention kernels are how MLA runs; an unfused
         // attention with a value width other than its key width is not modelled.
-        throw ModelError(fmt::format("model '{}': multi-head latent attention needs a fused attention kernel "
-                                     "(flash_attention: true)",
-                                     m.name));
+        throw ModelError(
+            fmt::format("model '{}': multi-head latent attention needs a fused attention kernel "
+                        "(flash_attention: true)",
+                        m.name));
     }
     if (m.block == BlockLayout::parallel && m.experts > 0) {
         throw ModelError(fmt::format("model '{}': the parallel block with experts is not modelled", m.name));

@@ -76,11 +76,11 @@ static_assert(wslot::expert + 2 * kMaxExperts <= kPartial, "every expert's weigh
 
 // Activation slots.
 namespace aslot {
-inline constexpr int resid = 0, norm1 = 1, q = 2, kv = 3, k = 4, v = 5, kv_new = 6, scores = 7, probs = 8, attn = 9, lse = 10,
-              out_proj = 11, resid_mid = 12, norm2 = 13, gate = 14, up = 15, silu = 16, act = 17, down = 18,
-              router = 19, topk = 20, combine = 21, norm_grad = 22;
+inline constexpr int resid = 0, norm1 = 1, q = 2, kv = 3, k = 4, v = 5, kv_new = 6, scores = 7, probs = 8, attn = 9,
+                     lse = 10, out_proj = 11, resid_mid = 12, norm2 = 13, gate = 14, up = 15, silu = 16, act = 17,
+                     down = 18, router = 19, topk = 20, combine = 21, norm_grad = 22;
 inline constexpr int kv_recv = 23;  // context parallelism: the two receive buffers of the K/V ring (23, 24)
-inline constexpr int probs_dropped = 25, probs_mask = 26;  // attention dropout (unfused attention)
+inline constexpr int probs_dropped = 25, probs_mask = 26;      // attention dropout (unfused attention)
 inline constexpr int attn_drop_mask = 27, mlp_drop_mask = 28;  // hidden dropout masks of the two residual branches
 // MLA: the q and kv latents before and after their norms; the absorbed
 // decode path's latent query (q_nope W_UK with q_rope) and latent output.
@@ -111,12 +111,12 @@ struct Dims {
     const MlaAttention* mla = nullptr;
     bool absorbed = false;  // MLA over the latent cache with W_UK and W_UV absorbed (decode)
     bool parallel = false;  // the parallel block (one norm read by both branches)
-    double Ts = 0;    // tokens a norm / residual kernel handles (T / tp under sequence parallel)
-    double ab = 2;    // activation (and activation-gradient) bytes per element
-    double in_b = 2;  // bytes per element of a GEMM's activation operands (FP8/INT8 when the math is)
-    double wb = 2;    // weight bytes per element
-    double kb = 2;    // K/V bytes per element (KV cache dtype in inference, activations in training)
-    double gb = 2;    // weight-gradient bytes per element
+    double Ts = 0;          // tokens a norm / residual kernel handles (T / tp under sequence parallel)
+    double ab = 2;          // activation (and activation-gradient) bytes per element
+    double in_b = 2;        // bytes per element of a GEMM's activation operands (FP8/INT8 when the math is)
+    double wb = 2;          // weight bytes per element
+    double kb = 2;          // K/V bytes per element (KV cache dtype in inference, activations in training)
+    double gb = 2;          // weight-gradient bytes per element
     DType gemm_dt = DType::bf16, act_dt = DType::bf16, attn_dt = DType::bf16;
     bool sp = false;  // sequence parallel with tp > 1
     bool kv_mode = false;

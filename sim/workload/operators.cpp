@@ -43,7 +43,6 @@ Linear out_linear(const Dims& x) {
     return l;
 }
 
-
 // The dense MLP reads the second norm, or under the parallel block the one
 // norm the attention reads too (its input gradient still gets its own buffer).
 MlpIds dense_mlp_ids(const Dims& x) {
@@ -234,7 +233,8 @@ void parallel_forward_ops(const Dims& x, std::vector<Operator>& ops) {
     const double hb_mlp = x.bias.mlp ? static_cast<double>(x.h) * x.wb : 0.0;
     const bool fuse = x.o->fuse_elementwise;
     const std::uint64_t resid = x.act(aslot::resid), n1 = x.act(aslot::norm1);
-    const std::uint64_t proj = x.act(aslot::out_proj), down = x.act(aslot::down), next = x.act(aslot::resid, x.layer + 1);
+    const std::uint64_t proj = x.act(aslot::out_proj), down = x.act(aslot::down),
+                        next = x.act(aslot::resid, x.layer + 1);
     ops.push_back(elementwise(x, "norm1", nf, xs + x.norm_w, xs,
                               {use(resid, xs), use(x.weight(wslot::norm1), x.norm_w), use(n1, xs, true)}));
     attention_block_forward(x, ops);
@@ -244,10 +244,12 @@ void parallel_forward_ops(const Dims& x, std::vector<Operator>& ops) {
     std::vector<TensorUse> uses{use(resid, xs), use(proj, xs), use(down, xs), use(next, xs, true)};
     if (!fuse) {
         if (x.bias.out)
-            ops.push_back(elementwise(x, "out_proj_bias_add", add, xs + hb_out, xs, {use(proj, xs), use(proj, xs, true)}));
+            ops.push_back(
+                elementwise(x, "out_proj_bias_add", add, xs + hb_out, xs, {use(proj, xs), use(proj, xs, true)}));
         hidden_dropout_forward(x, ops, "out_proj", proj, aslot::attn_drop_mask);
         if (x.bias.mlp)
-            ops.push_back(elementwise(x, "mlp_down_bias_add", add, xs + hb_mlp, xs, {use(down, xs), use(down, xs, true)}));
+            ops.push_back(
+                elementwise(x, "mlp_down_bias_add", add, xs + hb_mlp, xs, {use(down, xs), use(down, xs, true)}));
         hidden_dropout_forward(x, ops, "mlp", down, aslot::mlp_drop_mask);
         ops.push_back(elementwise(x, "parallel_residual_add", 2 * add, 3 * xs, xs, std::move(uses)));
         return;
@@ -257,10 +259,9 @@ void parallel_forward_ops(const Dims& x, std::vector<Operator>& ops) {
         uses.push_back(use(x.act(aslot::attn_drop_mask), drop.mask_bytes, true));
         uses.push_back(use(x.act(aslot::mlp_drop_mask), drop.mask_bytes, true));
     }
-    ops.push_back(elementwise(x, std::string(biases > 0 ? "bias_" : "") + (drop.mask_bytes > 0 ? "dropout_" : "") +
-                                     "parallel_residual_add",
-                              2 * add + biases + 2 * drop.flops, 3 * xs + hb_out + hb_mlp, xs + 2 * drop.mask_bytes,
-                              std::move(uses)));
+    ops.push_back(elementwise(
+        x, std::string(biases > 0 ? "bias_" : "") + (drop.mask_bytes > 0 ? "dropout_" : "") + "parallel_residual_add",
+        2 * add + biases + 2 * drop.flops, 3 * xs + hb_out + hb_mlp, xs + 2 * drop.mask_bytes, std::move(uses)));
 }
 
 void forward_ops(const Dims& x, std::vector<Operator>& ops) {
@@ -270,7 +271,7 @@ void forward_ops(const Dims& x, std::vector<Operator>& ops) {
     }
     const double xs = shard_act(x);
     const double nf = x.norm_flops() * x.Ts * static_cast<double>(x.h);
-    const double add = x.Ts * static_cast<double>(x.h);                // one add per element
+    const double add = x.Ts * static_cast<double>(x.h);                        // one add per element
     const double hb_out = x.bias.out ? static_cast<double>(x.h) * x.wb : 0.0;  // the row-parallel biases
     const double hb_mlp = x.bias.mlp ? static_cast<double>(x.h) * x.wb : 0.0;
     const bool fuse = x.o->fuse_elementwise;
@@ -294,7 +295,8 @@ void forward_ops(const Dims& x, std::vector<Operator>& ops) {
                                   2 * xs + drop.mask_bytes, std::move(uses)));
     } else {
         if (x.bias.out) {
-            ops.push_back(elementwise(x, "out_proj_bias_add", add, xs + hb_out, xs, {use(proj, xs), use(proj, xs, true)}));
+            ops.push_back(
+                elementwise(x, "out_proj_bias_add", add, xs + hb_out, xs, {use(proj, xs), use(proj, xs, true)}));
         }
         hidden_dropout_forward(x, ops, "out_proj", proj, aslot::attn_drop_mask);
         ops.push_back(
@@ -317,10 +319,10 @@ void forward_ops(const Dims& x, std::vector<Operator>& ops) {
     const bool fused_drop = fuse && drop.mask_bytes > 0;
     std::vector<TensorUse> uses{use(mid, xs), use(down, xs), use(next, xs, true)};
     if (fused_drop) uses.push_back(use(x.act(aslot::mlp_drop_mask), drop.mask_bytes, true));
-    ops.push_back(elementwise(x, std::string(fused_bias ? "bias_" : "") + (fused_drop ? "dropout_" : "") + "residual_add2",
-                              add * (fused_bias ? 2 : 1) + (fused_drop ? drop.flops : 0.0),
-                              2 * xs + (fused_bias ? hb_mlp : 0.0), xs + (fused_drop ? drop.mask_bytes : 0.0),
-                              std::move(uses)));
+    ops.push_back(
+        elementwise(x, std::string(fused_bias ? "bias_" : "") + (fused_drop ? "dropout_" : "") + "residual_add2",
+                    add * (fused_bias ? 2 : 1) + (fused_drop ? drop.flops : 0.0), 2 * xs + (fused_bias ? hb_mlp : 0.0),
+                    xs + (fused_drop ? drop.mask_bytes : 0.0), std::move(uses)));
 }
 
 // Backward of a norm, followed by (or fused with) the addition of the
@@ -332,8 +334,8 @@ void norm_backward(const Dims& x, std::vector<Operator>& ops, const std::string&
     const double nf = 2 * x.norm_flops() * x.Ts * static_cast<double>(x.h);
     const double add = x.Ts * static_cast<double>(x.h);
     if (x.o->fuse_elementwise) {
-        std::vector<TensorUse> uses{use(dnorm, xs), use(input, xs), use(x.weight(weight), x.norm_w),
-                                    use(dresidual, xs), use(dinput, xs, true)};
+        std::vector<TensorUse> uses{use(dnorm, xs), use(input, xs), use(x.weight(weight), x.norm_w), use(dresidual, xs),
+                                    use(dinput, xs, true)};
         if (dnorm_mlp != 0) uses.insert(uses.begin() + 1, use(dnorm_mlp, xs));
         ops.push_back(elementwise(x, name + "_bwd_residual_add", nf + add + (dnorm_mlp != 0 ? add : 0.0),
                                   3 * xs + x.norm_w + (dnorm_mlp != 0 ? xs : 0.0), xs, std::move(uses)));
@@ -439,7 +441,6 @@ void ops::mlp_backward(const Dims& x, const MlpIds& ids, std::vector<Operator>& 
 }
 
 // ---- public interface -----------------------------------------------------------
-
 
 std::uint64_t weight_tensor_id(std::int64_t layer, int which) { return encode(IdKind::weight, layer, which, 0); }
 std::uint64_t activation_tensor_id(std::int64_t layer, int which, std::int64_t microbatch) {
@@ -589,4 +590,3 @@ double training_hardware_flops_per_token(const ModelSpec& m, std::int64_t seq_le
 }
 
 }  // namespace sim::workload
-

@@ -43,7 +43,7 @@ struct OperatorOptions {
     Precision precision;
     bool flash_attention = true;
     hw::AttentionKernel attention_kernel = hw::AttentionKernel::best;  // which fused kernel (flash only)
-    Dropout dropout;               // training passes only
+    Dropout dropout;                                                   // training passes only
     bool causal = true;
     bool fuse_elementwise = true;  // fused chains drop intermediate HBM round trips and launches
     int tp = 1;                    // tensor-parallel degree (heads and FFN split)
@@ -82,7 +82,7 @@ struct PassShape {
 // Where a tensor-parallel collective follows an operator (Megatron layout).
 enum class TpSync {
     none,
-    after_row_parallel,   // forward: all-reduce (reduce-scatter under SP) of the output
+    after_row_parallel,       // forward: all-reduce (reduce-scatter under SP) of the output
     after_column_input_grad,  // backward: all-reduce (reduce-scatter under SP) of the input gradient
     before_column_parallel    // SP only: all-gather of the input before a column-parallel GEMM
 };
@@ -174,8 +174,7 @@ double boundary_activation_bytes(const ModelSpec& m, const PassShape& shape, con
 double layer_params_per_shard(const ModelSpec& m, const OperatorOptions& opt, std::int64_t layer = kAnyMoeLayer);
 // The experts' part of layer_params_per_shard: experts / ep experts, each
 // split over tp (0 for a dense layer). The router stays with the dense part.
-double layer_expert_params_per_shard(const ModelSpec& m, const OperatorOptions& opt,
-                                     std::int64_t layer = kAnyMoeLayer);
+double layer_expert_params_per_shard(const ModelSpec& m, const OperatorOptions& opt, std::int64_t layer = kAnyMoeLayer);
 // Bytes of the embedding tables (token, + position when learned) on one TP
 // shard (the token table is split by vocabulary).
 double embedding_weight_bytes(const ModelSpec& m, const OperatorOptions& opt);

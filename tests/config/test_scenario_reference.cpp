@@ -37,13 +37,29 @@ TEST_CASE("every key the loaders read is in docs/scenario-reference.md") {
             keys.insert((*it)[2].matched ? (*it)[2].str() : (*it)[3].str());
     }
     // The Hugging Face config.json keys are not scenario keys (docs/workload-model.md lists them).
-    static const std::set<std::string> hf_only = {"architectures", "n_layer", "n_embd", "n_head", "n_inner",
-                                                  "n_positions", "num_hidden_layers", "hidden_size",
-                                                  "num_attention_heads", "num_key_value_heads", "intermediate_size",
-                                                  "vocab_size", "max_position_embeddings", "tie_word_embeddings",
-                                                  "num_local_experts", "num_experts_per_tok", "rms_norm_eps",
-                                                  "hidden_act", "head_dim", "activation_function",
-                                                  "max_sequence_length", "layer_norm_epsilon", "rotary_dim"};
+    static const std::set<std::string> hf_only = {"architectures",
+                                                  "n_layer",
+                                                  "n_embd",
+                                                  "n_head",
+                                                  "n_inner",
+                                                  "n_positions",
+                                                  "num_hidden_layers",
+                                                  "hidden_size",
+                                                  "num_attention_heads",
+                                                  "num_key_value_heads",
+                                                  "intermediate_size",
+                                                  "vocab_size",
+                                                  "max_position_embeddings",
+                                                  "tie_word_embeddings",
+                                                  "num_local_experts",
+                                                  "num_experts_per_tok",
+                                                  "rms_norm_eps",
+                                                  "hidden_act",
+                                                  "head_dim",
+                                                  "activation_function",
+                                                  "max_sequence_length",
+                                                  "layer_norm_epsilon",
+                                                  "rotary_dim"};
     CHECK(keys.size() > 60);  // the pattern still finds the loaders' reads
     for (const auto& k : keys) {
         if (hf_only.count(k) && doc.find("`" + k + "`") == std::string::npos) continue;

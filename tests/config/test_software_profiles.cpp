@@ -87,12 +87,14 @@ TEST_CASE("software profiles: a release's file is found by the longest prefix of
     };
     write("tensorrt-llm.yaml", "", 0);
     write("tensorrt-llm-0.6.yaml", "\nversion: \"0.6\"", 8);
-    const auto issue = [&](const std::string& v) { return software_profile("tensorrt-llm", v, dir.string()).decode_attention_issue; };
+    const auto issue = [&](const std::string& v) {
+        return software_profile("tensorrt-llm", v, dir.string()).decode_attention_issue;
+    };
     CHECK(issue("0.6.1") == 8);
     CHECK(issue("v0.6.1") == 8);
     CHECK(issue("0.6") == 8);
-    CHECK(issue("0.6a") == 8);    // a pre-release of 0.6
-    CHECK(issue("0.61") == 0);    // not a 0.6 release
+    CHECK(issue("0.6a") == 8);  // a pre-release of 0.6
+    CHECK(issue("0.61") == 0);  // not a 0.6 release
     CHECK(issue("0.7.0") == 0);
     CHECK(issue("") == 0);
     CHECK(issue("../tensorrt-llm-0.6") == 0);  // not a file name: the general profile
@@ -110,33 +112,40 @@ TEST_CASE("software profiles: the shipped TensorRT-LLM 0.6 file times generation
 }
 
 TEST_CASE("software profiles: malformed files are errors at file:line:column naming the field") {
-    CHECK(error_of(replace(kGood, "source: \"a profile\"", "note: x")) ==
-          "software/megatron-lm.yaml:4:31: unknown key 'host.kernel_issue.note' (valid keys: fitted_on, source, value)");
+    CHECK(
+        error_of(replace(kGood, "source: \"a profile\"", "note: x")) ==
+        "software/megatron-lm.yaml:4:31: unknown key 'host.kernel_issue.note' (valid keys: fitted_on, source, value)");
     CHECK(error_of(replace(kGood, ", source: \"a profile\"", "")) ==
           "software/megatron-lm.yaml:4:17: host.kernel_issue: a value needs its evidence: source: or fitted_on:");
     CHECK(error_of(replace(kGood, "fitted_on: \"points a, b\"", "fitted_on: x, source: y")) ==
           "software/megatron-lm.yaml:6:44: kernel_efficiency.fitted_on: give either source or fitted_on, not both");
-    CHECK(error_of(replace(kGood, "7 us", "7")) .find("software/megatron-lm.yaml:4:25: host.kernel_issue.value:") == 0);
-    CHECK(error_of(replace(kGood, "7 us", "20 ms")) ==
-          "software/megatron-lm.yaml:4:25: host.kernel_issue.value: a per-kernel host cost above 10 ms is not plausible");
+    CHECK(error_of(replace(kGood, "7 us", "7")).find("software/megatron-lm.yaml:4:25: host.kernel_issue.value:") == 0);
+    CHECK(
+        error_of(replace(kGood, "7 us", "20 ms")) ==
+        "software/megatron-lm.yaml:4:25: host.kernel_issue.value: a per-kernel host cost above 10 ms is not plausible");
     CHECK(error_of(replace(kGood, "value: 0.9", "value: 0.01")) ==
           "software/megatron-lm.yaml:6:28: kernel_efficiency.value: a kernel efficiency below 0.1 is not plausible");
     CHECK(error_of(replace(kGood, "tp_comm]", "tp_com]")).find("did you mean 'tp_comm'") != std::string::npos);
     CHECK(error_of(replace(kGood, "name: megatron-lm", "name: nemo")) ==
           "software/megatron-lm.yaml:1:7: name: name 'nemo' differs from the file name 'megatron-lm'");
-    CHECK(error_of(replace(kGood, "kernel_efficiency:", "kernel_eficiency:")).find("did you mean 'kernel_efficiency'") !=
-          std::string::npos);
+    CHECK(
+        error_of(replace(kGood, "kernel_efficiency:", "kernel_eficiency:")).find("did you mean 'kernel_efficiency'") !=
+        std::string::npos);
     CHECK(error_of(replace(kGood, "description:", "version: \"0.6\"\ndescription:")) ==
           "software/megatron-lm.yaml:1:7: name: name 'megatron-lm-0.6' differs from the file name 'megatron-lm'");
     CHECK(error_of(replace(kGood, "description:", "version: \"../x\"\ndescription:")) ==
           "software/megatron-lm.yaml:2:10: version: a version is letters, digits, '.', '-' or '_'");
-    CHECK(error_of(kGood + "decode_attention_issue: {value: 5000, source: x}\n").find("software/megatron-lm.yaml:9:33:") == 0);
+    CHECK(error_of(kGood + "decode_attention_issue: {value: 5000, source: x}\n")
+              .find("software/megatron-lm.yaml:9:33:") == 0);
     CHECK(error_of(kGood + "decode_attention_issue: {value: 8}\n") ==
           "software/megatron-lm.yaml:9:25: decode_attention_issue: a value needs its evidence: source: or fitted_on:");
 }
 
 TEST_CASE("software profiles: an unknown stack names the known profiles") {
-    CHECK_THROWS_WITH_AS(software_profile("no-such-stack"), doctest::Contains("no software profile 'no-such-stack' (known: deepspeed, default, flash-attention"), ConfigError);
+    CHECK_THROWS_WITH_AS(
+        software_profile("no-such-stack"),
+        doctest::Contains("no software profile 'no-such-stack' (known: deepspeed, default, flash-attention"),
+        ConfigError);
 }
 
 TEST_SUITE_END();

@@ -1,7 +1,7 @@
 // Engine: ordering, ties, cancellation, run-until, determinism, time arithmetic.
+#include "apps/hold_bench.h"
 #include "sim/core/checked.h"
 #include "sim/core/error.h"
-#include "apps/hold_bench.h"
 #include "sim/core/simulation.h"
 
 #include <doctest/doctest.h>
@@ -103,7 +103,8 @@ std::vector<std::uint64_t> random_trace(std::uint64_t seed) {
     std::vector<sim::EventId> ids;
     for (int i = 0; i < 2000; ++i) {
         const auto t = Time::ps(rng() % 1000);  // many ties on purpose
-        ids.push_back(s.schedule_at(t, [&trace, &s, i] { trace.push_back(s.now().count_ps() * 10000 + static_cast<std::uint64_t>(i)); }));
+        ids.push_back(s.schedule_at(
+            t, [&trace, &s, i] { trace.push_back(s.now().count_ps() * 10000 + static_cast<std::uint64_t>(i)); }));
     }
     for (std::size_t i = 0; i < ids.size(); i += 7) s.cancel(ids[i]);
     s.run();
@@ -207,8 +208,7 @@ Action action_of(std::uint64_t id, std::uint64_t seed) {
     std::mt19937_64 rng(seed * 1'000'003 + id);
     Action a;
     const int children = id < 200 ? 2 : 1 + static_cast<int>(rng() % 4 == 0);  // outgrows the cancellations
-    for (int c = 0; c < children; ++c)
-        a.offsets.push_back(rng() % 4 == 0 ? 0 : rng() % (1ULL << (rng() % 45)));
+    for (int c = 0; c < children; ++c) a.offsets.push_back(rng() % 4 == 0 ? 0 : rng() % (1ULL << (rng() % 45)));
     a.cancel_one = rng() % 5 == 0;
     a.victim_pick = rng();
     return a;

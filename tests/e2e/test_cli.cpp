@@ -116,7 +116,8 @@ TEST_CASE("parasim plan: the same report for any thread count, a runnable --expl
 TEST_CASE("parasim --help lists the subcommands and a bad command exits 2 with one line") {
     const auto help = parasim("--help");
     CHECK(help.code == 0);
-    for (const char* c : {"run", "sweep", "serve", "plan", "validate", "bench"}) CHECK(help.out.find(c) != std::string::npos);
+    for (const char* c : {"run", "sweep", "serve", "plan", "validate", "bench"})
+        CHECK(help.out.find(c) != std::string::npos);
     const auto bad = parasim("frobnicate");
     CHECK(bad.code == 2);
     CHECK(bad.err ==
@@ -130,9 +131,11 @@ TEST_CASE("parasim --help lists the subcommands and a bad command exits 2 with o
 
 TEST_CASE("every command shares one command line: its input, --format list and negative counts refused alike") {
     // apps/command_line.cpp declares these options once for all commands.
-    const std::vector<std::pair<std::string, std::string>> commands = {
-        {"run", "table, json or csv"}, {"sweep", "table, json or csv"}, {"serve", "table or json"},
-        {"validate", "table or json"},  {"bench", "table or json"}};
+    const std::vector<std::pair<std::string, std::string>> commands = {{"run", "table, json or csv"},
+                                                                       {"sweep", "table, json or csv"},
+                                                                       {"serve", "table or json"},
+                                                                       {"validate", "table or json"},
+                                                                       {"bench", "table or json"}};
     for (const auto& entry : commands) {
         const std::string& command = entry.first;
         const std::string& formats = entry.second;
@@ -179,7 +182,8 @@ TEST_CASE("the feasible partitioning variant reports every metric, with breakdow
     for (const auto& run : doc["runs"]) {
         CHECK(run["feasible"].as<bool>());
         const auto m = run["metrics"];
-        for (const char* k : {"tokens_per_s", "tpot_ms", "inv_tps_ms", "ttft_ms", "l2_hit_rate", "hbm_bytes", "gpu_busy"})
+        for (const char* k :
+             {"tokens_per_s", "tpot_ms", "inv_tps_ms", "ttft_ms", "l2_hit_rate", "hbm_bytes", "gpu_busy"})
             CHECK_MESSAGE(!m[k].IsNull(), k);
         const auto b = m["breakdown"];
         const double sum = b["compute"].as<double>() + b["memory"].as<double>() + b["communication"].as<double>() +
@@ -414,8 +418,8 @@ TEST_CASE("the outputs of a command are all written or none: a failing --output 
     CHECK(r.err.find("no-such-folder/out.txt") != std::string::npos);
     const auto f = parasim("run " + kSmall + " --trace " + trace.string() + " --output " + dir.string());
     CHECK(f.code == 2);  // a folder is refused
-    const auto s = parasim("sweep " + kRoot + "/scenarios/partitioning-scaling.yaml --plot " + (dir / "plots").string() +
-                           " --output " + (dir / "no-such-folder" / "out.txt").string());
+    const auto s = parasim("sweep " + kRoot + "/scenarios/partitioning-scaling.yaml --plot " +
+                           (dir / "plots").string() + " --output " + (dir / "no-such-folder" / "out.txt").string());
     CHECK(s.code == 2);
     CHECK(std::filesystem::is_empty(dir));  // no trace, no plot folder, no temporaries
     std::filesystem::remove_all(dir);
@@ -527,8 +531,9 @@ TEST_CASE("every stated limit refuses up front with exit 2, names itself, and --
         // steps) on one simulated GPU per stage: at least 128 tasks, so 50 is
         // refused before building and 200 while building.
         const auto r = parasim("run " + kFeasible + " --limit plan-tasks=50");
-        check_refused(r, "the simulation plan needs at least 128 tasks (2 micro-batches x 16 layers x 1 simulated GPUs "
-                         "per stage x 4 passes) (limit plan-tasks=50");
+        check_refused(r,
+                      "the simulation plan needs at least 128 tasks (2 micro-batches x 16 layers x 1 simulated GPUs "
+                      "per stage x 4 passes) (limit plan-tasks=50");
         check_refused(parasim("run " + kFeasible + " --limit plan-tasks=200"),
                       "the simulation plan needs more than 200 tasks");
     }
@@ -599,7 +604,8 @@ TEST_CASE("list --help exits 0; list clusters and models say size, fabric, param
     const auto models = parasim("list models");
     REQUIRE(models.code == 0);
     // Llama 3 8B: 8.03 B parameters (Meta's model card: 8B), 32 layers, 32 query heads over 8 KV heads.
-    CHECK(models.out.find("llama3-8b                    8.03 B      32  GQA, 32 heads / 8 KV heads") != std::string::npos);
+    CHECK(models.out.find("llama3-8b                    8.03 B      32  GQA, 32 heads / 8 KV heads") !=
+          std::string::npos);
 }
 
 TEST_CASE("an unknown --strategy lists the scenario's strategies; an unknown GPU suggests every GPU of its family") {
@@ -632,7 +638,8 @@ TEST_CASE("an error in a swept value names its file:line:column in the sweep blo
     text.replace(text.find("[1, -4]"), 7, "[1, 2]");
     text.replace(text.find("[2]"), 3, "[2, 0]");
     std::ofstream(file) << text;
-    check_refused(parasim("sweep " + file.string()), file.string() + ":9:21: sweep model.layers: layers: 0 is out of range");
+    check_refused(parasim("sweep " + file.string()),
+                  file.string() + ":9:21: sweep model.layers: layers: 0 is out of range");
     text.replace(text.find("[2, 0]"), 6, "[2]");
     std::ofstream(file) << text;
     CHECK(parasim("sweep " + file.string()).code == 0);  // the single-node cluster has no inter_node

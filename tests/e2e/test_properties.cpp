@@ -91,9 +91,11 @@ struct ClusterChoice {
     bool hopper;  // fp8
 };
 
-const std::vector<ClusterChoice> kClusters = {
-    {"dgx-h100", 8, true}, {"dgx-h100-x2", 16, true}, {"dgx-a100", 8, false},
-    {"pcie-h100-x8", 8, true}, {"dgx-h100-pod", 64, true}};
+const std::vector<ClusterChoice> kClusters = {{"dgx-h100", 8, true},
+                                              {"dgx-h100-x2", 16, true},
+                                              {"dgx-a100", 8, false},
+                                              {"pcie-h100-x8", 8, true},
+                                              {"dgx-h100-pod", 64, true}};
 
 std::vector<int> divisors(int n) {
     std::vector<int> d;
@@ -131,7 +133,8 @@ Generated generate(Rng& rng, int index) {
     // Strategy: tp inside a node, dividing heads, kv heads and the MLP.
     std::vector<int> tps;
     for (int t : {1, 2, 4, 8})
-        if (gpus % t == 0 && heads % t == 0 && (kv_heads % t == 0 || t % kv_heads == 0) && ffn % t == 0) tps.push_back(t);
+        if (gpus % t == 0 && heads % t == 0 && (kv_heads % t == 0 || t % kv_heads == 0) && ffn % t == 0)
+            tps.push_back(t);
     const int tp = rng.of(tps);
     std::vector<int> pps;
     for (int p : divisors(gpus / tp))
@@ -143,8 +146,8 @@ Generated generate(Rng& rng, int index) {
     std::string dtype = rng.of(std::vector<std::string>{"fp16", "bf16", "bf16", "fp16", "fp32", "tf32"});
     if (cl.hopper && rng.coin(0.1)) dtype = "fp8";
 
-    std::string s = fmt::format("# generated scenario {} (seed {})\nname: prop-{}\ncluster: {}\ngpus: {}\n", index, kSeed,
-                                index, cl.name, gpus);
+    std::string s = fmt::format("# generated scenario {} (seed {})\nname: prop-{}\ncluster: {}\ngpus: {}\n", index,
+                                kSeed, index, cl.name, gpus);
     s += fmt::format(
         "model:\n  name: m{}\n  layers: {}\n  hidden: {}\n  heads: {}\n  kv_heads: {}\n  ffn: {}\n  ffn_kind: {}\n"
         "  vocab: {}\n  max_seq: 4096\n  norm: {}\n  tied_embeddings: {}\n  position: {}\n  bias: {}\n",
@@ -169,8 +172,9 @@ Generated generate(Rng& rng, int index) {
             virtual_stages = 2;
             mbs = pp * rng.pick(1, 2);
         }
-        s += fmt::format("workload:\n  mode: training\n  dtype: {}\n  seq_len: {}\n  global_batch: {}\n  micro_batch: {}\n",
-                         dtype, seq, dp * micro * mbs, micro);
+        s += fmt::format(
+            "workload:\n  mode: training\n  dtype: {}\n  seq_len: {}\n  global_batch: {}\n  micro_batch: {}\n", dtype,
+            seq, dp * micro * mbs, micro);
         s += fmt::format("  recompute: {}\n", rng.of(std::vector<std::string>{"none", "selective", "full"}));
         if (rng.coin(0.2)) s += "  host_time_per_batch: 20 us\n";
     } else {
@@ -202,8 +206,8 @@ Generated generate(Rng& rng, int index) {
 }
 
 sim::config::ScenarioSpec load(const std::string& yaml, int index) {
-    const fs::path path = fs::temp_directory_path() /
-                          fmt::format("parasim-prop-{}-{}.yaml", static_cast<long>(::getpid()), index);
+    const fs::path path =
+        fs::temp_directory_path() / fmt::format("parasim-prop-{}-{}.yaml", static_cast<long>(::getpid()), index);
     {
         std::ofstream out(path);
         out << yaml;
@@ -238,8 +242,9 @@ void check_execution(const Checker& c, const sim::config::ScenarioSpec& sc, cons
     for (std::size_t t = 0; t < n; ++t) {
         const auto& task = plan.tasks[t];
         if (ex.task_end[t] < ex.task_start[t] || ex.task_end[t] > ex.makespan) {
-            c.require(false, fmt::format("task {} runs [{}, {}] ps outside the run of {} ps", t,
-                                         ex.task_start[t].count_ps(), ex.task_end[t].count_ps(), ex.makespan.count_ps()));
+            c.require(false,
+                      fmt::format("task {} runs [{}, {}] ps outside the run of {} ps", t, ex.task_start[t].count_ps(),
+                                  ex.task_end[t].count_ps(), ex.makespan.count_ps()));
             return;
         }
         for (std::uint32_t i = 0; i < task.dep_count; ++i) {
@@ -264,17 +269,20 @@ void check_execution(const Checker& c, const sim::config::ScenarioSpec& sc, cons
             std::sort(iv.begin(), iv.end(), [](const auto& a, const auto& b) { return a.start < b.start; });
             for (std::size_t k = 1; k < iv.size(); ++k)
                 if (iv[k].start < iv[k - 1].end) {
-                    c.require(false, fmt::format("GPU {} stream {} runs tasks {} and {} at once ([{}, {}] and [{}, {}] ps)",
-                                                 g, sim::parallel::to_string(static_cast<sim::parallel::StreamKind>(s)),
-                                                 iv[k - 1].task, iv[k].task, iv[k - 1].start.count_ps(),
-                                                 iv[k - 1].end.count_ps(), iv[k].start.count_ps(), iv[k].end.count_ps()));
+                    c.require(false,
+                              fmt::format("GPU {} stream {} runs tasks {} and {} at once ([{}, {}] and [{}, {}] ps)", g,
+                                          sim::parallel::to_string(static_cast<sim::parallel::StreamKind>(s)),
+                                          iv[k - 1].task, iv[k].task, iv[k - 1].start.count_ps(),
+                                          iv[k - 1].end.count_ps(), iv[k].start.count_ps(), iv[k].end.count_ps()));
                     break;
                 }
             const auto& order = plan.streams[g][s];
             for (std::size_t k = 1; k < order.size(); ++k)
                 if (ex.task_start[order[k]] < ex.task_end[order[k - 1]]) {
-                    c.require(false, fmt::format("GPU {} stream {}: task {} starts before task {} (earlier in program order) ends",
-                                                 g, s, order[k], order[k - 1]));
+                    c.require(
+                        false,
+                        fmt::format("GPU {} stream {}: task {} starts before task {} (earlier in program order) ends",
+                                    g, s, order[k], order[k - 1]));
                     break;
                 }
         }
@@ -282,9 +290,10 @@ void check_execution(const Checker& c, const sim::config::ScenarioSpec& sc, cons
         const double wall = ex.makespan.seconds();
         const auto& b = ex.gpus[g].breakdown;
         const double sum = b.compute + b.memory + b.communication + b.idle;
-        c.require(std::abs(sum - wall) <= 1e-9 * wall + 1e-15,
-                  fmt::format("GPU {} breakdown sums to {} s, the run is {} s (compute {}, memory {}, comm {}, idle {})",
-                              g, sum, wall, b.compute, b.memory, b.communication, b.idle));
+        c.require(
+            std::abs(sum - wall) <= 1e-9 * wall + 1e-15,
+            fmt::format("GPU {} breakdown sums to {} s, the run is {} s (compute {}, memory {}, comm {}, idle {})", g,
+                        sum, wall, b.compute, b.memory, b.communication, b.idle));
         c.require(b.compute >= 0 && b.memory >= 0 && b.communication >= -1e-15 && b.idle >= 0,
                   fmt::format("GPU {} has a negative breakdown part", g));
         const Time from = Time::from_seconds_ceil(wall / 3), to = Time::from_seconds_ceil(2 * wall / 3);
@@ -308,11 +317,11 @@ void check_execution(const Checker& c, const sim::config::ScenarioSpec& sc, cons
                 const auto& dt = plan.tasks[d];
                 if (dt.kind != sim::parallel::TaskKind::transfer) continue;
                 const auto it = local_of.find(static_cast<int>(dt.peer));
-                const bool on_peer = it != local_of.end() &&
-                                     (task.gpu == it->second ||
-                                      (task.kind == sim::parallel::TaskKind::collective &&
-                                       std::count(plan.groups[task.group].members.begin(),
-                                                  plan.groups[task.group].members.end(), it->second) > 0));
+                const bool on_peer =
+                    it != local_of.end() &&
+                    (task.gpu == it->second || (task.kind == sim::parallel::TaskKind::collective &&
+                                                std::count(plan.groups[task.group].members.begin(),
+                                                           plan.groups[task.group].members.end(), it->second) > 0));
                 if (on_peer) received[d] = 1;
             }
         }
@@ -353,8 +362,8 @@ void check_metrics(const Checker& c, const sim::config::ScenarioSpec& sc, const 
     c.require(m.tpot_ms.has_value() && m.tokens_per_s.has_value(), "an inference run reports TPOT and TPS");
     if (!m.tpot_ms || !m.tokens_per_s) return;
     c.require(*m.tpot_ms >= min_step * 1e3 * (1 - 1e-9),
-              fmt::format("TPOT {} ms beats the bandwidth roofline {} ms (weights {} B + KV {} B at {} B/s)", *m.tpot_ms,
-                          min_step * 1e3, weights, kv, bandwidth));
+              fmt::format("TPOT {} ms beats the bandwidth roofline {} ms (weights {} B + KV {} B at {} B/s)",
+                          *m.tpot_ms, min_step * 1e3, weights, kv, bandwidth));
     // A working set several times the L2 cannot stay resident: then HBM bounds it.
     const double per_gpu = (weights + kv) / sc.gpus;
     if (per_gpu > 4 * sc.gpu.l2_size.as_double()) {
@@ -364,7 +373,8 @@ void check_metrics(const Checker& c, const sim::config::ScenarioSpec& sc, const 
                               hbm_step * 1e3, per_gpu, sc.gpu.l2_size.as_double()));
     }
     const double out = static_cast<double>(sc.workload.output_tokens);
-    const double tps_bound = static_cast<double>(sc.workload.batch) * out / (weights / bandwidth + (out - 1) * min_step);
+    const double tps_bound =
+        static_cast<double>(sc.workload.batch) * out / (weights / bandwidth + (out - 1) * min_step);
     c.require(*m.tokens_per_s <= tps_bound * (1 + 1e-9),
               fmt::format("TPS {} exceeds the bandwidth roofline {}", *m.tokens_per_s, tps_bound));
 }
@@ -454,8 +464,9 @@ TEST_CASE("random valid scenarios keep the simulator's invariants (seeded, 300 s
                 const auto fm = sim::report::compute_metrics(c.spec, full, &fex);
                 if (metrics.tokens_per_s && fm.tokens_per_s) {
                     const double rel = std::abs(*fm.tokens_per_s / *metrics.tokens_per_s - 1.0);
-                    check.require(rel <= 0.01, fmt::format("collapse=false gives {} tokens/s, collapse=true {} ({:.2f}% apart)",
-                                                           *fm.tokens_per_s, *metrics.tokens_per_s, rel * 100));
+                    check.require(rel <= 0.01,
+                                  fmt::format("collapse=false gives {} tokens/s, collapse=true {} ({:.2f}% apart)",
+                                              *fm.tokens_per_s, *metrics.tokens_per_s, rel * 100));
                 }
             }
         }
@@ -487,8 +498,9 @@ TEST_CASE("random valid scenarios keep the simulator's invariants (seeded, 300 s
                                        "the JSON differs when scenarios run on 2 threads"});
     }
 
-    MESSAGE(fmt::format("{} scenarios ({} training), {} strategy runs: {} feasible, {} out of memory; {} also uncollapsed",
-                        cases.size(), training, runs, feasible, out_of_memory, uncollapsed));
+    MESSAGE(
+        fmt::format("{} scenarios ({} training), {} strategy runs: {} feasible, {} out of memory; {} also uncollapsed",
+                    cases.size(), training, runs, feasible, out_of_memory, uncollapsed));
     CHECK(static_cast<int>(cases.size()) == kScenarios);
     CHECK(kScenarios >= (std::getenv("PARASIM_PROPERTY_SCENARIOS") ? 1 : 200));
     CHECK(feasible >= runs / 2);
@@ -585,7 +597,8 @@ TEST_CASE("random transfers on every cluster conserve bytes and never exceed a l
                 const Time at = Time::from_seconds_ceil(rng.pick(0, 20) * 1e-6);
                 simulation.schedule_at(at, [st = &state, k] {
                     const Transfer& t = st->transfers[k];
-                    st->flows->start(t.src, t.dst, t.size, [st] { ++st->done; }, t.efficiency);
+                    st->flows->start(
+                        t.src, t.dst, t.size, [st] { ++st->done; }, t.efficiency);
                 });
             }
             simulation.run();
@@ -607,8 +620,10 @@ TEST_CASE("random transfers on every cluster conserve bytes and never exceed a l
             for (std::size_t v = 0; v < topo.vertex_count(); ++v) {
                 const bool gpu = v < static_cast<std::size_t>(spec.gpus);
                 const double want_out = gpu ? sent[v] : in[v], want_in = gpu ? received[v] : out[v];
-                CHECK_MESSAGE(out[v] == doctest::Approx(want_out).epsilon(1e-9), topo.vertex_name(static_cast<std::uint32_t>(v)));
-                CHECK_MESSAGE(in[v] == doctest::Approx(want_in).epsilon(1e-9), topo.vertex_name(static_cast<std::uint32_t>(v)));
+                CHECK_MESSAGE(out[v] == doctest::Approx(want_out).epsilon(1e-9),
+                              topo.vertex_name(static_cast<std::uint32_t>(v)));
+                CHECK_MESSAGE(in[v] == doctest::Approx(want_in).epsilon(1e-9),
+                              topo.vertex_name(static_cast<std::uint32_t>(v)));
             }
         }
     }

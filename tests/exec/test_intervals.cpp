@@ -83,7 +83,8 @@ TEST_CASE("intervals: recorded on request, in stream order, with each task's tim
         CHECK(same(q.gpus[g].breakdown, r.gpus[g].breakdown));
         // Windows that cut kernels, the send and the host task.
         for (const auto& w : {std::pair{Time{}, r.makespan}, std::pair{us(2), us(12)}, std::pair{us(11), r.makespan}})
-            CHECK(same(exec::breakdown_in(plan, q, g, w.first, w.second), exec::breakdown_in(r.gpus[g], w.first, w.second)));
+            CHECK(same(exec::breakdown_in(plan, q, g, w.first, w.second),
+                       exec::breakdown_in(r.gpus[g], w.first, w.second)));
     }
     // GPU 0 over its first 15 us: 10 us compute, 5 us memory (the send runs beside kernel 1), no idle time.
     const auto b = exec::breakdown_in(plan, q, 0, Time{}, us(15));

@@ -7,7 +7,9 @@
 
 namespace sim::hw::test {
 
-inline void set_peak(GpuSpec& g, DType t, double tflops) { g.peak[static_cast<std::size_t>(t)] = FlopRate{tflops * 1e12}; }
+inline void set_peak(GpuSpec& g, DType t, double tflops) {
+    g.peak[static_cast<std::size_t>(t)] = FlopRate{tflops * 1e12};
+}
 inline void set_ceiling(GpuSpec& g, DType t, double c) { g.efficiency.gemm[static_cast<std::size_t>(t)] = c; }
 
 // H100 SXM5: 132 SMs, 989.4 TFLOP/s dense bf16, 3350 GB/s HBM3, 50 MiB L2.

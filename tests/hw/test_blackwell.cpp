@@ -104,7 +104,8 @@ TEST_CASE("a 72-GPU group on GB200 NVL72 stays on NVLink: no network link on any
             const auto& r = t.route(a, b);
             CHECK(!r.empty());
             for (auto id : r) {
-                if (t.link(id).cls != net::LinkClass::nvlink) FAIL_CHECK("route " << a << " -> " << b << " leaves NVLink");
+                if (t.link(id).cls != net::LinkClass::nvlink)
+                    FAIL_CHECK("route " << a << " -> " << b << " leaves NVLink");
             }
             ++routes;
         }

@@ -24,11 +24,11 @@ using test::dense_gemm;
 
 TEST_CASE("gemm_time: max() without overlap, the l_p norm of compute and HBM with it, L2 a plain bound") {
     CHECK(gemm_time(3.0, 4.0, 1.0, 0.0) == 4.0);
-    CHECK(gemm_time(3.0, 4.0, 1.0, 2.0) == doctest::Approx(5.0));      // sqrt(9 + 16)
-    CHECK(gemm_time(3.0, 4.0, 6.0, 2.0) == doctest::Approx(6.0));      // L2 bound above the norm
-    CHECK(gemm_time(1.0, 1.0, 0.0, 1.0) == doctest::Approx(2.0));      // p = 1: no overlap at all
+    CHECK(gemm_time(3.0, 4.0, 1.0, 2.0) == doctest::Approx(5.0));  // sqrt(9 + 16)
+    CHECK(gemm_time(3.0, 4.0, 6.0, 2.0) == doctest::Approx(6.0));  // L2 bound above the norm
+    CHECK(gemm_time(1.0, 1.0, 0.0, 1.0) == doctest::Approx(2.0));  // p = 1: no overlap at all
     CHECK(gemm_time(1.0, 1.0, 0.0, 4.0) == doctest::Approx(std::pow(2.0, 0.25)));
-    CHECK(gemm_time(2.0, 0.0, 0.0, 3.0) == doctest::Approx(2.0));      // nothing to overlap with
+    CHECK(gemm_time(2.0, 0.0, 0.0, 3.0) == doctest::Approx(2.0));  // nothing to overlap with
     CHECK(gemm_time(0.0, 0.0, 0.0, 3.0) == 0.0);
 }
 
@@ -83,9 +83,7 @@ TEST_CASE("the GPU file's gemm_curve block: read, defaulted, and checked") {
     std::string base = text.str();
     const auto cut = base.find("\ngemm_curve:");
     if (cut != std::string::npos) base = base.substr(0, cut + 1);
-    const auto load = [](const std::string& yaml) {
-        return config::load_gpu(config::load_string(yaml, "gpu.yaml"));
-    };
+    const auto load = [](const std::string& yaml) { return config::load_gpu(config::load_string(yaml, "gpu.yaml")); };
     SUBCASE("absent: the model before the curve (k0 64, max())") {
         const GpuSpec g = load(base);
         CHECK(g.gemm_k0 == 64.0);

@@ -43,15 +43,15 @@ gemm_tile: {m: 128, n: 256}
 constexpr auto replace = &parasim_test::replace_once;
 
 std::string error_of(const std::string& text) {
-    return parasim_test::config_error_of([](const std::string& t) { load_gpu(load_string(t, "gpus/test-gpu.yaml")); }, text);
+    return parasim_test::config_error_of([](const std::string& t) { load_gpu(load_string(t, "gpus/test-gpu.yaml")); },
+                                         text);
 }
 
 struct TempDir {
     std::filesystem::path path;
     TempDir() {
-        path = std::filesystem::temp_directory_path() /
-               ("parasim-gpus-" + std::to_string(::getpid()) + "-" +
-                std::to_string(reinterpret_cast<std::uintptr_t>(this)));
+        path = std::filesystem::temp_directory_path() / ("parasim-gpus-" + std::to_string(::getpid()) + "-" +
+                                                         std::to_string(reinterpret_cast<std::uintptr_t>(this)));
         std::filesystem::create_directories(path);
     }
     ~TempDir() { std::filesystem::remove_all(path); }
@@ -97,7 +97,7 @@ TEST_CASE("the H100 SXM file has the datasheet figures") {
     CHECK(g.peak_of(hw::DType::bf16).per_s == doctest::Approx(989.4e12));
     CHECK(g.memory_bandwidth.bytes_per_s == doctest::Approx(3350e9));
     CHECK(g.l2_size.value == 50ULL << 20);
-    CHECK(g.gemm_cluster == 2);  // Hopper default
+    CHECK(g.gemm_cluster == 2);             // Hopper default
     CHECK(&catalog.get("h100-sxm") == &g);  // cached
     CHECK(catalog.contains("h100-sxm"));
     CHECK_FALSE(catalog.contains("h100"));
@@ -137,7 +137,8 @@ TEST_CASE("a complete inline GPU description loads") {
 }
 
 TEST_CASE("a missing field is refused with file:line:column and the field named") {
-    CHECK(error_of(replace(kGood, "sm_count: 132\n", "")) == "gpus/test-gpu.yaml:1:1: missing required field 'sm_count'");
+    CHECK(error_of(replace(kGood, "sm_count: 132\n", "")) ==
+          "gpus/test-gpu.yaml:1:1: missing required field 'sm_count'");
     CHECK(error_of(replace(kGood, "bf16: 989.4 TFLOP/s, ", "")) ==
           "gpus/test-gpu.yaml:5:7: peak: missing required field 'bf16'");
     CHECK(error_of(replace(kGood, "  hbm: 0.9\n", "")) ==
@@ -169,14 +170,16 @@ TEST_CASE("malformed GPU files are refused at the offending value") {
               "gpus/test-gpu.yaml:12:8: efficiency.hbm: 1.9 is out of range [0, 1]");
     }
     SUBCASE("an NCCL NVLink efficiency without NVLink") {
-        const std::string text = replace(kGood, "nvlink: {generation: 4, links: 18, bandwidth: 450 GB/s}", "nvlink: none");
+        const std::string text =
+            replace(kGood, "nvlink: {generation: 4, links: 18, bandwidth: 450 GB/s}", "nvlink: none");
         CHECK(error_of(text).find("efficiency.nccl_nvlink: the GPU has no NVLink") != std::string::npos);
         CHECK(error_of(replace(text, "nccl_nvlink: 0.82", "nccl_nvlink: none")) == "no error");
     }
     SUBCASE("an unknown architecture") {
-        CHECK(error_of(replace(kGood, "architecture: hopper", "architecture: hoper"))
-                  .find("'hoper' is not one of volta, turing, ampere, ada, hopper, blackwell (did you mean 'hopper'?)") !=
-              std::string::npos);
+        CHECK(
+            error_of(replace(kGood, "architecture: hopper", "architecture: hoper"))
+                .find("'hoper' is not one of volta, turing, ampere, ada, hopper, blackwell (did you mean 'hopper'?)") !=
+            std::string::npos);
     }
 }
 

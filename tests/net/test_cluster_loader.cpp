@@ -72,12 +72,15 @@ TEST_CASE("cluster loader: bad files are ConfigErrors that start with file:line:
     CHECK(error_of(replace(kGood, "{bandwidth: 63 GB/s", "{bandwidth: 63")) ==
           "bad.yaml:13:24: links.pcie.bandwidth: '63' has no unit; write it with one, like '450 GB/s' or '400 Gb/s'");
     CHECK(error_of(replace(kGood, "latency: 2 us", "latency: 2 lightyears")) ==
-          "bad.yaml:14:43: links.network.latency: unknown unit 'lightyears' in '2 lightyears' (expected one of ps, ns, us, ms, s)");
-    CHECK(error_of(replace(kGood, "intra_node: nvswitch", "intra_node: nvswich")).rfind(
-              "bad.yaml:5:13: intra_node: 'nvswich' is not one of", 0) == 0);
+          "bad.yaml:14:43: links.network.latency: unknown unit 'lightyears' in '2 lightyears' (expected one of ps, ns, "
+          "us, ms, s)");
+    CHECK(error_of(replace(kGood, "intra_node: nvswitch", "intra_node: nvswich"))
+              .rfind("bad.yaml:5:13: intra_node: 'nvswich' is not one of", 0) == 0);
     CHECK(error_of(replace(kGood, "nodes: 2", "nodes: two")) ==
           "bad.yaml:3:8: nodes: expected a whole number of nodes or 'auto', got 'two'");
-    CHECK(error_of(replace(kGood, "  nvlink:  {", "  nvlnk:  {")).rfind("bad.yaml:12:3: unknown key 'links.nvlnk'", 0) == 0);
+    CHECK(
+        error_of(replace(kGood, "  nvlink:  {", "  nvlnk:  {")).rfind("bad.yaml:12:3: unknown key 'links.nvlnk'", 0) ==
+        0);
     CHECK(error_of(replace(kGood, "latency: 1 us}\n  pcie", "latency: 1 us, lanes: 16}\n  pcie")) ==
           "bad.yaml:12:49: unknown key 'links.nvlink.lanes' (valid keys: bandwidth, latency)");
 }
@@ -87,16 +90,16 @@ TEST_CASE("cluster loader: contradictions point at the field") {
     CHECK(error_of(replace(kGood, "  nvlink:  {bandwidth: 450 GB/s, latency: 1 us}\n", "")) ==
           "bad.yaml:5:13: intra_node: intra_node 'nvswitch' needs NVLink links, but links.nvlink is missing");
     // a network without links.network
-    CHECK(error_of(replace(kGood, "  network: {bandwidth: 400 Gb/s, latency: 2 us}\n", "")).rfind(
-              "bad.yaml:8:13: inter_node: inter_node 'fat-tree' needs links.network", 0) == 0);
+    CHECK(error_of(replace(kGood, "  network: {bandwidth: 400 Gb/s, latency: 2 us}\n", ""))
+              .rfind("bad.yaml:8:13: inter_node: inter_node 'fat-tree' needs links.network", 0) == 0);
     // a network without NICs
     CHECK(error_of(replace(kGood, "nics_per_node: 8\n", "")).rfind("bad.yaml:8:13: inter_node:", 0) == 0);
     // several nodes without a network
     CHECK(error_of(replace(kGood, "inter_node: fat-tree", "inter_node: none")) ==
           "bad.yaml:3:8: nodes: 2 nodes need a network between them, but inter_node is 'none'");
     // in-switch reduction without an NVSwitch
-    CHECK(error_of(replace(kGood, "intra_node: nvswitch", "intra_node: nvlink-mesh")).rfind(
-              "bad.yaml:6:22: in_switch_reduction: in-switch reduction needs an NVSwitch", 0) == 0);
+    CHECK(error_of(replace(kGood, "intra_node: nvswitch", "intra_node: nvlink-mesh"))
+              .rfind("bad.yaml:6:22: in_switch_reduction: in-switch reduction needs an NVSwitch", 0) == 0);
     CHECK(error_of(replace(kGood, "leaf_switch_ports: 64", "leaf_switch_ports: 63")).rfind("bad.yaml:10:20:", 0) == 0);
 }
 

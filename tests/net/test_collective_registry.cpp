@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-
 TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md)
 
 using namespace net_fixtures;
@@ -117,7 +116,7 @@ TEST_CASE("tree all-reduce over 4 GPUs: two mirrored trees, 3 edges each way, si
     REQUIRE(plan.phases.size() == 1);
     CHECK(plan.phases[0].repeat == 1);
     CHECK(plan.phases[0].latency == Time::us(4));  // depth floor(log2 4) = 2
-    CHECK(plan.flows.size() == 12);                      // 2 trees x 3 edges x up and down
+    CHECK(plan.flows.size() == 12);                // 2 trees x 3 edges x up and down
     for (const auto& f : plan.flows) CHECK(f.size.value == 500);
 }
 

@@ -21,8 +21,8 @@ using sim::net::CollectivePlan;
 using sim::net::CollectiveRequest;
 using sim::net::nodes_per_token;
 using sim::net::simulate_collective;
-using sim::net::Topology;
 using sim::net::TokenRouting;
+using sim::net::Topology;
 
 namespace {
 

@@ -56,7 +56,8 @@ TEST_CASE("flow: a flow with efficiency e drains at e x bandwidth") {
     Simulation sim;
     FlowNetwork net(sim, t);
     Time done;
-    net.start(0, 1, Bytes{1'000'000}, [&done, &sim] { done = sim.now(); }, 0.8);
+    net.start(
+        0, 1, Bytes{1'000'000}, [&done, &sim] { done = sim.now(); }, 0.8);
     sim.run();
     CHECK(done == Time::us(1) + Time::us(10) + Time::us(2) + Time::ns(500));  // 1e6 B / 80 GB/s = 12.5 us
     CHECK(net.max_link_load() <= 1.0 + 1e-9);
@@ -153,7 +154,8 @@ TEST_CASE("flow: many random flows all finish, conserve bytes and never overload
         const Time at = Time::ns(rng() % 2'000'000);
         for (auto id : t.route(src, dst)) expected[id] += size.as_double();
         sim.schedule_at(at, [&net, &finished, src, dst, size, eff] {
-            net.start(src, dst, size, [&finished] { ++finished; }, eff);
+            net.start(
+                src, dst, size, [&finished] { ++finished; }, eff);
         });
     }
     sim.run();

@@ -114,7 +114,8 @@ TEST_CASE("rails: every route is a path, and leaves its node through the NIC of 
                         if (a / 8 == b / 8) continue;
                         // The NIC it leaves by: its own rail, or (PXN) the destination's.
                         const int rail = pxn ? b % 8 : a % 8;
-                        CHECK(visits(vertices_on(t, a, b), "node" + std::to_string(a / 8) + ".nic" + std::to_string(rail)));
+                        CHECK(visits(vertices_on(t, a, b),
+                                     "node" + std::to_string(a / 8) + ".nic" + std::to_string(rail)));
                         CHECK_FALSE(visits(vertices_on(t, a, b), "node" + std::to_string(a / 8) + ".host"));
                     }
             }
@@ -138,8 +139,10 @@ TEST_CASE("rails: at 2:1 rail-aligned traffic runs at the NIC rate while cross-r
     const auto c = finish_times(t, crossing, size);
     for (std::size_t i = 0; i < 4; ++i) {
         CAPTURE(i);
-        CHECK(a[i] - t.route_latency(aligned[i].first, aligned[i].second).us_f() * 1e-6 == doctest::Approx(1e-3).epsilon(1e-6));
-        CHECK(c[i] - t.route_latency(crossing[i].first, crossing[i].second).us_f() * 1e-6 == doctest::Approx(2e-3).epsilon(1e-6));
+        CHECK(a[i] - t.route_latency(aligned[i].first, aligned[i].second).us_f() * 1e-6 ==
+              doctest::Approx(1e-3).epsilon(1e-6));
+        CHECK(c[i] - t.route_latency(crossing[i].first, crossing[i].second).us_f() * 1e-6 ==
+              doctest::Approx(2e-3).epsilon(1e-6));
     }
     const Topology full(rails(1, false), 32);
     const auto f = finish_times(full, crossing, size);
@@ -150,7 +153,8 @@ TEST_CASE("rails: at 2:1 rail-aligned traffic runs at the NIC rate while cross-r
     const Topology p(rails(2, true), 32);
     const auto x = finish_times(p, crossing, size);
     for (std::size_t i = 0; i < 4; ++i)
-        CHECK(x[i] - p.route_latency(crossing[i].first, crossing[i].second).us_f() * 1e-6 == doctest::Approx(1e-3).epsilon(1e-6));
+        CHECK(x[i] - p.route_latency(crossing[i].first, crossing[i].second).us_f() * 1e-6 ==
+              doctest::Approx(1e-3).epsilon(1e-6));
 }
 
 TEST_CASE("rails: rail-aligned traffic between leaf groups spreads over every spine (D-mod-k on the node's port)") {
@@ -170,14 +174,15 @@ TEST_CASE("rails: rail-aligned traffic between leaf groups spreads over every sp
     const auto d = finish_times(t, across, size);
     for (std::size_t i = 0; i < 4; ++i) {
         CAPTURE(i);
-        CHECK(d[i] - t.route_latency(across[i].first, across[i].second).us_f() * 1e-6 == doctest::Approx(1e-3).epsilon(1e-6));
+        CHECK(d[i] - t.route_latency(across[i].first, across[i].second).us_f() * 1e-6 ==
+              doctest::Approx(1e-3).epsilon(1e-6));
     }
 }
 
 TEST_CASE("rails: the shipped DGX H100 SuperPOD has 8 rails, one leaf per rail per 32 nodes") {
     const Topology t(sim::config::load_cluster_file("dgx-h100-superpod"), 512);  // 64 nodes: 2 leaves per rail
-    const auto same_group = vertices_on(t, 5, 8 * 31 + 5);    // node 0 -> node 31, rail 5
-    const auto other_group = vertices_on(t, 5, 8 * 32 + 5);   // node 0 -> node 32, rail 5
+    const auto same_group = vertices_on(t, 5, 8 * 31 + 5);                       // node 0 -> node 31, rail 5
+    const auto other_group = vertices_on(t, 5, 8 * 32 + 5);                      // node 0 -> node 32, rail 5
     CHECK_FALSE(visits(same_group, "spine"));
     CHECK(visits(other_group, "spine"));
     CHECK(visits(vertices_on(t, 5, 8 * 31 + 6), "node0.nvswitch"));  // PXN across rails
@@ -199,19 +204,22 @@ links:
   pcie:    {bandwidth: 63 GB/s, latency: 1 us}
   network: {bandwidth: 400 Gb/s, latency: 2 us}
 )";
-    const auto load = [](const std::string& text) { sim::config::load_cluster(sim::config::load_string(text, "c.yaml")); };
+    const auto load = [](const std::string& text) {
+        sim::config::load_cluster(sim::config::load_string(text, "c.yaml"));
+    };
     const auto spec = sim::config::load_cluster(sim::config::load_string(good, "c.yaml"));
     CHECK(spec.inter_node == InterNode::rail_optimized);
     CHECK(spec.spine_oversubscription == 2);
     CHECK(spec.pxn);
     CHECK(parasim_test::config_error_of(load, parasim_test::replace_once(good, "rails: 8", "rails: 4")) ==
           "c.yaml:8:8: rails: 4 rails, but nics_per_node is 8: a rail-optimized fabric has one rail per NIC of a node");
-    CHECK(parasim_test::config_error_of(load, parasim_test::replace_once(good, "spine_oversubscription: 2",
-                                                                         "spine_oversubscription: 3")) ==
-          "c.yaml:10:25: spine_oversubscription: 32 leaf downlinks (leaf_switch_ports / 2) cannot be split 3:1 into whole uplinks");
-    CHECK(parasim_test::config_error_of(load, parasim_test::replace_once(
-                                                  parasim_test::replace_once(good, "rail-optimized", "fat-tree"),
-                                                  "rails: 8\n", "pxn: false\n")) ==
+    CHECK(parasim_test::config_error_of(
+              load, parasim_test::replace_once(good, "spine_oversubscription: 2", "spine_oversubscription: 3")) ==
+          "c.yaml:10:25: spine_oversubscription: 32 leaf downlinks (leaf_switch_ports / 2) cannot be split 3:1 into "
+          "whole uplinks");
+    CHECK(parasim_test::config_error_of(
+              load, parasim_test::replace_once(parasim_test::replace_once(good, "rail-optimized", "fat-tree"),
+                                               "rails: 8\n", "pxn: false\n")) ==
           "c.yaml:8:6: pxn: applies only to a rail-optimized inter_node");
 }
 

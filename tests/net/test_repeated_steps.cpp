@@ -56,9 +56,12 @@ Outcome run(const Topology& t, const Workload& w, bool skip) {
     auto* done = &out.done;
     auto* s = &sim;
     for (const auto& c : w.collectives)
-        sim.schedule_at(c.first, [&engine, r = &c.second, done, s] { engine.start(*r, [done, s] { done->push_back(s->now()); }); });
+        sim.schedule_at(
+            c.first, [&engine, r = &c.second, done, s] { engine.start(*r, [done, s] { done->push_back(s->now()); }); });
     for (const Extra& e : w.extras)
-        sim.schedule_at(e.at, [&net, x = &e, done, s] { net.start(x->src, x->dst, x->size, [done, s] { done->push_back(s->now()); }); });
+        sim.schedule_at(e.at, [&net, x = &e, done, s] {
+            net.start(x->src, x->dst, x->size, [done, s] { done->push_back(s->now()); });
+        });
     sim.run();
     out.skipped = net.steps_skipped();
     out.splits = net.windows_split();

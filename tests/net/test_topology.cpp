@@ -127,7 +127,8 @@ TEST_CASE("topology: BFS on the whole graph and structural routing agree on fat 
                 CHECK(bfs == t.route(a, b));
                 check_route_is_path(t, a, b);
                 for (auto id : bfs)
-                    if (t.vertex_name(t.link(id).to).rfind("spine", 0) == 0) spines_used.insert(t.vertex_name(t.link(id).to));
+                    if (t.vertex_name(t.link(id).to).rfind("spine", 0) == 0)
+                        spines_used.insert(t.vertex_name(t.link(id).to));
             }
         }
         // D-mod-k spreads traffic over every spine.

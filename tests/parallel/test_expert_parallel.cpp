@@ -12,8 +12,8 @@
 #include <doctest/doctest.h>
 
 #include <set>
-#include <vector>
 #include <string>
+#include <vector>
 
 TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
 
@@ -116,15 +116,17 @@ TEST_CASE("placement pp-last keeps an EP group of 8 in one node; tp-first spread
 }
 
 TEST_CASE("inference under ep 8: experts / 8 in memory, two all-to-alls a layer per pass, none without EP") {
-    const auto sc = scenario({"workload={mode: inference, dtype: bf16, batch: 16, prompt_tokens: 256, output_tokens: 8}",
-                              "strategies=[{name: ep8, pp: 2, dp: 8, ep: 8}, {name: dp8, pp: 2, dp: 8}]"});
+    const auto sc =
+        scenario({"workload={mode: inference, dtype: bf16, batch: 16, prompt_tokens: 256, output_tokens: 8}",
+                  "strategies=[{name: ep8, pp: 2, dp: 8, ep: 8}, {name: dp8, pp: 2, dp: 8}]"});
     const auto ep = build(sc, 0), dp = build(sc, 1);
     // A stage holds 16 layers: 16 x 8 x 3 x 4096 x 14336 x 2 bytes / 8 experts a GPU.
     CHECK(ep.memory.breakdown.expert_weights == doctest::Approx(2.0 * kStageExpertParams / 8));
     CHECK(dp.memory.breakdown.expert_weights == doctest::Approx(2.0 * kStageExpertParams));
     const auto count = [](const parallel::Plan& plan) {
         int n = 0;
-        for (const auto& t : plan.tasks) n += t.kind == parallel::TaskKind::collective && t.op == net::CollectiveOp::all_to_all;
+        for (const auto& t : plan.tasks)
+            n += t.kind == parallel::TaskKind::collective && t.op == net::CollectiveOp::all_to_all;
         return n;
     };
     // Each pass (prefill, simulated decode steps) of each micro-batch runs
@@ -135,7 +137,8 @@ TEST_CASE("inference under ep 8: experts / 8 in memory, two all-to-alls a layer 
 }
 
 TEST_CASE("a Zipf-skewed router makes the hot expert's GPU the straggler" * doctest::test_suite("e2e")) {
-    const auto balanced = scenario({"strategies=[{name: ep8, pp: 2, dp: 8, ep: 8, zero: 1}]", "workload.global_batch=32"});
+    const auto balanced =
+        scenario({"strategies=[{name: ep8, pp: 2, dp: 8, ep: 8, zero: 1}]", "workload.global_batch=32"});
     const auto skewed = scenario({"strategies=[{name: ep8, pp: 2, dp: 8, ep: 8, zero: 1}]", "workload.global_batch=32",
                                   "workload.moe.routing=zipf(1.0)"});
     const auto a = report::run_strategy(balanced, balanced.strategies.front(), {});

@@ -146,7 +146,8 @@ TEST_CASE("TP=2 on one layer puts two all-reduces in each forward pass") {
 }
 
 TEST_CASE("a strategy whose tp x pp x dp is not the GPU count is refused with the numbers named") {
-    const auto sc = scenario(kScenarios + "partitioning-16xh100-feasible.yaml", {"strategies[0].pp=3", "strategies[0].dp=1"});
+    const auto sc =
+        scenario(kScenarios + "partitioning-16xh100-feasible.yaml", {"strategies[0].pp=3", "strategies[0].dp=1"});
     const auto cm = hw::make_cost_model("roofline");
     CHECK_THROWS_WITH_AS(parallel::build_plan(sc, sc.strategies.front(), *cm, {}),
                          doctest::Contains("tp=8 x pp=3 x dp=1 = 24, but the scenario uses 16 GPUs"), ConfigError);
@@ -280,13 +281,12 @@ TEST_CASE("context parallelism: placement, groups over dp x cp, the K/V ring, me
             ++bwd;
         }
     }
-    const int microbatches = 4 / 2;  // global 4 over dp 2
+    const int microbatches = 4 / 2;      // global 4 over dp 2
     CHECK(fwd == 2 * 2 * microbatches);  // 2 layers x 2 ranks x micro-batches
     CHECK(bwd == fwd);
     // Memory: activations 1/cp of the dp-only strategy's; ZeRO-1 shards the optimizer over dp x cp = 4.
-    const auto dp_only = scenario(kData + "cp-training.yaml",
-                                  {"gpus=8", "strategies[1].tp=2", "strategies[1].dp=4", "strategies[1].zero=1",
-                                   "workload.global_batch=8"});
+    const auto dp_only = scenario(kData + "cp-training.yaml", {"gpus=8", "strategies[1].tp=2", "strategies[1].dp=4",
+                                                               "strategies[1].zero=1", "workload.global_batch=8"});
     const auto b2 = parallel::build_plan(dp_only, strategy(dp_only, "dp2"), *cm, {});
     CHECK(build.memory.breakdown.activations == doctest::Approx(b2.memory.breakdown.activations / 2));
     CHECK(build.memory.breakdown.optimizer == doctest::Approx(b2.memory.breakdown.optimizer));
@@ -308,7 +308,8 @@ TEST_CASE("context parallelism: a fast link costs about half a sequence per GPU,
         REQUIRE(run.metrics.feasible);
         return *run.metrics.iteration_ms;
     };
-    const std::vector<std::string> fast{"cluster.links.nvlink.bandwidth=100000GB/s", "cluster.links.nvlink.latency=1ns"};
+    const std::vector<std::string> fast{"cluster.links.nvlink.bandwidth=100000GB/s",
+                                        "cluster.links.nvlink.latency=1ns"};
     const double cp2 = iteration(fast, "cp2");
     // One GPU with half the sequence: the same token-linear work per GPU; the
     // cp rank's attention is twice that of half a sequence (s^2/4 against s^2/8 pairs).
@@ -349,13 +350,13 @@ TEST_CASE("uneven pipeline split: first and last ranks hold the given layers, sh
     CHECK(iteration(sc) > 1.2 * iteration(even));
     // Interleaved, as Megatron-Core builds Llama 3 405B (one layer in the
     // first and the last chunk): 14 layers, pp 4 x 2 chunks, 3 on each end rank.
-    const auto il = scenario(kData + "pipeline-4stage-training.yaml",
-                             {"model.layers=14", "strategies[1].schedule=interleaved-1f1b",
-                              "strategies[1].virtual_stages=2", "strategies[1].first_stage_layers=3",
-                              "strategies[1].last_stage_layers=3"});
+    const auto il =
+        scenario(kData + "pipeline-4stage-training.yaml",
+                 {"model.layers=14", "strategies[1].schedule=interleaved-1f1b", "strategies[1].virtual_stages=2",
+                  "strategies[1].first_stage_layers=3", "strategies[1].last_stage_layers=3"});
     const auto bi = parallel::build_plan(il, strategy(il, "1f1b"), *cm, {});
-    CHECK(bi.strategy.virtual_stage_layers == std::vector<parallel::LayerRange>{
-                                                  {0, 1}, {1, 3}, {3, 5}, {5, 7}, {7, 9}, {9, 11}, {11, 13}, {13, 14}});
+    CHECK(bi.strategy.virtual_stage_layers ==
+          std::vector<parallel::LayerRange>{{0, 1}, {1, 3}, {3, 5}, {5, 7}, {7, 9}, {9, 11}, {11, 13}, {13, 14}});
     // Too many layers on the ends, or a chunk left empty, is refused with the numbers.
     const auto over = scenario(kData + "pipeline-4stage-training.yaml",
                                {"strategies[1].first_stage_layers=5", "strategies[1].last_stage_layers=4"});
@@ -404,8 +405,8 @@ TEST_CASE("overlap.grad_reduce: gradient buckets during the backward, or all aft
     };
     const auto [on_bwd, on_bucket] = spans(on);
     const auto [off_bwd, off_bucket] = spans(off);
-    CHECK(on_bucket < on_bwd);    // overlapped: a bucket starts while the backward still runs
-    CHECK(off_bucket >= off_bwd); // not: every bucket waits for the whole backward
+    CHECK(on_bucket < on_bwd);     // overlapped: a bucket starts while the backward still runs
+    CHECK(off_bucket >= off_bwd);  // not: every bucket waits for the whole backward
     CHECK(off.ex.makespan > on.ex.makespan);
 }
 
@@ -451,7 +452,8 @@ TEST_CASE("overlap.tp_comm: a ring exchange of tp chunks pipelined with the GEMM
         if (t.phase != parallel::Phase::forward || t.microbatch != 0) continue;
         if (t.kind == parallel::TaskKind::kernel) {
             const auto& name = ring.build.plan.kernels[t.kernel].name;
-            chunks += name == "out_proj_chunk" || name == "mlp_down_chunk" || name == "qkv_chunk" || name == "mlp_up_chunk";
+            chunks +=
+                name == "out_proj_chunk" || name == "mlp_down_chunk" || name == "qkv_chunk" || name == "mlp_up_chunk";
         }
         if (t.kind == parallel::TaskKind::transfer && t.stream == parallel::StreamKind::p2p) {
             CHECK(t.bytes.value == shard);

@@ -50,8 +50,8 @@ TEST_CASE("uniform splits 16 layers evenly, later stages taking the remainder, o
     const auto sc = load({"strategies[0].pp=2", "strategies[0].tp=8"});
     parallel::ResolvedStrategy rs;
     CHECK(split(sc, sc.strategies[0], rs) == std::vector<LayerRange>{{0, 8}, {8, 16}});
-    auto sc2 = load({"strategies[0].pp=2", "strategies[0].schedule=interleaved-1f1b",
-                     "strategies[0].virtual_stages=2", "strategies[0].first_stage_layers=5"});
+    auto sc2 = load({"strategies[0].pp=2", "strategies[0].schedule=interleaved-1f1b", "strategies[0].virtual_stages=2",
+                     "strategies[0].first_stage_layers=5"});
     // The first rank holds 5 layers over its 2 chunks, its short chunk first
     // (2 + 3); the last rank the other 11, its longer chunk first (6 + 5).
     // Virtual-stage order: rank 0 chunk 0, rank 1 chunk 0, rank 0 chunk 1,

@@ -12,7 +12,6 @@
 #include <utility>
 #include <vector>
 
-
 TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md)
 
 using namespace sim;
@@ -60,11 +59,11 @@ TEST_CASE("1F1B with 4 stages and 8 micro-batches: warm-up p - s - 1 forwards, t
     const PipelineShape shape{4, 8, 1};
     // Stage 0 warms up with 3 forwards and so holds 4 micro-batches at once.
     CHECK(s.items(shape, 0) == std::vector<ScheduleItem>{F(0), F(1), F(2), F(3), B(0), F(4), B(1), F(5), B(2), F(6),
-                                                        B(3), F(7), B(4), B(5), B(6), B(7)});
+                                                         B(3), F(7), B(4), B(5), B(6), B(7)});
     CHECK(s.chunks_in_flight(shape, 0) == 4);
     // The last stage has no warm-up: forward, backward, forward, ...
     CHECK(s.items(shape, 3) == std::vector<ScheduleItem>{F(0), B(0), F(1), B(1), F(2), B(2), F(3), B(3), F(4), B(4),
-                                                        F(5), B(5), F(6), B(6), F(7), B(7)});
+                                                         F(5), B(5), F(6), B(6), F(7), B(7)});
     CHECK(s.chunks_in_flight(shape, 3) == 1);
     // Fewer micro-batches than the warm-up: all of them are in flight.
     CHECK(s.chunks_in_flight(PipelineShape{4, 2, 1}, 0) == 2);
@@ -82,8 +81,8 @@ TEST_CASE("interleaved 1F1B with 2 stages, 4 micro-batches, 2 chunks follows Meg
     // Stage 0: warm-up (2 - 0 - 1) x 2 + (2 - 1) x 2 = 4 forwards; forwards
     // go chunk 0 for micro-batches 0-1, chunk 1 for 0-1, then 2-3 likewise.
     CHECK(s.items(shape, 0) == std::vector<ScheduleItem>{F(0, 0), F(1, 0), F(0, 1), F(1, 1), F(2, 0), B(0, 1), F(3, 0),
-                                                        B(1, 1), F(2, 1), B(0, 0), F(3, 1), B(1, 0), B(2, 1), B(3, 1),
-                                                        B(2, 0), B(3, 0)});
+                                                         B(1, 1), F(2, 1), B(0, 0), F(3, 1), B(1, 0), B(2, 1), B(3, 1),
+                                                         B(2, 0), B(3, 0)});
     CHECK(s.chunks_in_flight(shape, 0) == 5);
 }
 

@@ -35,8 +35,8 @@ TEST_CASE("decode throughput never exceeds the HBM roofline: weights and KV cach
         {"/scenarios/partitioning-16xh100-feasible.yaml", {"workload.batch=64"}},
         {"/scenarios/partitioning-16xh100-feasible.yaml", {"model=dense16-h1024", "workload.batch=1"}},
         {"/scenarios/partitioning-16xh100-feasible.yaml", {"model=llama3-8b", "workload.batch=32"}},
-        {"/scenarios/partitioning-16xh100-feasible.yaml", {"model=llama3-70b", "workload.batch=8", "cluster=dgx-h100", "gpus=8",
-                                                           "strategies=[{name: tp8, tp: 8}]"}},
+        {"/scenarios/partitioning-16xh100-feasible.yaml",
+         {"model=llama3-70b", "workload.batch=8", "cluster=dgx-h100", "gpus=8", "strategies=[{name: tp8, tp: 8}]"}},
     };
     for (const auto& c : cases) {
         const auto sc = load(c.scenario, c.sets);
@@ -119,13 +119,15 @@ TEST_CASE("json_string writes valid UTF-8 JSON for any bytes: bad sequences beco
         {"plain", "\"plain\""},
         {"q\"b\\n\n", "\"q\\\"b\\\\n\\n\""},
         {"\x01", "\"\\u0001\""},
-        {"caf\xc3\xa9", "\"caf\xc3\xa9\""},                // é, 2 bytes
-        {"\xe2\x82\xac", "\"\xe2\x82\xac\""},              // €, 3 bytes
-        {"\xf0\x9f\x98\x80", "\"\xf0\x9f\x98\x80\""},      // 😀, 4 bytes
-        {"a\xff" "b", "\"a\\ufffdb\""},                    // never valid
-        {"\xc3", "\"\\ufffd\""},                           // truncated
-        {"\xc0\xaf", "\"\\ufffd\\ufffd\""},                // overlong '/'
-        {"\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\""},     // a UTF-16 surrogate
+        {"caf\xc3\xa9", "\"caf\xc3\xa9\""},            // é, 2 bytes
+        {"\xe2\x82\xac", "\"\xe2\x82\xac\""},          // €, 3 bytes
+        {"\xf0\x9f\x98\x80", "\"\xf0\x9f\x98\x80\""},  // 😀, 4 bytes
+        {"a\xff"
+         "b",
+         "\"a\\ufffdb\""},                                         // never valid
+        {"\xc3", "\"\\ufffd\""},                                   // truncated
+        {"\xc0\xaf", "\"\\ufffd\\ufffd\""},                        // overlong '/'
+        {"\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\""},             // a UTF-16 surrogate
         {"\xf4\x90\x80\x80", "\"\\ufffd\\ufffd\\ufffd\\ufffd\""},  // above U+10FFFF
     };
     for (const auto& c : cases) {  // (no structured binding: clang 14 cannot capture one in CAPTURE)

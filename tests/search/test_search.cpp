@@ -170,7 +170,9 @@ void check_same(const sim::search::SearchResult& one, const sim::search::SearchR
 TEST_SUITE_BEGIN("e2e");
 
 TEST_CASE("the pruned search returns the exhaustive search's best plan, and the bound is a bound") {
-    const std::pair<const char*, const char*> cases[] = {{kGpt13, "gpt13"}, {kGpuCount, "gpus"}, {kLlama8, "llama8"}, {kAcrossNodes, "nodes"}, {kMoe, "moe"}, {kDpAcrossNodes, "dp-nodes"}, {kServe8, "serve8"}};
+    const std::pair<const char*, const char*> cases[] = {
+        {kGpt13, "gpt13"}, {kGpuCount, "gpus"},          {kLlama8, "llama8"}, {kAcrossNodes, "nodes"},
+        {kMoe, "moe"},     {kDpAcrossNodes, "dp-nodes"}, {kServe8, "serve8"}};
     for (const auto& c : cases) {
         const std::string name = c.second;
         CAPTURE(name);
@@ -302,7 +304,8 @@ TEST_CASE("the search skips what run refuses and what does not fit, with run's r
     // gpt-1.3b has 32 heads and 24 layers: tp 8 divides, pp 8 x v 2 = 16 does not divide 24.
     bool refused_interleaving = false;
     for (const auto& o : res.outcomes)
-        if (o.verdict == sim::search::Verdict::invalid && o.note.find("divisible by pp x virtual_stages") != std::string::npos)
+        if (o.verdict == sim::search::Verdict::invalid &&
+            o.note.find("divisible by pp x virtual_stages") != std::string::npos)
             refused_interleaving = true;
     CHECK(refused_interleaving);
     CHECK(res.generated == res.equivalent + res.invalid + res.over_memory + res.pruned + res.simulated);
@@ -311,14 +314,14 @@ TEST_CASE("the search skips what run refuses and what does not fit, with run's r
 TEST_CASE("hand-given stage layers that give the even split are the even plan's equivalent") {
     // gpt-1.3b has 24 layers: on pp 4 the even split is 6 per stage, so
     // first_stage_layers 6 is the same plan; 5 is another.
-    const ScenarioFile f(
-        parasim_test::replace_once(kGpt13,
-                                   "    tp: auto\n    pp: auto\n    micro_batch: [1, 2, 4]\n    recompute: [none, full]\n"
-                                   "    schedule: auto\n",
-                                   "    tp: [1]\n    pp: [4]\n    first_stage_layers: [0, 5, 6]\n    last_stage_layers: [0]\n"
-                                   "    sp: [false]\n    zero: [0]\n    micro_batch: [1]\n    recompute: [none]\n"
-                                   "    schedule: [1f1b]\n"),
-        "split");
+    const ScenarioFile f(parasim_test::replace_once(
+                             kGpt13,
+                             "    tp: auto\n    pp: auto\n    micro_batch: [1, 2, 4]\n    recompute: [none, full]\n"
+                             "    schedule: auto\n",
+                             "    tp: [1]\n    pp: [4]\n    first_stage_layers: [0, 5, 6]\n    last_stage_layers: [0]\n"
+                             "    sp: [false]\n    zero: [0]\n    micro_batch: [1]\n    recompute: [none]\n"
+                             "    schedule: [1f1b]\n"),
+                         "split");
     const auto res = search(f.load(), false, 1);
     REQUIRE(res.outcomes.size() == 3);
     CHECK(res.outcomes[0].verdict == sim::search::Verdict::simulated);
@@ -349,11 +352,13 @@ TEST_CASE("bad search blocks are refused at file:line:column") {
           ":9:41: search.constraints.max_gpus: min_gpus=16 exceeds max_gpus=8: no GPU count is left");
     CHECK(err(replace_once(kGpt13, "virtual_stages: [2]", "virtual_stages: [2]\n  constraints: {ttft_ms: 100}")) ==
           ":15:26: search.constraints.ttft_ms: ttft_ms is an inference SLO; this scenario trains");
-    CHECK(err(replace_once(kGpuCount, "  price_per_gpu_hour: 2.0\n", "")).find("objective cost needs price_per_gpu_hour") !=
-          std::string::npos);
-    CHECK(err(replace_once(kGpuCount, "  objective: cost\n  price_per_gpu_hour: 2.0\n", "  objective: time_to_budget\n"))
-              .find("objective time_to_budget needs token_budget") != std::string::npos);
-    CHECK(err(replace_once(kGpuCount, "  price_per_gpu_hour: 2.0\n", "  price_per_gpu_hour: 2.0\n  token_budget: 1e9\n")) ==
+    CHECK(err(replace_once(kGpuCount, "  price_per_gpu_hour: 2.0\n", ""))
+              .find("objective cost needs price_per_gpu_hour") != std::string::npos);
+    CHECK(
+        err(replace_once(kGpuCount, "  objective: cost\n  price_per_gpu_hour: 2.0\n", "  objective: time_to_budget\n"))
+            .find("objective time_to_budget needs token_budget") != std::string::npos);
+    CHECK(err(replace_once(kGpuCount, "  price_per_gpu_hour: 2.0\n",
+                           "  price_per_gpu_hour: 2.0\n  token_budget: 1e9\n")) ==
           ":12:17: search.token_budget: token_budget applies to objective time_to_budget");
 }
 

@@ -6,10 +6,10 @@
 #include "sim/serve/serve_report.h"
 #include "sim/serve/simulator.h"
 
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 
 namespace serve_test {
 

@@ -11,9 +11,9 @@
 
 #include <doctest/doctest.h>
 
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 TEST_SUITE_BEGIN("e2e");
 
@@ -63,8 +63,8 @@ TEST_CASE("above saturation the queueing delay grows and the report says overloa
     CHECK(heavy.summary.queue_ms.p99 > 100 * light.summary.queue_ms.p99);
     // Served throughput saturates far below the offered rate.
     CHECK(heavy.summary.requests_per_s < heavy.summary.offered_rate / 2);
-    const auto table = serve::serve_table(serve_test::scenario("    arrivals: {process: poisson, rate: 200}\n" + lengths),
-                                          heavy.result, heavy.summary);
+    const auto table = serve::serve_table(
+        serve_test::scenario("    arrivals: {process: poisson, rate: 200}\n" + lengths), heavy.result, heavy.summary);
     CHECK(table.find("OVERLOADED") != std::string::npos);
 }
 

@@ -45,11 +45,13 @@ TEST_CASE("prefix caching with preemption: preempted sequences keep the prefix a
 }
 
 TEST_CASE("prefix caching is refused with disaggregation and when the prefix fills the pool") {
-    const std::string lengths = "    arrivals: {process: fixed, rate: 1}\n"
-                                "    prompt_tokens: {distribution: fixed, value: 64}\n"
-                                "    output_tokens: {distribution: fixed, value: 8}\n    requests: 2\n";
-    const auto disagg = serve_test::scenario(lengths + "    prefix_cache: {shared_prefix_tokens: 32}\n"
-                                                       "    disaggregation: {prefill_replicas: 1}\n",
+    const std::string lengths =
+        "    arrivals: {process: fixed, rate: 1}\n"
+        "    prompt_tokens: {distribution: fixed, value: 64}\n"
+        "    output_tokens: {distribution: fixed, value: 8}\n    requests: 2\n";
+    const auto disagg = serve_test::scenario(lengths +
+                                                 "    prefix_cache: {shared_prefix_tokens: 32}\n"
+                                                 "    disaggregation: {prefill_replicas: 1}\n",
                                              "s", 2);
     CHECK_THROWS_AS(serve::simulate_serving(disagg, disagg.strategies.front(), {}), ConfigError);
     const auto huge = serve_test::scenario(lengths + "    prefix_cache: {shared_prefix_tokens: 16000000}\n");

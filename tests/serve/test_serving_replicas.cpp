@@ -121,9 +121,8 @@ TEST_CASE("disaggregated: two transfers into one GPU share its NVLink and take t
         std::ofstream f(trace);
         f << "arrival_s,prompt_tokens,output_tokens\n0,2048,8\n0,2048,8\n";
     }
-    const auto d = serve_with("    arrivals: {process: trace, file: " + trace.string() +
-                                  "}\n    disaggregation: {prefill_replicas: 2}\n",
-                              3);
+    const auto d = serve_with(
+        "    arrivals: {process: trace, file: " + trace.string() + "}\n    disaggregation: {prefill_replicas: 2}\n", 3);
     std::filesystem::remove(trace);
     const double bytes = 2048 * d.result.pool.bytes_per_token;
     const auto& r = d.result.records;
@@ -175,14 +174,14 @@ TEST_CASE("disaggregated with another tp for decode: each decode rank gets its h
                               3, 2);
     CHECK(r.result.records[0].kv_transfer_s == doctest::Approx(whole / 450e9 + 2 * 0.6e-6).epsilon(1e-6));
     // A decode replica of tp 2 decodes faster than one of tp 1.
-    const auto same = serve_with(block.substr(0, block.find("    disaggregation")) +
-                                     "    disaggregation: {prefill_replicas: 1}\n",
-                                 2);
+    const auto same = serve_with(
+        block.substr(0, block.find("    disaggregation")) + "    disaggregation: {prefill_replicas: 1}\n", 2);
     CHECK(d.summary.tpot_ms.p50 < same.summary.tpot_ms.p50);
     // GPUs left over that decode_tp does not divide are an error.
-    const auto odd = serve_test::scenario("    arrivals: {process: fixed, rate: 1}\n" + kFixed1024 +
-                                              "    requests: 2\n    disaggregation: {prefill_replicas: 1, decode_tp: 2}\n",
-                                          "s", 4);
+    const auto odd =
+        serve_test::scenario("    arrivals: {process: fixed, rate: 1}\n" + kFixed1024 +
+                                 "    requests: 2\n    disaggregation: {prefill_replicas: 1, decode_tp: 2}\n",
+                             "s", 4);
     CHECK_THROWS_AS(serve::simulate_serving(odd, odd.strategies.front(), {}), ConfigError);
 }
 
@@ -224,8 +223,8 @@ TEST_CASE("replica and disaggregation input errors name the file, line and colum
         CHECK(what.find(":14:21: ") != std::string::npos);
         CHECK(what.find("2 prefill replicas leave no decode replica") != std::string::npos);
     }
-    const auto odd = serve_test::scenario("    arrivals: {process: fixed, rate: 1}\n" + kFixed1024 + "    requests: 2\n",
-                                          "s", 3, 2);
+    const auto odd =
+        serve_test::scenario("    arrivals: {process: fixed, rate: 1}\n" + kFixed1024 + "    requests: 2\n", "s", 3, 2);
     CHECK_THROWS_AS(serve::simulate_serving(odd, odd.strategies.front(), {}), ConfigError);
     const auto stat = serve_test::scenario("    arrivals: {process: fixed, rate: 1}\n" + kFixed1024 +
                                                "    requests: 2\n    scheduler: static\n"

@@ -6,12 +6,12 @@
 #include "sim/config/calibration_loader.h"
 #include "sim/config/cluster_loader.h"
 #include "sim/config/scenario.h"
-#include "sim/core/simulation.h"
-#include "sim/net/flow_network.h"
 #include "sim/core/error.h"
+#include "sim/core/simulation.h"
 #include "sim/exec/comm_tuning.h"
 #include "sim/hw/cost_model.h"
 #include "sim/net/collective.h"
+#include "sim/net/flow_network.h"
 #include "sim/net/topology.h"
 #include "sim/report/runner.h"
 #include "sim/validate/dataset.h"
@@ -96,7 +96,9 @@ const char* const kDataset = R"(points:
   measured: {metric: iteration_s, value: 0.5}
 )";
 
-Dataset parse(const std::string& text) { return sim::validate::parse_dataset(sim::config::load_string(text, "data.yaml")); }
+Dataset parse(const std::string& text) {
+    return sim::validate::parse_dataset(sim::config::load_string(text, "data.yaml"));
+}
 
 constexpr auto replace = &parasim_test::replace_once;
 
@@ -182,7 +184,8 @@ TEST_CASE("validate dataset: malformed points are errors at file:line:column nam
           "counts)");
     CHECK(error_of(replace(kDataset, "id: gemm\n", "id: attn\n")).find("duplicate id 'attn' (first at data.yaml:") !=
           std::string::npos);
-    const std::string no_net = error_of(replace(kDataset, ",\n             network: {kind: infiniband, bandwidth_per_gpu: 400 Gb/s}", ""));
+    const std::string no_net =
+        error_of(replace(kDataset, ",\n             network: {kind: infiniband, bandwidth_per_gpu: 400 Gb/s}", ""));
     CHECK(no_net.find("16 GPUs in nodes of 8 need a network") != std::string::npos);
     CHECK(error_of(replace(kDataset, "op: {m: 4096", "model: {layers: 1}\n  op: {m: 4096"))
               .find("a gemm point is a single kernel") != std::string::npos);
@@ -193,11 +196,13 @@ TEST_CASE("validate dataset: malformed points are errors at file:line:column nam
 
 TEST_CASE("validate dataset: the run details (software, dropout, attention, overlap, uneven split) are read and used") {
     const std::string details = replace(
-        replace(replace(kDataset, "dtype: bf16, flash_attention: true}",
-                        "dtype: bf16, flash_attention: true,\n             dropout: {hidden: 0.1, attention: 0.05}, attention: cudnn}"),
-                "sp: true, zero: 1}",
-                "sp: true, zero: 1,\n                overlap: {tp_comm: true, param_gather: true}, first_stage_layers: 1, "
-                "last_stage_layers: 3}"),
+        replace(
+            replace(kDataset, "dtype: bf16, flash_attention: true}",
+                    "dtype: bf16, flash_attention: true,\n             dropout: {hidden: 0.1, attention: 0.05}, "
+                    "attention: cudnn}"),
+            "sp: true, zero: 1}",
+            "sp: true, zero: 1,\n                overlap: {tp_comm: true, param_gather: true}, first_stage_layers: 1, "
+            "last_stage_layers: 3}"),
         "  measured: {metric: iteration_s, value: 0.5}\n",
         "  measured: {metric: iteration_s, value: 0.5}\n  software: {name: megatron-core, version: '0.9'}\n");
     const Dataset d = parse(details);
@@ -240,8 +245,7 @@ TEST_CASE("validate dataset: the run details (software, dropout, attention, over
     // The uneven split is the one simulated: 1 | 3 layers on the two stages.
     const auto run = sim::report::run_strategy(s.scenario, s.strategy, {});
     REQUIRE(run.metrics.feasible);
-    CHECK(run.metrics.resolved.stage_layers ==
-          std::vector<sim::parallel::LayerRange>{{0, 1}, {1, 4}});
+    CHECK(run.metrics.resolved.stage_layers == std::vector<sim::parallel::LayerRange>{{0, 1}, {1, 4}});
 
     // Errors name the field.
     CHECK(error_of(replace(details, "attention: cudnn}", "attention: naive}"))
@@ -268,7 +272,8 @@ TEST_CASE("validate dataset: sizes whose products overflow are errors at the poi
     CHECK(error_of(replace(kDataset, "op: {m: 4096, n: 4096, k: 4096",
                            "op: {m: 1099511627776, n: 1099511627776, k: 1099511627776")) ==
           "data.yaml:23:7: points[2].op: m x k = 1099511627776 x 1099511627776 elements is more than 2^48");
-    CHECK_NOTHROW(parse(replace(kDataset, "op: {m: 4096, n: 4096, k: 4096", "op: {m: 16777216, n: 16777216, k: 16777216")));
+    CHECK_NOTHROW(
+        parse(replace(kDataset, "op: {m: 4096, n: 4096, k: 4096", "op: {m: 16777216, n: 16777216, k: 16777216")));
 }
 
 TEST_CASE("validate dataset: an id names a file in the --scenarios folder, so it cannot hold a path") {
@@ -330,7 +335,8 @@ TEST_CASE("validate translate: what parasim cannot simulate is skipped with the 
     p = point(d, "infer-small");
     p.parallelism.cp = 2;
     p.parallelism.tp = 1;
-    CHECK(*sim::validate::translate(p, gpus, shipped).skip == "context parallelism (cp=2) is modelled for training only");
+    CHECK(*sim::validate::translate(p, gpus, shipped).skip ==
+          "context parallelism (cp=2) is modelled for training only");
     p = point(d, "train-small");
     p.parallelism.ep = 4;
     p.parallelism.dp = 4;
@@ -391,7 +397,8 @@ TEST_CASE("validate: a whole-run point simulates exactly as its scenario file un
         const auto r = sim::validate::validate(ds, o);
         REQUIRE(r.outcomes.size() == 1);
         REQUIRE_FALSE(r.outcomes[0].skipped);
-        const double expect = p.kind == Kind::training ? *via_file.metrics.iteration_ms / 1e3 : *via_file.metrics.tokens_per_s;
+        const double expect =
+            p.kind == Kind::training ? *via_file.metrics.iteration_ms / 1e3 : *via_file.metrics.tokens_per_s;
         CHECK(r.outcomes[0].simulated == expect);  // bit for bit: the same machinery
     }
 }
@@ -415,8 +422,9 @@ TEST_CASE("validate: a point's software version picks its release's profile, and
         return replace(text, at, at + "  software: {name: tensorrt-llm, version: '" + version + "'}\n");
     };
     // Long contexts and 8 query heads per KV head, so that attention weighs in the decode step.
-    const std::string gqa = replace(replace(kDataset, "heads: 16, kv_heads: 4, ffn: 2816", "heads: 16, kv_heads: 2, ffn: 2816"),
-                                    "batch: 8, prompt_tokens: 128, output_tokens: 16", "batch: 16, prompt_tokens: 4096, output_tokens: 256");
+    const std::string gqa = replace(
+        replace(kDataset, "heads: 16, kv_heads: 4, ffn: 2816", "heads: 16, kv_heads: 2, ffn: 2816"),
+        "batch: 8, prompt_tokens: 128, output_tokens: 16", "batch: 16, prompt_tokens: 4096, output_tokens: 256");
     const std::string mha = replace(gqa, "heads: 16, kv_heads: 2, ffn: 2816", "heads: 16, kv_heads: 16, ffn: 2816");
     CHECK(run(with(gqa, "0.6.1")) < 0.9 * run(with(gqa, "1.0")));
     CHECK(run(with(mha, "0.6.1")) == doctest::Approx(run(with(mha, "1.0"))).epsilon(1e-3));
@@ -427,8 +435,8 @@ TEST_CASE("validate: a point's software version picks its release's profile, and
     const auto s = sim::validate::translate(p, gpus, sim::validate::ShippedClusters{});
     REQUIRE_FALSE(s.skip);
     CHECK(s.scenario.profile.version == "0.6");
-    const auto file = std::filesystem::temp_directory_path() /
-                      ("parasim-validate-" + std::to_string(::getpid()) + "-version.yaml");
+    const auto file =
+        std::filesystem::temp_directory_path() / ("parasim-validate-" + std::to_string(::getpid()) + "-version.yaml");
     {
         std::ofstream out(file);
         out << sim::validate::scenario_yaml(p, s);
@@ -619,8 +627,8 @@ TEST_CASE("validate: the reference dataset's whole runs stay within the guarded 
 
 TEST_CASE("validate: the reference dataset's kernels and collectives stay within the guarded MAPE" *
           doctest::test_suite("fit")) {
-    check_guards({{Kind::gemm, 0.10, 1}, {Kind::attention, 0.10, 46}, {Kind::collective, 0.14, 10},
-                  {Kind::memory, 0.10, 5}});
+    check_guards(
+        {{Kind::gemm, 0.10, 1}, {Kind::attention, 0.10, 46}, {Kind::collective, 0.14, 10}, {Kind::memory, 0.10, 5}});
 }
 
 TEST_SUITE_END();

@@ -30,7 +30,8 @@ using sim::validate::Statistic;
 namespace {
 
 // A small model (2 layers) so that the simulations take milliseconds.
-const char* const kModel = "{layers: 2, hidden: 1024, heads: 16, kv_heads: 4, ffn: 2816, ffn_kind: swiglu, vocab: 32000";
+const char* const kModel =
+    "{layers: 2, hidden: 1024, heads: 16, kv_heads: 4, ffn: 2816, ffn_kind: swiglu, vocab: 32000";
 
 const std::string kServing = R"(
       arrivals: {process: poisson, rate: 40}
@@ -46,13 +47,16 @@ std::string dataset_text(const std::string& metric) {
   kind: serving
   source: test
   hardware: {gpu: h100-sxm, gpus: 1, gpus_per_node: 8, intra_node: nvswitch}
-  model: )") + kModel + R"(}
+  model: )") +
+           kModel + R"(}
   workload:
     dtype: bf16
-    serving:)" + kServing + R"(
+    serving:)" +
+           kServing + R"(
   parallelism: {tp: 1}
   software: {name: vllm, version: '0.6.0'}
-  measured: {metric: )" + metric + R"(, value: 10}
+  measured: {metric: )" +
+           metric + R"(, value: 10}
 )";
 }
 
@@ -100,14 +104,14 @@ TEST_CASE("validate serving: malformed serving points are errors at file:line:co
     CHECK(error_of(replace(dataset_text("tokens_per_s"), "scheduler: chunked-prefill", "scheduler: chunky"))
               .find("chunked-prefill") != std::string::npos);
     // Unbounded lengths need the model's max_seq.
-    const std::string lognormal =
-        replace(dataset_text("tokens_per_s"), "{distribution: uniform, min: 64, max: 1024}",
-                "{distribution: lognormal, mean: 300, sigma: 0.5}");
+    const std::string lognormal = replace(dataset_text("tokens_per_s"), "{distribution: uniform, min: 64, max: 1024}",
+                                          "{distribution: lognormal, mean: 300, sigma: 0.5}");
     CHECK(error_of(lognormal).find("give the model's max_seq") != std::string::npos);
     CHECK(parse(replace(lognormal, "vocab: 32000}", "vocab: 32000, max_seq: 4096}")).points[0].model.max_seq == 4096);
     // Serving fields belong to serving points.
-    const std::string in_inference = replace(replace(dataset_text("tokens_per_s"), "kind: serving", "kind: inference"),
-                                             "dtype: bf16", "dtype: bf16\n    batch: 1\n    prompt_tokens: 8\n    output_tokens: 8");
+    const std::string in_inference =
+        replace(replace(dataset_text("tokens_per_s"), "kind: serving", "kind: inference"), "dtype: bf16",
+                "dtype: bf16\n    batch: 1\n    prompt_tokens: 8\n    output_tokens: 8");
     CHECK(error_of(in_inference).find("unknown key 'points[0].workload.serving'") != std::string::npos);
 }
 
@@ -121,8 +125,8 @@ TEST_CASE("validate serving: a point simulates exactly as the same workload unde
                                  ", name: m, max_seq: 1088, norm: rmsnorm, position: rope, bias: false, "
                                  "tied_embeddings: false}\nworkload:\n  mode: serving\n  dtype: bf16\n  serving:" +
                                  block + "\nstrategies:\n  - {name: tp1, tp: 1}\n";
-    const auto file = std::filesystem::temp_directory_path() /
-                      ("parasim-validate-serving-" + std::to_string(::getpid()) + ".yaml");
+    const auto file =
+        std::filesystem::temp_directory_path() / ("parasim-validate-serving-" + std::to_string(::getpid()) + ".yaml");
     {
         std::ofstream out(file);
         out << scenario;
@@ -139,9 +143,9 @@ TEST_CASE("validate serving: a point simulates exactly as the same workload unde
         const char* measured;
         double expect;
     } cases[] = {
-        {"tokens_per_s", s.output_tokens_per_s},   {"tokens_per_s_per_gpu", s.output_tokens_per_s},
-        {"requests_per_s", s.requests_per_s},      {"ttft_ms, statistic: p50", s.ttft_ms.p50},
-        {"ttft_ms, statistic: p99", s.ttft_ms.p99}, {"tpot_ms, statistic: p90", s.tpot_ms.p90},
+        {"tokens_per_s", s.output_tokens_per_s},      {"tokens_per_s_per_gpu", s.output_tokens_per_s},
+        {"requests_per_s", s.requests_per_s},         {"ttft_ms, statistic: p50", s.ttft_ms.p50},
+        {"ttft_ms, statistic: p99", s.ttft_ms.p99},   {"tpot_ms, statistic: p90", s.tpot_ms.p90},
         {"tpot_ms, statistic: mean", s.tpot_ms.mean}, {"e2e_ms, statistic: p99", s.e2e_ms.p99},
     };
     for (const auto& c : cases) {

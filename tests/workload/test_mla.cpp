@@ -58,8 +58,8 @@ TEST_CASE("DeepSeek-V3 training: every projection's GEMM FLOPs and the MLA core,
     // Matrices (= dense_layer less its 16 384 norm weights): q down 7168 x
     // 1536, q up 1536 x 128 x 192, kv down 7168 x 576, kv up 512 x 128 x
     // (128 + 128), out 128 x 128 x 7168, MLP 3 x 7168 x 18432.
-    const double matrices = 7168.0 * 1536 + 1536.0 * 128 * 192 + 7168.0 * 576 + 512.0 * 128 * 256 +
-                            128.0 * 128 * 7168 + 3.0 * 7168 * 18432;
+    const double matrices =
+        7168.0 * 1536 + 1536.0 * 128 * 192 + 7168.0 * 576 + 512.0 * 128 * 256 + 128.0 * 128 * 7168 + 3.0 * 7168 * 18432;
     CHECK(matrices == doctest::Approx(583'483'392.0 - 16'384));
     CHECK(gemm_flops(fwd) == doctest::Approx(2.0 * s * matrices));
     // The core: scores over 192 and values of 128 per head, causal: 2 x 128
@@ -77,8 +77,8 @@ TEST_CASE("DeepSeek-V3 training: every projection's GEMM FLOPs and the MLA core,
     // backward, and twice the forward's GEMM FLOPs.
     const auto bwd = layer_backward(m, 0, 0, shape, o, Recompute::none);
     CHECK(gemm_flops(bwd) == doctest::Approx(4.0 * s * matrices));
-    for (const char* name : {"kv_up_dgrad", "kv_norm_bwd", "kv_down_wgrad", "q_up_dgrad", "q_norm_bwd", "q_down_dgrad",
-                             "mla_dx_add"})
+    for (const char* name :
+         {"kv_up_dgrad", "kv_norm_bwd", "kv_down_wgrad", "q_up_dgrad", "q_norm_bwd", "q_down_dgrad", "mla_dx_add"})
         CHECK(has(bwd, name));
 }
 
@@ -127,7 +127,8 @@ TEST_CASE("DeepSeek-V3 prefill writes the latent cache and attends expanded keys
     CHECK(has(moe, "kv_up"));
 }
 
-TEST_CASE("MLA under TP: replicated down projections, latent-sized all-reduces of the up projections' input gradients") {
+TEST_CASE(
+    "MLA under TP: replicated down projections, latent-sized all-reduces of the up projections' input gradients") {
     const ModelSpec m = shipped("deepseek-v3");
     OperatorOptions o;
     o.tp = 8;

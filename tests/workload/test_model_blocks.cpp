@@ -141,20 +141,22 @@ TEST_CASE("the bias map: Qwen2's q/k/v biases only, each linear's own flag") {
     CHECK(count_parameters(m).per_layer - base == doctest::Approx(256.0));
     m.bias.qkv = true;  // + 3 x heads x head_dim
     CHECK(count_parameters(m).per_layer - base == doctest::Approx(256.0 + 3 * 256));
-    const ModelSpec all = from_text(parasim_test::replace_once(kGptJLike, "bias: {qkv: false, out: false, mlp: true}",
-                                                               "bias: true"));
+    const ModelSpec all =
+        from_text(parasim_test::replace_once(kGptJLike, "bias: {qkv: false, out: false, mlp: true}", "bias: true"));
     CHECK((all.bias.qkv && all.bias.out && all.bias.mlp));
 }
 
 TEST_CASE("model block errors name the line") {
     using parasim_test::replace_once;
-    CHECK(contains(error_of(replace_once(kGptJLike, "mlp: true}", "mlp: true, norm: true}")), "unknown key 'bias.norm' (valid keys: mlp, out, qkv)"));
+    CHECK(contains(error_of(replace_once(kGptJLike, "mlp: true}", "mlp: true, norm: true}")),
+                   "unknown key 'bias.norm' (valid keys: mlp, out, qkv)"));
     CHECK(error_of(replace_once(kGptJLike, "rotary_dim: 16", "rotary_dim: 65")) ==
           "bad.yaml:12:13: rotary_dim: rotary_dim (65) must be even and at most head_dim (64)");
     CHECK(contains(error_of(replace_once(kGptJLike, "block: parallel", "block: paralel")), "bad.yaml:13:8"));
     const std::string moe = std::string(kGptJLike) + "moe: {experts: 4, top_k: 2}\n";
-    CHECK(error_of(moe) == "bad.yaml:13:8: block: block: parallel with a moe: block (experts beside attention) is "
-                           "not modelled");
+    CHECK(error_of(moe) ==
+          "bad.yaml:13:8: block: block: parallel with a moe: block (experts beside attention) is "
+          "not modelled");
     CHECK(contains(error_of(replace_once(kGptJLike, "position: rope", "position: learned")),
                    "rotary_dim needs position: rope"));
     const std::string mla = replace_once(replace_once(kGptJLike, "rotary_dim: 16\n", ""), "block: parallel\n",

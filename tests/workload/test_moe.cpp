@@ -116,7 +116,8 @@ TEST_CASE("Mixtral layer under ep 8: four all-to-alls of the straggler's tokens,
                 // 5887 tokens x 4096 x 2 bytes (bf16) = 48 226 304 bytes a rank.
                 CHECK(op.ep_a2a_bytes.value == 48226304u);
             }
-            if (op.kernel.name.rfind("grouped_expert", 0) == 0 && ops == &fwd && op.kernel.kind == sim::hw::KernelKind::gemm)
+            if (op.kernel.name.rfind("grouped_expert", 0) == 0 && ops == &fwd &&
+                op.kernel.kind == sim::hw::KernelKind::gemm)
                 expert_flops += op.kernel.flops.value;
         }
     CHECK(a2a == 4);  // dispatch and combine, forward and backward

@@ -612,7 +612,8 @@ TEST_CASE("context parallelism: 1/cp of the tokens, attention as a ring of cp eq
     CHECK_THROWS_AS(layer_forward(m, 0, 0, PassShape{1, 1, 1000}, o), sim::ModelError);
 }
 
-TEST_CASE("dropout: a 1-byte mask per element, fused into the residual kernels, in flash attention, or its own kernel") {
+TEST_CASE(
+    "dropout: a 1-byte mask per element, fused into the residual kernels, in flash attention, or its own kernel") {
     const ModelSpec m = gpt_like();
     const PassShape train{2, 512, 512};
     OperatorOptions plain;

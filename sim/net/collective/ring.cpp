@@ -17,8 +17,8 @@ public:
     }
     std::string_view nccl_name() const override { return "ring"; }
     bool implements(CollectiveOp op) const override {
-        return op == CollectiveOp::all_reduce || op == CollectiveOp::reduce_scatter ||
-               op == CollectiveOp::all_gather || op == CollectiveOp::broadcast;
+        return op == CollectiveOp::all_reduce || op == CollectiveOp::reduce_scatter || op == CollectiveOp::all_gather ||
+               op == CollectiveOp::broadcast;
     }
     std::optional<int> auto_rank(const Topology&, CollectiveOp, const std::vector<int>&) const override { return 2; }
     void plan(PlanBuilder& b) const override {

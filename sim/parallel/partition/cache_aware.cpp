@@ -31,10 +31,11 @@ void partition_cache_aware(const config::ScenarioSpec& sc, const config::Strateg
         if (inference) {
             const double decode = ops_time(workload::layer_forward(m, l, 0, sh.decode_mid, opt), sc.gpu, cm);
             const double prefill = ops_time(workload::layer_forward(m, l, 0, sh.prefill, opt), sc.gpu, cm);
-            cost[l] = prefill * rs.microbatches + decode * rs.microbatches * static_cast<double>(sc.workload.output_tokens);
+            cost[l] =
+                prefill * rs.microbatches + decode * rs.microbatches * static_cast<double>(sc.workload.output_tokens);
             const double kv_mid = workload::layer_kv_bytes(m, replica_batch, sh.decode_mid.context, opt);
-            const double kv_full = workload::layer_kv_bytes(
-                m, replica_batch, sc.workload.prompt_tokens + sc.workload.output_tokens, opt);
+            const double kv_full =
+                workload::layer_kv_bytes(m, replica_batch, sc.workload.prompt_tokens + sc.workload.output_tokens, opt);
             l2_set[l] = weights + kv_mid;  // re-read on every decode step
             hbm_set[l] = weights + kv_full;
         } else {
@@ -53,8 +54,8 @@ void partition_cache_aware(const config::ScenarioSpec& sc, const config::Strateg
     }
     const auto& shape = inference ? sh.prefill : sh.train;
     const double boundary = workload::boundary_activation_bytes(m, inference ? sh.decode_mid : shape, opt);
-    const double l2_capacity = spec.capacity == CapacityLevel::bytes ? spec.capacity_bytes.as_double()
-                                                                              : sc.gpu.l2_size.as_double();
+    const double l2_capacity =
+        spec.capacity == CapacityLevel::bytes ? spec.capacity_bytes.as_double() : sc.gpu.l2_size.as_double();
     const double hbm_capacity = sc.gpu.memory_capacity.as_double();
     std::string level = spec.capacity == CapacityLevel::hbm ? "hbm" : "l2";
     std::optional<std::vector<LayerRange>> parts;
@@ -103,8 +104,9 @@ public:
         if (rs.virtual_stages > 1)
             refuse(spec, "cache-aware partitioning produces one stage per GPU; use schedule 1f1b or gpipe");
         if (spec.first_stage_layers > 0 || spec.last_stage_layers > 0)
-            refuse(spec, "first_stage_layers / last_stage_layers set the split by hand; cache-aware partitioning "
-                         "computes it");
+            refuse(spec,
+                   "first_stage_layers / last_stage_layers set the split by hand; cache-aware partitioning "
+                   "computes it");
         partition_cache_aware(sc, spec, rs, cm);
         return rs.stage_layers;
     }

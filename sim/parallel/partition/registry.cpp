@@ -28,7 +28,8 @@ std::vector<std::string> partitioner_names() { return registered_names(partition
 
 const IPartitioner& partitioner(std::string_view name) {
     if (const auto* p = find_registered(partitioners(), name)) return *p;
-    throw ModelError(fmt::format("unknown partitioner '{}' (registered: {})", name, fmt::join(partitioner_names(), ", ")));
+    throw ModelError(
+        fmt::format("unknown partitioner '{}' (registered: {})", name, fmt::join(partitioner_names(), ", ")));
 }
 
 const IPartitioner& default_partitioner() { return partitioners_impl::uniform(); }

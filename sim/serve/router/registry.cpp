@@ -25,8 +25,8 @@ std::vector<std::string> serving_router_names() { return registered_names(servin
 
 const IRouter& serving_router(std::string_view name) {
     if (const auto* r = find_registered(serving_routers(), name)) return *r;
-    throw ModelError(fmt::format("unknown serving router '{}' (registered: {})", name,
-                                 fmt::join(serving_router_names(), ", ")));
+    throw ModelError(
+        fmt::format("unknown serving router '{}' (registered: {})", name, fmt::join(serving_router_names(), ", ")));
 }
 
 const IRouter& default_serving_router() { return routers::round_robin(); }
