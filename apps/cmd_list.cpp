@@ -1,5 +1,6 @@
 // parasim list: what is available by name.
 #include "apps/cli.h"
+#include "sim/config/calibration_loader.h"
 #include "sim/config/cluster_loader.h"
 #include "sim/config/gpu_loader.h"
 #include "sim/config/model_loader.h"
@@ -44,7 +45,9 @@ constexpr const char* kListUsage =
     "  parasim list routers       registered serving routers (which replica a request goes to)\n"
     "  parasim list collectives   registered collective algorithms\n"
     "  parasim list cost-models   registered kernel cost models\n"
-    "  parasim list software      software-stack profiles in topologies/software/\n";
+    "  parasim list software      software-stack profiles in topologies/software/\n"
+    "  parasim list collective-libraries  collective libraries in topologies/collectives/ (a scenario's "
+    "`collectives`)\n";
 
 int cmd_list(const Args& args) {
     const std::string what = args.empty() ? "" : args.front();
@@ -116,6 +119,11 @@ int cmd_list(const Args& args) {
         for (const auto* algo : sim::net::collective_algorithms()) print_entry(algo->name(), algo->description());
         return 0;
     }
+    if (what == "collective-libraries") {
+        for (const auto& n : sim::config::collective_library_names())
+            print_entry(n, sim::config::collective_library(n).description);
+        return 0;
+    }
     if (what == "cost-models") {
         for (const auto& m : sim::hw::list_cost_models()) print_entry(m.name, m.description);
         return 0;
@@ -141,7 +149,7 @@ int cmd_list(const Args& args) {
     }
     throw UsageError(
         "list needs one of: gpus, clusters, models, schedules, partitioners, schedulers, routers, collectives, "
-        "cost-models, software");
+        "collective-libraries, cost-models, software");
 }
 
 }  // namespace parasim_cli

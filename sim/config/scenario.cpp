@@ -339,7 +339,17 @@ ScenarioSpec load_scenario(const std::string& path, const std::vector<Override>&
     } else {
         s.profile = software_profile(kDefaultSoftware);
     }
-    s.collectives = &collective_library(kDefaultCollectiveLibrary);
+    if (auto n = r.optional("collectives")) {
+        // A name, never a path: only the libraries of topologies/collectives/.
+        const std::string name = n->as_string();
+        const auto names = collective_library_names();
+        if (std::find(names.begin(), names.end(), name) == names.end())
+            n->fail(fmt::format("'{}' is not a collective library of topologies/collectives/{} (known: {})", name,
+                                did_you_mean(name, names), fmt::join(names, ", ")));
+        s.collectives = &collective_library(name);
+    } else {
+        s.collectives = &collective_library(kDefaultCollectiveLibrary);
+    }
 
     const Node cluster_ref = r.required("cluster");
     const Node cluster_doc = resolve_document(

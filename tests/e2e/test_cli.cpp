@@ -476,6 +476,34 @@ void check_refused(const Result& r, const std::string& text) {
 }
 }  // namespace
 
+TEST_CASE("collectives: names a library of topologies/collectives; nccl is the default, other names are exit 2") {
+    std::ifstream in(kFeasible);
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string base = text.str();
+    const auto lines = std::count(base.begin(), base.end(), '\n');
+    const auto write = [&](const std::string& name, const std::string& value) {
+        const auto file = temp_path(name).string();
+        std::ofstream(file) << base << "collectives: " << value << "\n";
+        return file;
+    };
+    const auto named = write("named.yaml", "nccl");
+    const auto with_key = parasim("run " + named + " --format json");
+    const auto without = parasim("run " + kFeasible + " --format json");
+    CHECK(with_key.code == 0);
+    CHECK(with_key.out == without.out);  // nccl is what a scenario without the key gets
+    const auto typo = write("typo.yaml", "nccll");
+    check_refused(parasim("run " + typo), typo + ":" + std::to_string(lines + 1) +
+                                              ":14: collectives: 'nccll' is not a collective library of "
+                                              "topologies/collectives/ (did you mean 'nccl'?)");
+    const auto path = write("path.yaml", "../collectives/nccl");  // a name, never a path
+    check_refused(parasim("run " + path), "'../collectives/nccl' is not a collective library");
+    const auto list = parasim("list collective-libraries");
+    CHECK(list.code == 0);
+    CHECK(list.out.rfind("nccl ", 0) == 0);
+    for (const auto& f : {named, typo, path}) std::filesystem::remove(f);
+}
+
 TEST_CASE("--set with a list index beyond any integer is exit 2 naming the index, not a stol exception") {
     check_refused(parasim("run " + kFeasible + " --set 'strategies[99999999999999999999].tp=1'"),
                   "index [99999999999999999999] does not exist");
