@@ -121,10 +121,7 @@ void CollectiveEngine::Impl::launch(std::uint32_t slot) {
         const PlannedFlow& f = inst.plan.flows[i];
         FlowNetwork::StepFlow s{nullptr, Time{}, f.size, f.efficiency};
         switch (f.path) {
-            case FlowPath::gpu_to_gpu:
-                s.route = &topo.route(f.src, f.dst);
-                s.latency = topo.route_latency(f.src, f.dst);
-                break;
+            case FlowPath::gpu_to_gpu: s.route = &topo.route(f.src, f.dst, s.latency); break;
             case FlowPath::gpu_to_switch: s.route = &topo.to_switch(f.src); break;
             case FlowPath::switch_to_gpu: s.route = &topo.from_switch(f.dst); break;
         }

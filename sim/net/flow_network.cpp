@@ -308,8 +308,9 @@ FlowNetwork::FlowNetwork(Simulation& sim, const Topology& topo) : impl_(std::mak
 FlowNetwork::~FlowNetwork() = default;
 
 FlowId FlowNetwork::start(int src, int dst, Bytes size, Callback on_done, double efficiency) {
-    const Topology& t = impl_->topo;
-    return impl_->start(t.route(src, dst), t.route_latency(src, dst), size, on_done, efficiency);
+    Time latency;
+    const std::vector<LinkId>& links = impl_->topo.route(src, dst, latency);
+    return impl_->start(links, latency, size, on_done, efficiency);
 }
 
 FlowId FlowNetwork::start_on(const std::vector<LinkId>& links, Bytes size, Callback on_done, double efficiency) {

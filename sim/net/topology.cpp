@@ -516,6 +516,11 @@ const std::string& Topology::vertex_name(std::uint32_t v) const {
 
 const std::vector<LinkId>& Topology::route(int src, int dst) const { return impl_->entry(src, dst).links; }
 Time Topology::route_latency(int src, int dst) const { return impl_->entry(src, dst).latency; }
+const std::vector<LinkId>& Topology::route(int src, int dst, Time& latency) const {
+    const RouteEntry& e = impl_->entry(src, dst);
+    latency = e.latency;
+    return e.links;
+}
 Bandwidth Topology::route_bandwidth(int src, int dst) const { return impl_->entry(src, dst).bandwidth; }
 
 std::vector<LinkId> Topology::bfs_route(int src, int dst) const {

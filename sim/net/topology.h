@@ -67,6 +67,9 @@ public:
     const std::vector<LinkId>& from_switch(int gpu) const;
     // Sum of link latencies along the route.
     Time route_latency(int src, int dst) const;
+    // route() and route_latency() from one lookup of the route cache (the
+    // flow network and the collective engine need both for every flow).
+    const std::vector<LinkId>& route(int src, int dst, Time& latency) const;
     // The narrowest link bandwidth along the route.
     Bandwidth route_bandwidth(int src, int dst) const;
 

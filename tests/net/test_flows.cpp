@@ -123,6 +123,12 @@ TEST_CASE("flow: a flow gets its bottleneck, and max-min gives the rest to the o
     CHECK(b == both + Time::us(1000));
     const auto shared = t.route(0, 1)[0];
     CHECK(net.link_max_load(shared) == doctest::Approx(1.0));
+    // The one-lookup form gives the same links and latency (GPU, PCIe switch,
+    // host, PCIe switch, NIC, network switch, and down again: 1 us a link).
+    Time latency;
+    CHECK(&t.route(0, 2, latency) == &t.route(0, 2));
+    CHECK(latency == both);
+    CHECK(latency == Time::us(static_cast<std::int64_t>(t.route(0, 2).size())));
     CHECK(net.max_link_load() <= 1.0 + 1e-9);
 }
 
