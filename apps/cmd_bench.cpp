@@ -246,14 +246,13 @@ static int bench_plan(const std::string& format, const std::string& which, const
 }
 
 int cmd_bench(const Args& args) {
-    CommandLine cl({"bench",
-                    "which",
-                    "engine | scale | serving | plan",
-                    "a benchmark name: engine, scale, serving or plan",
-                    {"table", "json"},
-                    false,
-                    true,
-                    false});
+    CommandLine cl({.command = "bench",
+                    .input = "which",
+                    .input_help = "engine | scale | serving | plan",
+                    .missing_input = "a benchmark name: engine, scale, serving or plan",
+                    .formats = {"table", "json"},
+                    .output = false,
+                    .limits = false});
     cl.add()("seed", po::value<std::uint64_t>()->default_value(1), "seed of the hold model's generator")(
         "repeat", po::value<int>()->default_value(3), "engine: runs per population; the best of each side is reported")(
         "case", po::value<std::string>()->default_value("gpt3"), "plan: gpt3 | llama3-405b");

@@ -33,7 +33,12 @@ std::vector<std::string> split(const std::string& s) {
 }  // namespace
 
 int cmd_validate(const Args& args) {
-    CommandLine cl({"validate", "dataset", "dataset file", "a dataset file", {"table", "json"}, true, false});
+    CommandLine cl({.command = "validate",
+                    .input = "dataset",
+                    .input_help = "dataset file",
+                    .missing_input = "a dataset file",
+                    .formats = {"table", "json"},
+                    .overrides = false});
     cl.add()("kind", po::value<std::string>(), "only points of these kinds (comma-separated: training,inference,...)")(
         "id", po::value<std::string>(), "only the points with these ids (comma-separated)")(
         "jobs,j", po::value<int>()->default_value(0), "points simulated in parallel (0: one per hardware thread)")(
