@@ -354,9 +354,10 @@ void check_metrics(const Checker& c, const sim::config::ScenarioSpec& sc, const 
     opt.precision = sc.workload.precision;
     opt.inference = true;
     const double layers = static_cast<double>(sc.model.layers);
-    const double weights = layers * sim::workload::layer_weight_bytes(sc.model, opt);
+    const double weights = layers * sim::workload::layer_weight_bytes(sc.model, opt).as_double();
     const double kv =
-        layers * sim::workload::layer_kv_bytes(sc.model, sc.workload.batch, build.decode_context_first, opt);
+        layers *
+        sim::workload::layer_kv_bytes(sc.model, sc.workload.batch, build.decode_context_first, opt).as_double();
     const double bandwidth = sc.gpus * std::max(sc.gpu.memory_bandwidth.bytes_per_s, sc.gpu.l2_bandwidth.bytes_per_s);
     const double min_step = (weights + kv) / bandwidth;
     c.require(m.tpot_ms.has_value() && m.tokens_per_s.has_value(), "an inference run reports TPOT and TPS");
