@@ -19,15 +19,10 @@ namespace {
 ModelSpec unit_model() {
     ModelSpec m;
     m.name = "unit";
-    m.layers = 1;
-    m.hidden = 1;
-    m.heads = 1;
-    m.kv_heads = 1;
-    m.head_dim = 1;
-    m.ffn = 1;
-    m.vocab = 17;
+    m.layers = m.hidden = m.heads = m.kv_heads = m.head_dim = m.ffn = 1;
+    m.vocab = 17;  // an odd count of 4-bit elements
     m.max_seq = 8;
-    m.position = PositionKind::rope;
+    m.position = PositionKind::rope;  // no position table
     return m;
 }
 
