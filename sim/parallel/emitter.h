@@ -6,6 +6,7 @@
 #pragma once
 
 #include "sim/parallel/strategy.h"
+#include "sim/workload/footprint.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -4,6 +4,7 @@
 
 #include "sim/core/checked.h"
 #include "sim/core/error.h"
+#include "sim/workload/footprint.h"
 
 #include <algorithm>
 #include <cmath>

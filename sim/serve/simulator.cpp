@@ -9,6 +9,7 @@
 #include "sim/serve/kv_blocks.h"
 #include "sim/serve/scheduler/i_scheduler.h"
 #include "sim/serve/serving_loop.h"
+#include "sim/workload/footprint.h"
 
 #include <algorithm>
 #include <cmath>

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
-#include "sim/workload/operators.h"
+#include "sim/workload/footprint.h"
 
 namespace sim::workload {
 

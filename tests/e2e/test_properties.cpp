@@ -32,6 +32,7 @@
 #include "sim/parallel/builder.h"
 #include "sim/report/metrics.h"
 #include "sim/report/runner.h"
+#include "sim/workload/footprint.h"
 #include "sim/workload/operators.h"
 
 #include <doctest/doctest.h>

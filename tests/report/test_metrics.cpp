@@ -2,6 +2,7 @@
 #include "sim/config/scenario.h"
 #include "sim/report/metrics.h"
 #include "sim/report/runner.h"
+#include "sim/workload/footprint.h"
 #include "sim/workload/model.h"
 #include "sim/workload/operators.h"
 

@@ -5,6 +5,7 @@
 
 #include "sim/core/error.h"
 #include "sim/hw/dtype.h"
+#include "sim/workload/footprint.h"
 #include "sim/workload/model.h"
 #include "sim/workload/operators.h"
 

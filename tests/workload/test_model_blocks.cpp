@@ -10,6 +10,7 @@
 
 #include "sim/config/model_loader.h"
 #include "sim/config/yaml_reader.h"
+#include "sim/workload/footprint.h"
 #include "sim/workload/model.h"
 #include "sim/workload/operators.h"
 

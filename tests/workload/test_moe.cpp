@@ -8,6 +8,7 @@
 
 #include "sim/config/model_loader.h"
 #include "sim/core/error.h"
+#include "sim/workload/footprint.h"
 #include "sim/workload/moe.h"
 #include "sim/workload/operators.h"
 

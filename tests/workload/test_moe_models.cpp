@@ -7,6 +7,7 @@
 #include <string>
 
 #include "sim/config/model_loader.h"
+#include "sim/workload/footprint.h"
 #include "sim/workload/model.h"
 #include "sim/workload/operators.h"
 

@@ -8,6 +8,7 @@
 
 #include "sim/config/model_loader.h"
 #include "sim/hw/dtype.h"
+#include "sim/workload/footprint.h"
 #include "sim/workload/model.h"
 #include "sim/workload/operators.h"
 

@@ -4,6 +4,7 @@
 // else balancing time only. One stage per GPU (group); no virtual stages.
 #include "sim/parallel/partition/i_partitioner.h"
 #include "sim/parallel/strategy.h"
+#include "sim/workload/footprint.h"
 
 #include <algorithm>
 #include <numeric>
