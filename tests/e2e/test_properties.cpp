@@ -201,8 +201,21 @@ Generated generate(Rng& rng, int index) {
     if (sp) s += "    sp: true\n";
     const int zero = training && dp > 1 ? rng.pick(0, 3) : 0;
     if (zero > 0) s += fmt::format("    zero: {}\n", zero);
-    // Tree has no reduce-scatter / all-gather (sequence parallelism, ZeRO).
-    if (rng.coin(0.2)) s += fmt::format("    collective: {}\n", sp || zero > 0 || rng.coin(0.5) ? "ring" : "tree");
+    // Tree, hierarchical and in-switch have no reduce-scatter / all-gather
+    // (sequence parallelism, ZeRO, context parallelism's exchanges);
+    // hierarchical needs as many ranks on every node of a group (whole
+    // nodes and no pipeline here: a DP group then holds 8 / tp ranks of every
+    // node), in-switch one NVSwitch node with in-switch reduction.
+    if (rng.coin(0.3)) {
+        std::vector<std::string> algorithms{"ring"};
+        if (!sp && zero == 0 && cp == 1) {
+            algorithms.push_back("tree");
+            // Twice: few generated scenarios qualify.
+            if (gpus % 8 == 0 && pp == 1) algorithms.insert(algorithms.end(), 2, "hierarchical");
+            if (cl.name == "dgx-h100") algorithms.insert(algorithms.end(), 2, "in-switch");
+        }
+        s += fmt::format("    collective: {}\n", rng.of(algorithms));
+    }
     // Rank placement: which dimension gets neighbouring GPU ids.
     if (rng.coin(0.3)) s += fmt::format("    placement: {}\n", rng.of(std::vector<std::string>{"pp-first", "pp-last"}));
     // Sometimes a second strategy: cache-aware partitioning, one stage per GPU.
@@ -403,6 +416,7 @@ TEST_CASE("random valid scenarios keep the simulator's invariants (seeded, 300 s
     std::vector<Finding> findings;
     const auto cost_model = sim::hw::make_cost_model("roofline");
     int runs = 0, feasible = 0, out_of_memory = 0, uncollapsed = 0, training = 0, context_parallel = 0, placed = 0;
+    std::map<std::string, int> named_algorithm;  // the strategies' collective: key
     for (int i = 0; i < kScenarios; ++i) {
         const Generated g = generate(rng, i);
         Case c{g.yaml, {}, g.small, {}};
@@ -417,6 +431,7 @@ TEST_CASE("random valid scenarios keep the simulator's invariants (seeded, 300 s
             const Checker check{c.yaml, strategy.name, findings};
             ++runs;
             context_parallel += strategy.cp > 1;
+            named_algorithm[strategy.collective] += 1;
             placed += strategy.placement != sim::parallel::Placement::tp_first;
             sim::parallel::PlanBuild build;
             try {
@@ -515,6 +530,10 @@ TEST_CASE("random valid scenarios keep the simulator's invariants (seeded, 300 s
                     cases.size(), training, runs, feasible, out_of_memory, uncollapsed, context_parallel, placed));
     CHECK(context_parallel > 0);
     CHECK(placed > 0);
+    for (const char* name : {"ring", "tree", "hierarchical", "in-switch"}) {
+        MESSAGE(std::string(name), ": ", named_algorithm[name], " strategies");
+        CHECK(named_algorithm[name] > 0);
+    }
     CHECK(static_cast<int>(cases.size()) == kScenarios);
     CHECK(kScenarios >= (std::getenv("PARASIM_PROPERTY_SCENARIOS") ? 1 : 200));
     CHECK(feasible >= runs / 2);
