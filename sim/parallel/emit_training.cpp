@@ -6,6 +6,7 @@
 
 #include "sim/core/checked.h"
 #include "sim/core/error.h"
+#include "sim/workload/footprint.h"
 
 namespace sim::parallel {
 
