@@ -41,7 +41,7 @@ struct Instance {
 // (reuses_steps): the request as planned (protocol applied) and the
 // algorithm. Every field of CollectiveRequest that plan() may read is here
 // except the protocol table, which with_protocol has already applied.
-using PlanKey = std::tuple<std::string, int, std::vector<int>, std::uint64_t, std::array<int, 4>, std::array<double, 4>,
+using PlanKey = std::tuple<std::string, int, std::vector<int>, std::uint64_t, std::array<int, 4>, std::array<double, 3>,
                            std::array<std::uint64_t, 4>>;
 
 PlanKey plan_key(std::string_view algorithm, const CollectiveRequest& r, Time initial) {
@@ -51,7 +51,7 @@ PlanKey plan_key(std::string_view algorithm, const CollectiveRequest& r, Time in
             r.gpus,
             r.size.value,
             {t.top_k, t.experts, t.groups, t.group_limit},
-            {r.protocol_efficiency, r.network_efficiency, r.in_switch_efficiency, 0.0},
+            {r.protocol_efficiency, r.network_efficiency, r.in_switch_efficiency},
             {r.step_latency.count_ps(), r.network_step_latency.count_ps(), r.in_switch_latency.count_ps(),
              initial.count_ps()}};
 }

@@ -6,6 +6,9 @@
 // later steps alone repeat it exactly, shifted. Splitting a window rebuilds
 // the step in progress from those records: what happened strictly before
 // the split instant has happened, what is due at it is still scheduled.
+// Reused steps (run_steps with reuse): a template is also kept across calls,
+// keyed by the step's flows, and a later call with the same flows opens its
+// window at its first launch (the window's head is the gap not waited).
 #include "sim/net/flow_network_impl.h"
 
 #include "sim/core/checked.h"
