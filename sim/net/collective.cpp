@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <memory>
 #include <tuple>
 #include <unordered_map>
 
@@ -20,13 +21,44 @@ namespace sim::net {
 
 namespace {
 
+// A plan with each phase's flows as the network runs them (routes resolved).
+struct ResolvedPlan {
+    CollectivePlan plan;
+    std::vector<std::vector<FlowNetwork::StepFlow>> steps;  // per phase
+};
+
 struct Instance {
     CollectivePlan plan;
     std::size_t phase = 0;
     std::vector<FlowNetwork::StepFlow> step;  // the phase's flows, as the network runs them
+    const ResolvedPlan* kept = nullptr;       // a kept plan (reuses_steps), used instead of plan and step
     Callback on_done;
     bool busy = false;
+    const CollectivePlan& current() const { return kept ? kept->plan : plan; }
 };
+
+// What a plan depends on, for algorithms whose plans are kept
+// (reuses_steps): the request as planned (protocol applied) and the
+// algorithm. Every field of CollectiveRequest that plan() may read is here
+// except the protocol table, which with_protocol has already applied.
+using PlanKey = std::tuple<std::string, int, std::vector<int>, std::uint64_t, std::array<int, 4>, std::array<double, 3>,
+                           std::array<std::uint64_t, 4>>;
+
+PlanKey plan_key(std::string_view algorithm, const CollectiveRequest& r, Time initial) {
+    const TokenRouting& t = r.tokens;
+    return {std::string(algorithm),
+            static_cast<int>(r.op),
+            r.gpus,
+            r.size.value,
+            {t.top_k, t.experts, t.groups, t.group_limit},
+            {r.protocol_efficiency, r.network_efficiency, r.in_switch_efficiency},
+            {r.step_latency.count_ps(), r.network_step_latency.count_ps(), r.in_switch_latency.count_ps(),
+             initial.count_ps()}};
+}
+
+// Kept plans are few (one per distinct MoE exchange of a run); past this
+// many, new ones are planned per call as for other algorithms.
+constexpr std::size_t kMaxKeptPlans = 1024;
 
 }  // namespace
 
@@ -59,6 +91,12 @@ struct CollectiveEngine::Impl {
 
     using ChoiceKey = std::tuple<int, std::uint64_t, std::string, std::vector<int>, std::array<int, 4>>;
     mutable std::map<ChoiceKey, CollectiveChoice> choices;
+    std::map<PlanKey, std::unique_ptr<ResolvedPlan>> kept_plans;
+    // Resolves the routes of phase `phase` of `plan` into `out`.
+    void resolve_step(const CollectivePlan& plan, std::size_t phase, std::vector<FlowNetwork::StepFlow>& out) const;
+    // The kept plan of `r` run by `algo`, planning and keeping it the first
+    // time; nullptr when no more plans are kept.
+    const ResolvedPlan* kept_plan(const CollectiveRequest& r, const ICollectiveAlgorithm& algo, Time initial);
     void launch(std::uint32_t slot);
     void phase_done(std::uint32_t slot);
 };
@@ -113,12 +151,12 @@ std::vector<const ICollectiveAlgorithm*> CollectiveEngine::Impl::auto_candidates
     return out;
 }
 
-void CollectiveEngine::Impl::launch(std::uint32_t slot) {
-    Instance& inst = instances[slot];
-    const PlanPhase& ph = inst.plan.phases[inst.phase];
-    inst.step.clear();
+void CollectiveEngine::Impl::resolve_step(const CollectivePlan& plan, std::size_t phase,
+                                          std::vector<FlowNetwork::StepFlow>& out) const {
+    const PlanPhase& ph = plan.phases[phase];
+    out.clear();
     for (std::uint32_t i = ph.begin; i < ph.end; ++i) {
-        const PlannedFlow& f = inst.plan.flows[i];
+        const PlannedFlow& f = plan.flows[i];
         FlowNetwork::StepFlow s{nullptr, Time{}, f.size, f.efficiency};
         switch (f.path) {
             case FlowPath::gpu_to_gpu: s.route = &topo.route(f.src, f.dst, s.latency); break;
@@ -127,16 +165,42 @@ void CollectiveEngine::Impl::launch(std::uint32_t slot) {
         }
         if (f.path != FlowPath::gpu_to_gpu)
             for (LinkId id : *s.route) s.latency += topo.link(id).latency;
-        inst.step.push_back(s);
+        out.push_back(s);
     }
-    flows.run_steps(inst.step, ph.repeat, ph.latency, [this, slot] { phase_done(slot); });
+}
+
+const ResolvedPlan* CollectiveEngine::Impl::kept_plan(const CollectiveRequest& r, const ICollectiveAlgorithm& algo,
+                                                      Time initial) {
+    PlanKey key = plan_key(algo.name(), r, initial);
+    if (auto it = kept_plans.find(key); it != kept_plans.end()) return it->second.get();
+    if (kept_plans.size() >= kMaxKeptPlans) return nullptr;
+    auto rp = std::make_unique<ResolvedPlan>();
+    plan(rp->plan, r, algo);
+    rp->plan.initial = initial;
+    rp->plan.reuse_steps = true;
+    rp->steps.resize(rp->plan.phases.size());
+    for (std::size_t p = 0; p < rp->plan.phases.size(); ++p) resolve_step(rp->plan, p, rp->steps[p]);
+    return kept_plans.emplace(std::move(key), std::move(rp)).first->second.get();
+}
+
+void CollectiveEngine::Impl::launch(std::uint32_t slot) {
+    Instance& inst = instances[slot];
+    const CollectivePlan& plan = inst.current();
+    const PlanPhase& ph = plan.phases[inst.phase];
+    const auto done = [this, slot] { phase_done(slot); };
+    if (inst.kept) {
+        flows.run_steps(inst.kept->steps[inst.phase], ph.repeat, ph.latency, done, true);
+        return;
+    }
+    resolve_step(plan, inst.phase, inst.step);
+    flows.run_steps(inst.step, ph.repeat, ph.latency, done, plan.reuse_steps);
 }
 
 void CollectiveEngine::Impl::phase_done(std::uint32_t slot) {
     Instance& inst = instances[slot];
     ++inst.phase;
-    if (inst.phase < inst.plan.phases.size()) {
-        sim.schedule_after(inst.plan.phases[inst.phase].latency, [this, slot] { launch(slot); });
+    if (inst.phase < inst.current().phases.size()) {
+        sim.schedule_after(inst.current().phases[inst.phase].latency, [this, slot] { launch(slot); });
         return;
     }
     Callback cb = inst.on_done;
@@ -167,20 +231,25 @@ void CollectiveEngine::start(const CollectiveRequest& req, Callback on_done) {
         impl_->instances.emplace_back();
     }
     Instance& inst = impl_->instances[slot];
-    if (choice.protocol.empty()) {
-        impl_->plan(inst.plan, req, algo);
-    } else {
-        const auto p = std::find_if(req.protocols.begin(), req.protocols.end(),
-                                    [&](const Protocol& q) { return q.name == choice.protocol; });
-        impl_->plan(inst.plan, Impl::with_protocol(req, *p), algo);
-        if (algo.pays_base_latency()) inst.plan.initial = p->base_latency;
+    inst.kept = nullptr;
+    const Protocol* p = nullptr;
+    if (!choice.protocol.empty())
+        p = &*std::find_if(req.protocols.begin(), req.protocols.end(),
+                           [&](const Protocol& q) { return q.name == choice.protocol; });
+    const Time initial = p && algo.pays_base_latency() ? p->base_latency : Time{};
+    if (algo.reuses_steps()) inst.kept = impl_->kept_plan(p ? Impl::with_protocol(req, *p) : req, algo, initial);
+    if (!inst.kept) {
+        impl_->plan(inst.plan, p ? Impl::with_protocol(req, *p) : req, algo);
+        inst.plan.initial = initial;
+        inst.plan.reuse_steps = algo.reuses_steps();
     }
     inst.phase = 0;
     inst.on_done = on_done;
     inst.busy = true;
     ++impl_->live;
-    check(!inst.plan.phases.empty(), "collective: a plan of a multi-rank collective has no flows");
-    impl_->sim.schedule_after(inst.plan.initial + inst.plan.phases[0].latency,
+    const CollectivePlan& plan = inst.current();
+    check(!plan.phases.empty(), "collective: a plan of a multi-rank collective has no flows");
+    impl_->sim.schedule_after(plan.initial + plan.phases[0].latency,
                               [impl = impl_.get(), slot] { impl->launch(slot); });
 }
 

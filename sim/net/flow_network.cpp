@@ -83,7 +83,7 @@ void FlowNetwork::Impl::activate(std::uint32_t slot) {
         l.flows.push_back(slot);
         if (l.flows.size() == 1) {
             l.busy_since = sim.now();
-            if (f.group != kNoGroup && groups[f.group].left > 0)
+            if (records(f.group))
                 groups[f.group].events.push_back(LinkEvent{route[i], sim.now() - groups[f.group].launched, true});
         }
         dirty.push_back(route[i]);
@@ -122,7 +122,7 @@ void FlowNetwork::Impl::complete(std::uint32_t slot) {
         }
         if (l.flows.empty()) {
             l.busy += sim.now() - l.busy_since;
-            if (f.group != kNoGroup && groups[f.group].left > 0)
+            if (records(f.group))
                 groups[f.group].events.push_back(LinkEvent{route[i], sim.now() - groups[f.group].launched, false});
         }
         dirty.push_back(route[i]);
@@ -238,7 +238,7 @@ void FlowNetwork::Impl::recompute_rates() {
         check(rate > 0.0, "flow network: a flow got no bandwidth");
         const Time left = Time::from_seconds_ceil(std::max(0.0, f.remaining) / rate);
         schedule_completion(fs, sim.now() + left);
-        if (f.group != kNoGroup && groups[f.group].left > 0) {
+        if (records(f.group)) {
             Group& g = groups[f.group];
             const Time off = sim.now() - g.launched;
             g.segs.push_back(Segment{f.index, off, f.remaining, rate, off + left});
@@ -319,8 +319,9 @@ FlowId FlowNetwork::start_on(const std::vector<LinkId>& links, Bytes size, Callb
     return impl_->start(links, latency, size, on_done, efficiency);
 }
 
-void FlowNetwork::run_steps(const std::vector<StepFlow>& flows, std::uint32_t repeat, Time gap, Callback on_done) {
-    impl_->run_steps(flows, repeat, gap, on_done);
+void FlowNetwork::run_steps(const std::vector<StepFlow>& flows, std::uint32_t repeat, Time gap, Callback on_done,
+                            bool reuse) {
+    impl_->run_steps(flows, repeat, gap, on_done, reuse);
 }
 void FlowNetwork::set_skip_repeated_steps(bool on) {
     impl_->settle();
@@ -328,6 +329,8 @@ void FlowNetwork::set_skip_repeated_steps(bool on) {
 }
 std::uint64_t FlowNetwork::steps_skipped() const { return impl_->skipped; }
 std::uint64_t FlowNetwork::windows_split() const { return impl_->splits; }
+std::uint64_t FlowNetwork::steps_reused() const { return impl_->reused; }
+std::size_t FlowNetwork::templates_kept() const { return impl_->kept.size(); }
 
 std::size_t FlowNetwork::active_flows() const {
     impl_->settle();

@@ -26,6 +26,12 @@
 // bytes left, rate and completion time) and runs on as ordinary flows.
 // docs/network-model.md, "Repeated steps", gives the cost and the exactness
 // argument.
+//
+// Reused steps (run_steps with `reuse`): a step that ran alone is also kept
+// as a template for later calls with the same flows (same routes, latencies,
+// sizes, efficiencies): such a call whose links are idle opens its window at
+// once, first step included. Callers ask for it where identical steps recur
+// many times (an MoE layer's dispatch and combine, docs/moe.md section 3d).
 #pragma once
 
 #include "sim/core/callback.h"
@@ -72,12 +78,19 @@ public:
     // Runs `repeat` >= 1 steps of `flows`: the first now, each later one
     // `gap` after the previous step's last flow ended; `on_done` runs when
     // the last step ends. Same times as starting each step's flows by hand.
-    void run_steps(const std::vector<StepFlow>& flows, std::uint32_t repeat, Time gap, Callback on_done);
+    // `reuse`: keep a step that ran alone as a template for later calls with
+    // the same flows, and replay one kept before (see above).
+    void run_steps(const std::vector<StepFlow>& flows, std::uint32_t repeat, Time gap, Callback on_done,
+                   bool reuse = false);
     // Off: every step runs flow by flow (tests compare both ways).
     void set_skip_repeated_steps(bool on);
     // How many steps were skipped inside windows, and windows ended early.
     std::uint64_t steps_skipped() const;
     std::uint64_t windows_split() const;
+    // How many reused steps opened their window from a kept template, and
+    // how many templates are kept.
+    std::uint64_t steps_reused() const;
+    std::size_t templates_kept() const;
 
     std::size_t active_flows() const;
     // Bytes carried so far by each link, and time each link had at least one flow.

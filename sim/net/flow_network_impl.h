@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <unordered_map>
 #include <vector>
 
 namespace sim::net {
@@ -82,12 +83,34 @@ struct Group {
     std::vector<Segment> segs, template_segs;
     std::vector<LinkEvent> events, template_events;
     Time template_length;
-    // window of skipped steps: `steps` steps of `period` from `start`
+    bool reuse = false;             // replay a kept template, keep one (run_steps)
+    std::uint32_t kept = kNoGroup;  // the kept step it replays: flows, links and template are read there
+    bool keep = false;              // the step in progress becomes a kept template if it runs alone
+    // window of skipped steps: `steps` steps of `period` from `start`, less
+    // `head` of the first period already elapsed when it opened (a reused
+    // template's window opens at its first launch: head = gap)
     bool window = false;
-    Time start, period;
+    Time start, period, head;
     std::uint32_t steps = 0;
     EventId end_event;
 };
+
+// A step kept for reuse (run_steps with reuse): its flows (the key), the
+// distinct links of their routes, and the template recorded when it ran alone.
+struct KeptStep {
+    std::vector<FlowNetwork::StepFlow> flows;
+    std::vector<LinkId> links;    // sorted
+    std::vector<double> payload;  // one step's bytes on each of `links`
+    std::vector<Segment> segs;
+    std::vector<LinkEvent> events;
+    Time length;
+};
+
+// Bounds on the kept templates: a run whose reused steps are all different
+// stops keeping new ones there (the first ones kept stay, so the choice is
+// deterministic).
+constexpr std::size_t kMaxKeptSteps = 4096;
+constexpr std::size_t kMaxKeptFlows = std::size_t{1} << 22;
 
 // Relative change below which a recomputed rate counts as unchanged (keeps
 // completion events, and hand-computable times, stable under float noise).
@@ -118,6 +141,10 @@ struct FlowNetwork::Impl {
     std::vector<ClassSample> samples;
     std::vector<Group> groups;
     std::vector<std::uint32_t> free_groups;
+    std::vector<flow_detail::KeptStep> kept;
+    std::unordered_multimap<std::uint64_t, std::uint32_t> kept_index;  // hash of the flows -> kept
+    std::size_t kept_flows = 0;
+    std::uint64_t reused = 0;
     std::vector<std::int64_t> last_seg;  // split scratch
     std::vector<std::uint32_t> bfs;      // mark_contended scratch
     std::uint32_t label_epoch = 0;
@@ -135,8 +162,31 @@ struct FlowNetwork::Impl {
     std::uint32_t alloc_slot();
     void schedule_activation(std::uint32_t slot, Time at);
     void schedule_completion(std::uint32_t slot, Time at);
-    void run_steps(const std::vector<StepFlow>& step, std::uint32_t repeat, Time gap, Callback on_done);
+    void run_steps(const std::vector<StepFlow>& step, std::uint32_t repeat, Time gap, Callback on_done, bool reuse);
     void launch_step(std::uint32_t g);
+    static std::uint64_t step_hash(const std::vector<StepFlow>& step);
+    // The kept template of `step`, or nullptr.
+    const flow_detail::KeptStep* find_kept(const std::vector<StepFlow>& step, std::uint64_t hash) const;
+    void keep(const Group& g);
+    // A group's flows, distinct links and template: its own, or those of the
+    // kept step it replays.
+    const std::vector<StepFlow>& step_flows(const Group& g) const {
+        return g.kept == flow_detail::kNoGroup ? g.flows : kept[g.kept].flows;
+    }
+    const std::vector<LinkId>& step_links(const Group& g) const {
+        return g.kept == flow_detail::kNoGroup ? g.links : kept[g.kept].links;
+    }
+    const std::vector<flow_detail::Segment>& template_segs(const Group& g) const {
+        return g.kept == flow_detail::kNoGroup ? g.template_segs : kept[g.kept].segs;
+    }
+    const std::vector<flow_detail::LinkEvent>& template_events(const Group& g) const {
+        return g.kept == flow_detail::kNoGroup ? g.template_events : kept[g.kept].events;
+    }
+    // Whether the step in progress of `group` records its rates and link
+    // events (a later step may repeat it, or it may be kept).
+    bool records(std::uint32_t group) const {
+        return group != flow_detail::kNoGroup && (groups[group].left > 0 || groups[group].keep);
+    }
     void group_flow_done(std::uint32_t g);
     void finish_group(std::uint32_t g);
     bool can_hold(const Group& g) const;

@@ -6,11 +6,15 @@
 // later steps alone repeat it exactly, shifted. Splitting a window rebuilds
 // the step in progress from those records: what happened strictly before
 // the split instant has happened, what is due at it is still scheduled.
+// Reused steps (run_steps with reuse): a template is also kept across calls,
+// keyed by the step's flows, and a later call with the same flows opens its
+// window at its first launch (the window's head is the gap not waited).
 #include "sim/net/flow_network_impl.h"
 
 #include "sim/core/checked.h"
 
 #include <algorithm>
+#include <bit>
 #include <optional>
 
 namespace sim::net {
@@ -51,7 +55,8 @@ void FlowNetwork::Impl::mark_contended() {
     }
 }
 
-void FlowNetwork::Impl::run_steps(const std::vector<StepFlow>& step, std::uint32_t repeat, Time gap, Callback on_done) {
+void FlowNetwork::Impl::run_steps(const std::vector<StepFlow>& step, std::uint32_t repeat, Time gap, Callback on_done,
+                                  bool reuse) {
     check(repeat >= 1 && !step.empty(), "flow network: repeated steps need flows and at least one step");
     std::uint32_t g;
     if (!free_groups.empty()) {
@@ -62,6 +67,41 @@ void FlowNetwork::Impl::run_steps(const std::vector<StepFlow>& step, std::uint32
         groups.emplace_back();
     }
     Group& G = groups[g];
+    G.kept = kNoGroup;
+    G.left = repeat - 1;
+    G.gap = gap;
+    G.on_done = on_done;
+    G.live = true;
+    G.window = false;
+    G.reuse = reuse;
+    G.keep = false;
+    if (reuse) {
+        const std::uint64_t hash = step_hash(step);
+        const KeptStep* k = find_kept(step, hash);
+        if (!k) {
+            G.keep = kept.size() < kMaxKeptSteps && kept_flows + step.size() <= kMaxKeptFlows;
+        } else if (skip_steps && !sampling) {
+            // The kept step ran alone: if its links are idle now, this call's
+            // steps are its repeats, the first one included (head = gap: the
+            // first period's gap is not waited, the step launches now).
+            G.kept = static_cast<std::uint32_t>(k - kept.data());
+            const std::uint64_t gap_ps = gap.count_ps(), length_ps = k->length.count_ps();
+            const auto period =
+                gap_ps <= Time::max().count_ps() - length_ps ? std::optional(gap_ps + length_ps) : std::nullopt;
+            const auto whole = period && *period > 0 ? checked_mul(*period, repeat) : std::nullopt;
+            if (whole && length_ps > 0 && *whole - gap_ps <= Time::max().count_ps() - sim.now().count_ps() &&
+                can_hold(G)) {
+                // The group reads its flows, links and template from the kept step.
+                G.period = Time::ps(*period);
+                G.left = repeat;
+                G.head = gap;
+                ++reused;
+                open_window(g, *whole - gap_ps);
+                return;
+            }
+            G.kept = kNoGroup;
+        }
+    }
     G.flows.assign(step.begin(), step.end());
     G.links.clear();
     if (repeat > 1) {
@@ -69,12 +109,58 @@ void FlowNetwork::Impl::run_steps(const std::vector<StepFlow>& step, std::uint32
         std::sort(G.links.begin(), G.links.end());
         G.links.erase(std::unique(G.links.begin(), G.links.end()), G.links.end());
     }
-    G.left = repeat - 1;
-    G.gap = gap;
-    G.on_done = on_done;
-    G.live = true;
-    G.window = false;
     launch_step(g);
+}
+
+std::uint64_t FlowNetwork::Impl::step_hash(const std::vector<StepFlow>& step) {
+    // FNV-1a over each flow's route identity, latency, size and efficiency.
+    std::uint64_t h = 1469598103934665603ULL;
+    const auto mix = [&h](std::uint64_t v) {
+        h ^= v;
+        h *= 1099511628211ULL;
+    };
+    for (const StepFlow& f : step) {
+        mix(reinterpret_cast<std::uintptr_t>(f.route));
+        mix(f.latency.count_ps());
+        mix(f.size.value);
+        mix(std::bit_cast<std::uint64_t>(f.efficiency));
+    }
+    return h;
+}
+
+const KeptStep* FlowNetwork::Impl::find_kept(const std::vector<StepFlow>& step, std::uint64_t hash) const {
+    const auto same = [](const StepFlow& a, const StepFlow& b) {
+        return a.route == b.route && a.latency == b.latency && a.size == b.size && a.efficiency == b.efficiency;
+    };
+    const auto [lo, hi] = kept_index.equal_range(hash);
+    for (auto it = lo; it != hi; ++it) {
+        const KeptStep& k = kept[it->second];
+        if (std::equal(step.begin(), step.end(), k.flows.begin(), k.flows.end(), same)) return &k;
+    }
+    return nullptr;
+}
+
+// Keeps G's step that just ended alone (its recorded rates and link events).
+void FlowNetwork::Impl::keep(const Group& G) {
+    KeptStep k;
+    k.flows = G.flows;
+    for (const StepFlow& f : G.flows) k.links.insert(k.links.end(), f.route->begin(), f.route->end());
+    std::sort(k.links.begin(), k.links.end());
+    k.links.erase(std::unique(k.links.begin(), k.links.end()), k.links.end());
+    k.segs = G.segs;
+    k.events = G.events;
+    k.length = sim.now() - G.launched;
+    // One step's payload per link (whole bytes, so the sum is exact below
+    // 2^53): a window books k x it, as commit books k x each flow's.
+    k.payload.assign(k.links.size(), 0.0);
+    for (const StepFlow& f : G.flows)
+        for (LinkId id : *f.route) {
+            const auto at = std::lower_bound(k.links.begin(), k.links.end(), id) - k.links.begin();
+            k.payload[static_cast<std::size_t>(at)] += f.size.as_double();
+        }
+    kept_flows += k.flows.size();
+    kept_index.emplace(step_hash(k.flows), static_cast<std::uint32_t>(kept.size()));
+    kept.push_back(std::move(k));
 }
 
 void FlowNetwork::Impl::launch_step(std::uint32_t g) {
@@ -83,9 +169,10 @@ void FlowNetwork::Impl::launch_step(std::uint32_t g) {
     G.contended = false;
     G.segs.clear();
     G.events.clear();
-    G.outstanding = static_cast<std::uint32_t>(G.flows.size());
-    for (std::uint32_t i = 0; i < G.flows.size(); ++i) {
-        const StepFlow& f = groups[g].flows[i];
+    const std::uint32_t n = static_cast<std::uint32_t>(step_flows(G).size());
+    G.outstanding = n;
+    for (std::uint32_t i = 0; i < n; ++i) {
+        const StepFlow f = step_flows(groups[g])[i];
         start(
             *f.route, f.latency, f.size, [this, g] { group_flow_done(g); }, f.efficiency, g, i);
     }
@@ -95,6 +182,10 @@ void FlowNetwork::Impl::group_flow_done(std::uint32_t g) {
     Group& G = groups[g];
     check(G.outstanding > 0, "flow network: more flow completions than flows in a step");
     if (--G.outstanding > 0) return;
+    if (G.keep) {
+        G.keep = false;
+        if (!G.contended) keep(G);
+    }
     if (G.left == 0) {
         finish_group(g);
         return;
@@ -110,6 +201,7 @@ void FlowNetwork::Impl::group_flow_done(std::uint32_t g) {
             std::swap(G.template_events, G.events);
             G.template_length = length;
             G.period = Time::ps(*period);
+            G.head = Time{};
             open_window(g, *total);
             return;
         }
@@ -128,13 +220,13 @@ void FlowNetwork::Impl::finish_group(std::uint32_t g) {
 }
 
 bool FlowNetwork::Impl::can_hold(const Group& G) const {
-    for (LinkId id : G.links)
+    for (LinkId id : step_links(G))
         if (!links[id].flows.empty() || links[id].held != kNoGroup) return false;
     return true;
 }
 
 void FlowNetwork::Impl::hold(Group& G, std::uint32_t who) {
-    for (LinkId id : G.links) links[id].held = who;
+    for (LinkId id : step_links(G)) links[id].held = who;
 }
 
 // The remaining G.left steps, alone, end `total` ps from now.
@@ -164,9 +256,14 @@ void FlowNetwork::Impl::close_window(std::uint32_t g) {
 void FlowNetwork::Impl::commit(Group& G, std::uint64_t steps) {
     if (steps == 0) return;
     const double k = static_cast<double>(steps);
-    for (const StepFlow& f : G.flows)
-        for (LinkId id : *f.route) links[id].bytes += k * f.size.as_double();
-    for (const LinkEvent& e : G.template_events) {
+    if (G.kept != kNoGroup) {
+        const KeptStep& ks = kept[G.kept];
+        for (std::size_t i = 0; i < ks.links.size(); ++i) links[ks.links[i]].bytes += k * ks.payload[i];
+    } else {
+        for (const StepFlow& f : G.flows)
+            for (LinkId id : *f.route) links[id].bytes += k * f.size.as_double();
+    }
+    for (const LinkEvent& e : template_events(G)) {
         LinkState& l = links[e.link];
         if (e.up) l.ff_since = e.off;
         else l.busy += Time::ps(checked_mul((e.off - l.ff_since).count_ps(), steps).value());
@@ -182,25 +279,28 @@ void FlowNetwork::Impl::split(std::uint32_t g) {
     hold(G, kNoGroup);
     G.window = false;
     --windows_open;
-    const std::uint64_t elapsed = (sim.now() - G.start).count_ps();
+    // Periods count from G.start - G.head (the head of the first one had
+    // elapsed when the window opened).
+    const std::uint64_t elapsed = (sim.now() - G.start).count_ps() + G.head.count_ps();
     const std::uint64_t period = G.period.count_ps();
     const std::uint64_t done = elapsed / period;
     const std::uint64_t into = elapsed % period;
     commit(G, done);
     skipped += done;
     const auto rest = static_cast<std::uint32_t>(G.steps - done);
-    const Time step_start = G.start + Time::ps(done * period);  // the last whole step's end
+    // The last whole step's end, plus the gap: the next launch.
+    const Time next_launch = G.start + Time::ps(done * period) + G.gap - G.head;
     if (into == 0 || into < G.gap.count_ps()) {
         if (rest == 0) {  // the window's end is due now
             sim.schedule_after(Time{}, [this, g] { finish_group(g); });
             return;
         }
         G.left = rest - 1;
-        sim.schedule_at(step_start + G.gap, [this, g] { launch_step(g); });
+        sim.schedule_at(next_launch, [this, g] { launch_step(g); });
         return;
     }
     G.left = rest - 1;
-    rebuild_step(g, step_start + G.gap, Time::ps(into) - G.gap);
+    rebuild_step(g, next_launch, Time::ps(into) - G.gap);
 }
 
 // The template step as it stands `offset` after its launch at `launched`:
@@ -212,14 +312,18 @@ void FlowNetwork::Impl::rebuild_step(std::uint32_t g, Time launched, Time offset
     G.segs.clear();
     G.events.clear();
     G.outstanding = 0;
-    last_seg.assign(G.flows.size(), -1);
-    for (std::size_t k = 0; k < G.template_segs.size(); ++k)
-        if (G.template_segs[k].off < offset) last_seg[G.template_segs[k].flow] = static_cast<std::int64_t>(k);
-    for (std::uint32_t i = 0; i < G.flows.size(); ++i) {
-        const StepFlow sf = groups[g].flows[i];
+    const auto n = static_cast<std::uint32_t>(step_flows(G).size());
+    last_seg.assign(n, -1);
+    {
+        const auto& segs = template_segs(G);
+        for (std::size_t k = 0; k < segs.size(); ++k)
+            if (segs[k].off < offset) last_seg[segs[k].flow] = static_cast<std::int64_t>(k);
+    }
+    for (std::uint32_t i = 0; i < n; ++i) {
+        const StepFlow sf = step_flows(groups[g])[i];
         const auto& route = *sf.route;
         const std::int64_t k = last_seg[i];
-        const Segment* seg = k >= 0 ? &groups[g].template_segs[static_cast<std::size_t>(k)] : nullptr;
+        const Segment* seg = k >= 0 ? &template_segs(groups[g])[static_cast<std::size_t>(k)] : nullptr;
         if (sf.latency < offset && (!seg || seg->done_off < offset)) {  // done (or released on activation)
             if (seg)
                 for (LinkId id : route) links[id].bytes += sf.size.as_double();
@@ -256,7 +360,7 @@ void FlowNetwork::Impl::rebuild_step(std::uint32_t g, Time launched, Time offset
         schedule_completion(slot, launched + seg->done_off);
     }
     // Busy intervals of the partial step; links still busy keep their start.
-    for (const LinkEvent& e : groups[g].template_events) {
+    for (const LinkEvent& e : template_events(groups[g])) {
         if (!(e.off < offset)) break;
         LinkState& l = links[e.link];
         if (e.up) {
@@ -267,7 +371,7 @@ void FlowNetwork::Impl::rebuild_step(std::uint32_t g, Time launched, Time offset
             l.ff_open = false;
         }
     }
-    for (LinkId id : groups[g].links) {
+    for (LinkId id : step_links(groups[g])) {
         LinkState& l = links[id];
         if (!l.ff_open) continue;
         l.ff_open = false;

@@ -1,6 +1,8 @@
 // Metrics from an executed plan (definitions in docs/output.md).
 #include "sim/report/metrics.h"
 
+#include "sim/report/exchange_time.h"
+
 #include <algorithm>
 #include <numeric>
 
@@ -104,6 +106,13 @@ RunMetrics compute_metrics(const config::ScenarioSpec& sc, const parallel::PlanB
         r.frac_communication = sum.communication / denom;
         r.frac_idle = sum.idle / denom;
         r.gpu_busy = (sum.compute + sum.memory) / denom;
+        if (has_all_to_all(build.plan)) {
+            double a2a = 0;
+            for (std::uint32_t g = 0; g < ex.gpus.size(); ++g)
+                for (const auto& w : windows)
+                    a2a += exposed_all_to_all_seconds(build.plan, ex, g, w.from, w.to) * w.scale;
+            r.frac_all_to_all = a2a / denom;
+        }
     }
     if (l2_req > 0) r.l2_hit_rate = l2_hit / l2_req;
     r.hbm_bytes = hbm * represent;

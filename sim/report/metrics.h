@@ -25,6 +25,9 @@ struct RunMetrics {
         gpu_busy;
     std::optional<double> link_nvlink, link_pcie, link_network;
     std::optional<double> frac_compute, frac_memory, frac_communication, frac_idle;
+    // Of frac_communication, the part spent in all-to-alls (MoE dispatch and
+    // combine); set when the plan has any (report/exchange_time.h).
+    std::optional<double> frac_all_to_all;
     std::uint64_t events = 0;
     double simulated_seconds = 0;  // wall of the simulated run (iteration, or prefill + simulated decode)
 };

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace sim::report {
@@ -135,6 +136,9 @@ std::string run_json(const RunMetrics& m) {
         json_number(m.hbm_bytes), json_number(m.gpu_busy), json_number(m.link_nvlink), json_number(m.link_pcie),
         json_number(m.link_network), json_number(m.frac_compute), json_number(m.frac_memory),
         json_number(m.frac_communication), json_number(m.frac_idle));
+    if (m.frac_all_to_all) {  // inside "metrics"."breakdown"
+        out.insert(out.size() - 2, fmt::format(",\"all_to_all\":{}", json_number(m.frac_all_to_all)));
+    }
     out += fmt::format(",\"simulation\":{{\"events\":{},\"simulated_seconds\":{}}}", m.events,
                        json_number(m.simulated_seconds));
     return out + "}";
@@ -275,6 +279,8 @@ std::string format_table(const config::ScenarioSpec& sc, const std::vector<RunMe
     num("time: compute", &RunMetrics::frac_compute, "{:.1f}%", 100.0);
     num("time: memory", &RunMetrics::frac_memory, "{:.1f}%", 100.0);
     num("time: communication", &RunMetrics::frac_communication, "{:.1f}%", 100.0);
+    if (std::any_of(runs.begin(), runs.end(), [](const RunMetrics& m) { return m.frac_all_to_all.has_value(); }))
+        num("  of which all-to-all", &RunMetrics::frac_all_to_all, "{:.1f}%", 100.0);
     num("time: idle", &RunMetrics::frac_idle, "{:.1f}%", 100.0);
 
     std::vector<std::string> headers{"metric"};

@@ -42,6 +42,9 @@ public:
     }
     bool implements(CollectiveOp op) const override { return op == CollectiveOp::all_to_all; }
     bool needs_token_routing() const override { return true; }
+    // Every MoE layer issues the same dispatch and combine per micro-batch:
+    // thousands of identical steps an iteration (docs/moe.md section 3d).
+    bool reuses_steps() const override { return true; }
     std::string infeasible(const Topology& topo, const std::vector<int>& gpus) const override {
         if (!ranks_by_node(topo, gpus).empty()) return {};
         return "deepep all-to-all needs the same number of ranks on every node of the group";
