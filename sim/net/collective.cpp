@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 
@@ -46,6 +47,7 @@ struct CollectiveEngine::Impl {
     std::vector<const ICollectiveAlgorithm*> auto_candidates(const CollectiveRequest& req) const;
     CollectiveChoice choose(const CollectiveRequest& req) const;
     void validate(const CollectiveRequest& req) const;
+    static void validate_efficiencies(const CollectiveRequest& req);
     void plan(CollectivePlan& out, const CollectiveRequest& req, const ICollectiveAlgorithm& algo) const {
         PlanBuilder b(topo, req, out);
         algo.plan(b);
@@ -58,7 +60,26 @@ struct CollectiveEngine::Impl {
     Time estimate(const CollectivePlan& plan) const;
 
     using ChoiceKey = std::tuple<int, std::uint64_t, std::string, std::vector<int>, std::array<int, 4>>;
-    mutable std::map<ChoiceKey, CollectiveChoice> choices;
+    // The same fields as references, to look a request up without copying
+    // its group (a collective starts thousands of times per run).
+    using ChoiceRef = std::tuple<int, std::uint64_t, std::string_view, const std::vector<int>&, std::array<int, 4>>;
+    struct ChoiceLess {
+        using is_transparent = void;
+        static ChoiceRef ref(const ChoiceKey& k) {
+            return {std::get<0>(k), std::get<1>(k), std::get<2>(k), std::get<3>(k), std::get<4>(k)};
+        }
+        static const ChoiceRef& ref(const ChoiceRef& r) { return r; }
+        template <class A, class B>
+        bool operator()(const A& a, const B& b) const {
+            return ref(a) < ref(b);
+        }
+    };
+    static ChoiceRef choice_ref(const CollectiveRequest& req) {
+        const TokenRouting& tr = req.tokens;
+        return {static_cast<int>(req.op), req.size.value, req.algorithm, req.gpus,
+                std::array<int, 4>{tr.top_k, tr.experts, tr.groups, tr.group_limit}};
+    }
+    mutable std::map<ChoiceKey, CollectiveChoice, ChoiceLess> choices;
     void launch(std::uint32_t slot);
     void phase_done(std::uint32_t slot);
 };
@@ -76,6 +97,10 @@ void CollectiveEngine::Impl::validate(const CollectiveRequest& req) const {
     }
     if (req.op == CollectiveOp::send_recv && req.gpus.size() != 2)
         throw ModelError(fmt::format("send-recv needs exactly 2 GPUs (sender, receiver), got {}", req.gpus.size()));
+    validate_efficiencies(req);
+}
+
+void CollectiveEngine::Impl::validate_efficiencies(const CollectiveRequest& req) {
     const auto bad_eff = [](double e) { return !(e > 0.0 && e <= 1.0); };
     if (bad_eff(req.protocol_efficiency) || bad_eff(req.in_switch_efficiency) ||
         (req.network_efficiency != 0.0 && bad_eff(req.network_efficiency)))
@@ -235,12 +260,20 @@ Time CollectiveEngine::Impl::estimate(const CollectivePlan& plan) const {
 }
 
 CollectiveChoice CollectiveEngine::Impl::choose(const CollectiveRequest& req) const {
+    // A request found in the memo was resolved before with the same key:
+    // every check resolve() makes depends only on the key's fields (and the
+    // topology), except the efficiencies, checked again here. So a hit
+    // neither sorts the group again nor ranks the candidates.
+    if (!req.protocols.empty() && req.gpus.size() >= 2)
+        if (auto it = choices.find(choice_ref(req)); it != choices.end()) {
+            validate_efficiencies(req);
+            return it->second;
+        }
     const ICollectiveAlgorithm& rule = resolve(req);  // validates
     if (req.protocols.empty() || req.gpus.size() < 2) return CollectiveChoice{std::string(rule.name()), "", Time{}};
     const TokenRouting& tr = req.tokens;
     ChoiceKey key{static_cast<int>(req.op), req.size.value, req.algorithm, req.gpus,
                   std::array<int, 4>{tr.top_k, tr.experts, tr.groups, tr.group_limit}};
-    if (auto it = choices.find(key); it != choices.end()) return it->second;
     // auto weighs every candidate, as NCCL's tuner does; a named algorithm only its protocols.
     const std::vector<const ICollectiveAlgorithm*> algos =
         req.algorithm == "auto" ? auto_candidates(req) : std::vector<const ICollectiveAlgorithm*>{&rule};
