@@ -54,6 +54,10 @@ struct CollectiveEngine::Impl {
     }
     // The request as it runs with `protocol` (its share, latencies).
     static CollectiveRequest with_protocol(const CollectiveRequest& req, const Protocol& protocol);
+    // The same into `out`, whose vectors and strings keep their storage
+    // (start() runs for every collective; a copy would allocate each time).
+    static void set_with_protocol(CollectiveRequest& out, const CollectiveRequest& req, const Protocol& protocol);
+    CollectiveRequest protocol_request;  // start()'s, reused
     // Contention-free time of a plan: per step, the phase's latency + the
     // longest route latency + the most loaded link's bytes / (efficiency x
     // bandwidth).
@@ -197,7 +201,8 @@ void CollectiveEngine::start(const CollectiveRequest& req, Callback on_done) {
     } else {
         const auto p = std::find_if(req.protocols.begin(), req.protocols.end(),
                                     [&](const Protocol& q) { return q.name == choice.protocol; });
-        impl_->plan(inst.plan, Impl::with_protocol(req, *p), algo);
+        Impl::set_with_protocol(impl_->protocol_request, req, *p);
+        impl_->plan(inst.plan, impl_->protocol_request, algo);
         if (algo.pays_base_latency()) inst.plan.initial = p->base_latency;
     }
     inst.phase = 0;
@@ -222,13 +227,18 @@ std::string CollectiveEngine::resolve(const CollectiveRequest& req) const {
 CollectiveChoice CollectiveEngine::choose(const CollectiveRequest& req) const { return impl_->choose(req); }
 
 CollectiveRequest CollectiveEngine::Impl::with_protocol(const CollectiveRequest& req, const Protocol& p) {
-    CollectiveRequest r = req;
+    CollectiveRequest r;
+    set_with_protocol(r, req, p);
+    return r;
+}
+
+void CollectiveEngine::Impl::set_with_protocol(CollectiveRequest& r, const CollectiveRequest& req, const Protocol& p) {
+    r = req;
     r.protocol_efficiency = req.protocol_efficiency * p.bandwidth_share;
     if (req.network_efficiency > 0.0) r.network_efficiency = req.network_efficiency * p.bandwidth_share;
     r.step_latency = p.step_latency;
     r.network_step_latency = p.network_step_latency;
     r.protocols.clear();
-    return r;
 }
 
 Time CollectiveEngine::Impl::estimate(const CollectivePlan& plan) const {
