@@ -42,28 +42,31 @@ public:
         const std::size_t n = plan.tasks.size();
         remaining_.resize(n);
         result_.task_kind.resize(n);
-        for (std::size_t t = 0; t < n; ++t)
-            result_.task_kind[t] = plan.tasks[t].kind == TaskKind::kernel ? IntervalKind::compute_kernel
-                                   : plan.tasks[t].kind == TaskKind::host ? IntervalKind::host
-                                                                          : IntervalKind::communication;
         result_.task_start.assign(n, Time{});
         result_.task_end.assign(n, Time{});
         result_.kernel_stats.assign(n, KernelStats{});
-        // Successor lists in CSR form.
-        std::vector<std::uint32_t> count(n + 1, 0);
+        // Successor lists in CSR form, built in succ_begin_ itself (no
+        // second array of the plan's size): counts land at d + 2, their
+        // prefix sums make succ_begin_[d + 1] the start of d's list while
+        // filling, and each fill advances it to the start of d + 1's. One
+        // pass over the tasks also sets their kinds and dependency counts.
+        succ_begin_.assign(n + 2, 0);
         for (std::size_t t = 0; t < n; ++t) {
-            remaining_[t] = plan.tasks[t].dep_count;
-            for (std::uint32_t i = 0; i < plan.tasks[t].dep_count; ++i)
-                ++count[plan.deps[plan.tasks[t].dep_begin + i] + 1];
+            const Task& task = plan.tasks[t];
+            result_.task_kind[t] = task.kind == TaskKind::kernel ? IntervalKind::compute_kernel
+                                   : task.kind == TaskKind::host ? IntervalKind::host
+                                                                 : IntervalKind::communication;
+            remaining_[t] = task.dep_count;
+            for (std::uint32_t i = 0; i < task.dep_count; ++i) ++succ_begin_[plan.deps[task.dep_begin + i] + 2];
         }
-        for (std::size_t t = 0; t < n; ++t) count[t + 1] += count[t];
-        succ_begin_ = count;
+        for (std::size_t t = 2; t < n + 2; ++t) succ_begin_[t] += succ_begin_[t - 1];
         succ_.resize(plan.deps.size());
         for (std::size_t t = 0; t < n; ++t)
             for (std::uint32_t i = 0; i < plan.tasks[t].dep_count; ++i) {
                 const std::uint32_t d = plan.deps[plan.tasks[t].dep_begin + i];
-                succ_[count[d]++] = static_cast<std::uint32_t>(t);
+                succ_[succ_begin_[d + 1]++] = static_cast<std::uint32_t>(t);
             }
+        succ_begin_.pop_back();
         const std::size_t g = plan.simulated_gpus.size();
         build_order_layout();
         heads_.assign(g, {});
@@ -200,6 +203,12 @@ private:
         return order_at(gpu, k, heads_[gpu][k]) == task && !busy_[gpu][k];
     }
 
+    // Asks for the lines try_start(id) reads first (no effect on results).
+    void prefetch_task(std::uint32_t id) const {
+        __builtin_prefetch(&remaining_[id]);
+        __builtin_prefetch(&plan_.tasks[id]);
+    }
+
     void try_start(std::uint32_t id) {
         if (remaining_[id] != 0) return;  // waiting for dependencies, or started
         const Task& t = plan_.tasks[id];
@@ -230,28 +239,34 @@ private:
         result_.task_start[id] = sim_.now();
         switch (t.kind) {
             case TaskKind::kernel: start_kernel(id, t); break;
-            case TaskKind::host: sim_.schedule_after(t.host_time, [this, id] { finish(id); }); break;
+            case TaskKind::host:
+                sim_.schedule_after(t.host_time, [this, id, gpu = t.gpu, st = t.stream] { finish(id, gpu, st); });
+                break;
             case TaskKind::transfer: {
                 const int src = plan_.simulated_gpus[t.gpu];
                 const int dst = static_cast<int>(t.peer);
                 if (src == dst || t.bytes.value == 0) {
-                    sim_.schedule_after(Time{}, [this, id] { finish(id); });
+                    sim_.schedule_after(Time{}, [this, id, gpu = t.gpu, st = t.stream] { finish(id, gpu, st); });
                 } else {
                     const double eff = topo_.node_of(src) == topo_.node_of(dst) ? tuning_.protocol_efficiency
                                                                                 : tuning_.network_efficiency;
                     flows_.start(
-                        src, dst, t.bytes, [this, id] { finish(id); }, eff);
+                        src, dst, t.bytes, [this, id, gpu = t.gpu, st = t.stream] { finish(id, gpu, st); }, eff);
                 }
                 break;
             }
             case TaskKind::collective: {
-                net::CollectiveRequest req = request_template_;
+                // The template with this task's fields, in a request kept for
+                // the run: assigning into its vector and string reuses their
+                // storage where a copy of the template would allocate.
+                const parallel::Group& group = plan_.groups[t.group];
+                net::CollectiveRequest& req = collective_request_;
                 req.op = t.op;
-                req.gpus = plan_.groups[t.group].gpus;
+                req.gpus.assign(group.gpus.begin(), group.gpus.end());
                 req.size = t.bytes;
-                req.algorithm = plan_.groups[t.group].algorithm;
-                req.tokens = plan_.groups[t.group].tokens;
-                coll_.start(req, [this, id] { finish(id); });
+                req.algorithm.assign(group.algorithm);
+                req.tokens = group.tokens;
+                coll_.start(req, [this, id, st = t.stream] { finish(id, kNone, st); });
                 break;
             }
         }
@@ -297,7 +312,7 @@ private:
                         static_cast<float>(std::max(0.0, c.l2_request_bytes.as_double() - c.hbm_bytes.as_double())),
                         static_cast<float>(c.hbm_bytes.as_double()), static_cast<float>(k.flops.value)};
         result_.task_kind[id] = c.compute_bound() ? IntervalKind::compute_kernel : IntervalKind::memory_kernel;
-        sim_.schedule_after(duration, [this, id] { finish(id); });
+        sim_.schedule_after(duration, [this, id, gpu = t.gpu, st = t.stream] { finish(id, gpu, st); });
     }
 
     // The cost model is a pure function of (GPU, descriptor, L2 hits), and
@@ -349,33 +364,39 @@ private:
         return duration;
     }
 
-    void finish(std::uint32_t id) {
-        const Task& t = plan_.tasks[id];
+    // `gpu` and `stream` come with the event (kNone: a collective, whose
+    // members are its group's), so a finishing task's record, read when it
+    // started and often evicted since, is not read again.
+    void finish(std::uint32_t id, std::uint32_t gpu, StreamKind stream) {
+        // The successors' state is read by id, far apart in memory at
+        // thousands of GPUs: its lines are requested together here, so the
+        // misses overlap instead of following one another below.
+        const std::uint32_t succ_first = succ_begin_[id], succ_end = succ_begin_[id + 1];
+        for (std::uint32_t i = succ_first; i < succ_end; ++i) prefetch_task(succ_[i]);
         result_.task_end[id] = sim_.now();
         std::uint32_t touched[64];
         std::size_t ntouched = 0;
-        auto release = [&](std::uint32_t gpu) {
-            const auto s = static_cast<std::size_t>(t.stream);
-            busy_[gpu][s] = 0;
-            if (t.stream == StreamKind::compute && !issue_ring_at_.empty() && issue_ring_at_[gpu] != SIZE_MAX)
-                issue_ring_[(heads_[gpu][s] % static_cast<std::size_t>(options_.launch_queue_depth)) *
+        const auto k = static_cast<std::size_t>(stream);
+        auto release = [&](std::uint32_t g) {
+            busy_[g][k] = 0;
+            if (stream == StreamKind::compute && !issue_ring_at_.empty() && issue_ring_at_[g] != SIZE_MAX)
+                issue_ring_[(heads_[g][k] % static_cast<std::size_t>(options_.launch_queue_depth)) *
                                 issue_ring_stride_ +
-                            issue_ring_at_[gpu]] = sim_.now();
-            ++heads_[gpu][s];
-            if (t.stream != StreamKind::compute && t.stream != StreamKind::host) --active_comm_[gpu];
-            if (ntouched < 64) touched[ntouched++] = gpu;
+                            issue_ring_at_[g]] = sim_.now();
+            ++heads_[g][k];
+            if (stream != StreamKind::compute && stream != StreamKind::host) --active_comm_[g];
+            if (ntouched < 64) touched[ntouched++] = g;
         };
-        if (t.kind == TaskKind::collective) {
-            for (const std::uint32_t m : plan_.groups[t.group].members) release(m);
+        if (gpu == kNone) {
+            for (const std::uint32_t m : plan_.groups[plan_.tasks[id].group].members) release(m);
         } else {
-            release(t.gpu);
+            release(gpu);
         }
         for (std::size_t i = 0; i < ntouched; ++i) {
-            const auto k = static_cast<std::size_t>(t.stream);
             const std::uint32_t next = order_at(touched[i], k, heads_[touched[i]][k]);
             if (next != kNone) try_start(next);
         }
-        for (std::uint32_t i = succ_begin_[id]; i < succ_begin_[id + 1]; ++i) {
+        for (std::uint32_t i = succ_first; i < succ_end; ++i) {
             const std::uint32_t s = succ_[i];
             if (--remaining_[s] == 0) try_start(s);
         }
@@ -395,6 +416,7 @@ private:
     // not per transfer or collective.
     CommTuning tuning_;
     net::CollectiveRequest request_template_;
+    net::CollectiveRequest collective_request_ = request_template_;  // try_start's, reused
     // L2 residency per group of GPUs with the same kernel sequence (shared_l2.h).
     SharedL2 l2_;
     // Dependencies not yet done per task; kStarted once it started (one

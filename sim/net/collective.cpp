@@ -14,6 +14,7 @@
 #include <array>
 #include <map>
 #include <memory>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 
@@ -78,19 +79,43 @@ struct CollectiveEngine::Impl {
     std::vector<const ICollectiveAlgorithm*> auto_candidates(const CollectiveRequest& req) const;
     CollectiveChoice choose(const CollectiveRequest& req) const;
     void validate(const CollectiveRequest& req) const;
+    static void validate_efficiencies(const CollectiveRequest& req);
     void plan(CollectivePlan& out, const CollectiveRequest& req, const ICollectiveAlgorithm& algo) const {
         PlanBuilder b(topo, req, out);
         algo.plan(b);
     }
     // The request as it runs with `protocol` (its share, latencies).
     static CollectiveRequest with_protocol(const CollectiveRequest& req, const Protocol& protocol);
+    // The same into `out`, whose vectors and strings keep their storage
+    // (start() runs for every collective; a copy would allocate each time).
+    static void set_with_protocol(CollectiveRequest& out, const CollectiveRequest& req, const Protocol& protocol);
+    CollectiveRequest protocol_request;  // start()'s, reused
     // Contention-free time of a plan: per step, the phase's latency + the
     // longest route latency + the most loaded link's bytes / (efficiency x
     // bandwidth).
     Time estimate(const CollectivePlan& plan) const;
 
     using ChoiceKey = std::tuple<int, std::uint64_t, std::string, std::vector<int>, std::array<int, 4>>;
-    mutable std::map<ChoiceKey, CollectiveChoice> choices;
+    // The same fields as references, to look a request up without copying
+    // its group (a collective starts thousands of times per run).
+    using ChoiceRef = std::tuple<int, std::uint64_t, std::string_view, const std::vector<int>&, std::array<int, 4>>;
+    struct ChoiceLess {
+        using is_transparent = void;
+        static ChoiceRef ref(const ChoiceKey& k) {
+            return {std::get<0>(k), std::get<1>(k), std::get<2>(k), std::get<3>(k), std::get<4>(k)};
+        }
+        static const ChoiceRef& ref(const ChoiceRef& r) { return r; }
+        template <class A, class B>
+        bool operator()(const A& a, const B& b) const {
+            return ref(a) < ref(b);
+        }
+    };
+    static ChoiceRef choice_ref(const CollectiveRequest& req) {
+        const TokenRouting& tr = req.tokens;
+        return {static_cast<int>(req.op), req.size.value, req.algorithm, req.gpus,
+                std::array<int, 4>{tr.top_k, tr.experts, tr.groups, tr.group_limit}};
+    }
+    mutable std::map<ChoiceKey, CollectiveChoice, ChoiceLess> choices;
     std::map<PlanKey, std::unique_ptr<ResolvedPlan>> kept_plans;
     // Resolves the routes of phase `phase` of `plan` into `out`.
     void resolve_step(const CollectivePlan& plan, std::size_t phase, std::vector<FlowNetwork::StepFlow>& out) const;
@@ -114,6 +139,10 @@ void CollectiveEngine::Impl::validate(const CollectiveRequest& req) const {
     }
     if (req.op == CollectiveOp::send_recv && req.gpus.size() != 2)
         throw ModelError(fmt::format("send-recv needs exactly 2 GPUs (sender, receiver), got {}", req.gpus.size()));
+    validate_efficiencies(req);
+}
+
+void CollectiveEngine::Impl::validate_efficiencies(const CollectiveRequest& req) {
     const auto bad_eff = [](double e) { return !(e > 0.0 && e <= 1.0); };
     if (bad_eff(req.protocol_efficiency) || bad_eff(req.in_switch_efficiency) ||
         (req.network_efficiency != 0.0 && bad_eff(req.network_efficiency)))
@@ -233,13 +262,16 @@ void CollectiveEngine::start(const CollectiveRequest& req, Callback on_done) {
     Instance& inst = impl_->instances[slot];
     inst.kept = nullptr;
     const Protocol* p = nullptr;
-    if (!choice.protocol.empty())
+    if (!choice.protocol.empty()) {
         p = &*std::find_if(req.protocols.begin(), req.protocols.end(),
                            [&](const Protocol& q) { return q.name == choice.protocol; });
+        Impl::set_with_protocol(impl_->protocol_request, req, *p);
+    }
+    const CollectiveRequest& planned = p ? impl_->protocol_request : req;
     const Time initial = p && algo.pays_base_latency() ? p->base_latency : Time{};
-    if (algo.reuses_steps()) inst.kept = impl_->kept_plan(p ? Impl::with_protocol(req, *p) : req, algo, initial);
+    if (algo.reuses_steps()) inst.kept = impl_->kept_plan(planned, algo, initial);
     if (!inst.kept) {
-        impl_->plan(inst.plan, p ? Impl::with_protocol(req, *p) : req, algo);
+        impl_->plan(inst.plan, planned, algo);
         inst.plan.initial = initial;
         inst.plan.reuse_steps = algo.reuses_steps();
     }
@@ -266,13 +298,18 @@ std::string CollectiveEngine::resolve(const CollectiveRequest& req) const {
 CollectiveChoice CollectiveEngine::choose(const CollectiveRequest& req) const { return impl_->choose(req); }
 
 CollectiveRequest CollectiveEngine::Impl::with_protocol(const CollectiveRequest& req, const Protocol& p) {
-    CollectiveRequest r = req;
+    CollectiveRequest r;
+    set_with_protocol(r, req, p);
+    return r;
+}
+
+void CollectiveEngine::Impl::set_with_protocol(CollectiveRequest& r, const CollectiveRequest& req, const Protocol& p) {
+    r = req;
     r.protocol_efficiency = req.protocol_efficiency * p.bandwidth_share;
     if (req.network_efficiency > 0.0) r.network_efficiency = req.network_efficiency * p.bandwidth_share;
     r.step_latency = p.step_latency;
     r.network_step_latency = p.network_step_latency;
     r.protocols.clear();
-    return r;
 }
 
 Time CollectiveEngine::Impl::estimate(const CollectivePlan& plan) const {
@@ -304,12 +341,20 @@ Time CollectiveEngine::Impl::estimate(const CollectivePlan& plan) const {
 }
 
 CollectiveChoice CollectiveEngine::Impl::choose(const CollectiveRequest& req) const {
+    // A request found in the memo was resolved before with the same key:
+    // every check resolve() makes depends only on the key's fields (and the
+    // topology), except the efficiencies, checked again here. So a hit
+    // neither sorts the group again nor ranks the candidates.
+    if (!req.protocols.empty() && req.gpus.size() >= 2)
+        if (auto it = choices.find(choice_ref(req)); it != choices.end()) {
+            validate_efficiencies(req);
+            return it->second;
+        }
     const ICollectiveAlgorithm& rule = resolve(req);  // validates
     if (req.protocols.empty() || req.gpus.size() < 2) return CollectiveChoice{std::string(rule.name()), "", Time{}};
     const TokenRouting& tr = req.tokens;
     ChoiceKey key{static_cast<int>(req.op), req.size.value, req.algorithm, req.gpus,
                   std::array<int, 4>{tr.top_k, tr.experts, tr.groups, tr.group_limit}};
-    if (auto it = choices.find(key); it != choices.end()) return it->second;
     // auto weighs every candidate, as NCCL's tuner does; a named algorithm only its protocols.
     const std::vector<const ICollectiveAlgorithm*> algos =
         req.algorithm == "auto" ? auto_candidates(req) : std::vector<const ICollectiveAlgorithm*>{&rule};

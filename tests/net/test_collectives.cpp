@@ -213,6 +213,33 @@ TEST_CASE("collective: impossible requests are ModelErrors that say why") {
     CHECK_THROWS_AS(e.start(request(CollectiveOp::all_reduce, {}, s), [] {}), sim::ModelError);
 }
 
+TEST_CASE("collective: a request the choice memo knows is still refused when it is bad") {
+    // choose() looks a request up in its memo before resolving it; a hit
+    // must give the first answer and still refuse what resolve() refuses.
+    const Topology ta(sim::config::load_cluster_file("dgx-a100"), 8);
+    Simulation sim;
+    FlowNetwork net(sim, ta);
+    CollectiveEngine e(sim, net, ta);
+    auto r = request(CollectiveOp::all_reduce, first(8), Bytes{kMiB});
+    r.protocols = {sim::net::Protocol{"LL", 0.25, Time::us(1), Time{}, Time{}},
+                   sim::net::Protocol{"Simple", 1.0, Time::us(5), Time{}, Time::us(10)}};
+    const auto a = e.choose(r), b = e.choose(r);
+    CHECK(!a.algorithm.empty());
+    CHECK(b.algorithm == a.algorithm);
+    CHECK(b.protocol == a.protocol);
+    CHECK(b.predicted == a.predicted);
+    // Same key, efficiency out of (0, 1]: not in the key, checked on a hit.
+    r.protocol_efficiency = 1.5;
+    CHECK_THROWS_WITH_AS(e.choose(r), doctest::Contains("efficiencies must be in (0, 1]"), sim::ModelError);
+    r.protocol_efficiency = 1.0;
+    r.network_efficiency = -1.0;
+    CHECK_THROWS_AS(e.choose(r), sim::ModelError);
+    r.network_efficiency = 0.0;
+    // A group with a repeated GPU is another key: resolved, and refused.
+    r.gpus = {0, 1, 1};
+    CHECK_THROWS_AS(e.choose(r), sim::ModelError);
+}
+
 TEST_CASE("collective: nccl-tests busbw of the shipped clusters is within 15% of the measurements" *
           doctest::test_suite("fit")) {
     const auto h100 = sim::config::load_cluster_file("dgx-h100");
