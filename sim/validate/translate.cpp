@@ -265,6 +265,7 @@ Setup translate(const Point& p, config::GpuCatalog& gpus, const ShippedClusters&
                 // on consecutive GPUs) and a balanced router (a trained router with
                 // its balancing loss), as docs/validation.md §2 says.
                 st.ep = par.ep;
+                st.etp = par.etp;
                 st.placement = parallel::Placement::pp_last;
                 s.defaults.push_back("placement=pp-last (ep > 1)");
                 s.defaults.push_back("moe.routing=balanced");
@@ -371,6 +372,7 @@ std::string scenario_yaml(const Point& p, const Setup& s) {
                      st.name, st.tp, st.pp, st.dp, yes(st.sp), st.zero);
     if (st.cp > 1) y += fmt::format("    cp: {}\n", st.cp);
     if (st.ep > 1) y += fmt::format("    ep: {}\n", st.ep);
+    if (st.etp > 0) y += fmt::format("    etp: {}\n", st.etp);
     if (st.placement == parallel::Placement::pp_last) y += "    placement: pp-last\n";
     y += fmt::format("    schedule: {}\n", st.schedule->name());
     if (st.virtual_stages > 1) y += fmt::format("    virtual_stages: {}\n", st.virtual_stages);

@@ -58,7 +58,7 @@ double layer_params_per_shard(const ModelSpec& m, const OperatorOptions& opt, st
 double layer_expert_params_per_shard(const ModelSpec& m, const OperatorOptions& opt, std::int64_t layer) {
     if (m.experts <= 0 || !m.is_moe_layer(layer)) return 0.0;
     // ep divides experts (checked by the strategy).
-    return as_d(m.experts / std::max(1, opt.ep)) * mlp_params_per_shard(m, m.expert_ffn(), opt.tp);
+    return as_d(m.experts / std::max(1, opt.ep)) * mlp_params_per_shard(m, m.expert_ffn(), opt.expert_tp());
 }
 
 double layer_weight_bytes(const ModelSpec& m, const OperatorOptions& opt, std::int64_t layer) {

@@ -60,6 +60,12 @@ struct OperatorOptions {
     // Expert parallelism: the experts are split over ep ranks (the expert
     // layer's tokens travel by all-to-all); moe says how tokens route.
     int ep = 1;
+    // Expert tensor parallelism: each expert's matrices split over etp GPUs;
+    // 0 means etp = tp. With etp < tp (only etp = 1 is modelled) each TP
+    // rank routes its own sequence-parallel shard of the tokens and computes
+    // whole experts (docs/moe.md section 1a).
+    int etp = 0;
+    int expert_tp() const { return etp > 0 ? etp : tp; }
     MoeRouting moe;
     // The tokens going to the experts (dispatch, and the output gradients in
     // the backward) travel in FP8 with a scale per 128 elements; the
@@ -173,7 +179,7 @@ double boundary_activation_bytes(const ModelSpec& m, const PassShape& shape, con
 // biases are replicated; with MoE, all experts).
 double layer_params_per_shard(const ModelSpec& m, const OperatorOptions& opt, std::int64_t layer = kAnyMoeLayer);
 // The experts' part of layer_params_per_shard: experts / ep experts, each
-// split over tp (0 for a dense layer). The router stays with the dense part.
+// split over etp (expert_tp(); 0 for a dense layer). The router stays with the dense part.
 double layer_expert_params_per_shard(const ModelSpec& m, const OperatorOptions& opt, std::int64_t layer = kAnyMoeLayer);
 // Bytes of the embedding tables (token, + position when learned) on one TP
 // shard (the token table is split by vocabulary).
