@@ -18,8 +18,8 @@ namespace sim::parallel {
 
 struct ResolvedStrategy {
     int tp = 1, pp = 1, dp = 1;
-    int cp = 1;  // context parallel: each sequence over cp GPUs (training only)
-    int ep = 1;  // expert parallel: MoE experts over ep of the tp x dp x cp GPUs (docs/moe.md)
+    int cp = 1;   // context parallel: each sequence over cp GPUs (training only)
+    int ep = 1;   // expert parallel: MoE experts over ep of the tp x dp x cp GPUs (docs/moe.md)
     int etp = 0;  // expert tensor parallel; 0: = tp (Megatron-Core's default)
     int expert_tp() const { return etp > 0 ? etp : tp; }
     // The experts are laid out apart from the dense part (expert-parallel or

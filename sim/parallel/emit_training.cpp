@@ -312,8 +312,8 @@ void emit_training(Emitter& em, PlanBuild& out) {
                 for (int l = a; l < b; ++l) stage_experts += layer_experts(l);
             }
             stage_params -= stage_experts * experts_per_tp;  // dense only from here
-            local_params = stage_params / (rs.zero >= 1 ? rs.dp * rs.cp : 1) +
-                           stage_experts / (rs.zero >= 1 ? rs.edp() : 1);
+            local_params =
+                stage_params / (rs.zero >= 1 ? rs.dp * rs.cp : 1) + stage_experts / (rs.zero >= 1 ? rs.edp() : 1);
         }
         std::vector<std::uint32_t> opt_task(mem.size());
         const std::uint32_t opt_kernel =

@@ -142,7 +142,8 @@ struct Emitter {
             }
             for (const auto& mem : members[static_cast<std::size_t>(s)]) {
                 const auto f = expert_rank(mem);
-                if ((kind == 2 ? f.etp * rs.edp() + f.edp : f.etp * rs.ep + f.ep) == idx) g.members.push_back(mem.local);
+                if ((kind == 2 ? f.etp * rs.edp() + f.edp : f.etp * rs.ep + f.ep) == idx)
+                    g.members.push_back(mem.local);
             }
         } else {
             for (int d = 0; d < rs.dp; ++d)

@@ -74,13 +74,15 @@ std::string resolve_ep(const config::ScenarioSpec& sc, const config::StrategySpe
         return fmt::format("etp={}: model '{}' is dense (no experts to split)", spec.etp, m.name);
     if (rs.tp % etp != 0) return fmt::format("etp={} does not divide tp={}", etp, rs.tp);
     if (etp != rs.tp && etp != 1)
-        return fmt::format("etp={}: only etp = 1 or etp = tp ({}) is modelled (the expert tensor-parallel "
-                           "collectives of 1 < etp < tp are not)",
-                           etp, rs.tp);
+        return fmt::format(
+            "etp={}: only etp = 1 or etp = tp ({}) is modelled (the expert tensor-parallel "
+            "collectives of 1 < etp < tp are not)",
+            etp, rs.tp);
     if (etp != rs.tp && !rs.sp)
-        return fmt::format("etp={} < tp={} needs sp: true (each TP rank routes its own sequence-parallel shard; "
-                           "Megatron-Core refuses MoE with TP but without sequence parallelism)",
-                           etp, rs.tp);
+        return fmt::format(
+            "etp={} < tp={} needs sp: true (each TP rank routes its own sequence-parallel shard; "
+            "Megatron-Core refuses MoE with TP but without sequence parallelism)",
+            etp, rs.tp);
     if (rs.ep == 1) return {};
     if (m.experts == 0) return fmt::format("ep={}: model '{}' is dense (no experts to split)", rs.ep, m.name);
     if (m.experts % rs.ep != 0) return fmt::format("ep={} does not divide the model's {} experts", rs.ep, m.experts);

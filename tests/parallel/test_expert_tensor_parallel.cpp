@@ -28,8 +28,8 @@ const std::string kScenario = std::string(PARASIM_DATA_DIR) + "/scenarios/moe-mi
 // i = r + 2 d inside it), and the given ep and etp.
 config::ScenarioSpec folded(int ep, int etp) {
     std::vector<config::Override> ov{config::parse_override(
-        "strategies=[{name: f, tp: 2, pp: 4, dp: 2, sp: true, zero: 1, placement: pp-last, ep: " +
-        std::to_string(ep) + ", etp: " + std::to_string(etp) + "}]")};
+        "strategies=[{name: f, tp: 2, pp: 4, dp: 2, sp: true, zero: 1, placement: pp-last, ep: " + std::to_string(ep) +
+        ", etp: " + std::to_string(etp) + "}]")};
     return config::load_scenario(kScenario, ov);
 }
 
