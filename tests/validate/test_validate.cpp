@@ -117,6 +117,30 @@ bool has(const std::vector<std::string>& v, const std::string& s) {
     return std::find(v.begin(), v.end(), s) != v.end();
 }
 
+// `yaml` as a scenario file in the temp folder, loaded back (the file removed).
+sim::config::ScenarioSpec load_scenario_text(const std::string& yaml, const std::string& tag) {
+    const auto file = std::filesystem::temp_directory_path() /
+                      ("parasim-validate-" + std::to_string(::getpid()) + "-" + tag + ".yaml");
+    {
+        std::ofstream out(file);
+        out << yaml;
+    }
+    auto sc = sim::config::load_scenario(file.string(), {});
+    std::filesystem::remove(file);
+    return sc;
+}
+
+// What validate simulates for point `id` of `d` (one job).
+double validated(const Dataset& d, const std::string& id) {
+    sim::validate::ValidateOptions o;
+    o.ids = {id};
+    o.jobs = 1;
+    const auto r = sim::validate::validate(d, o);
+    REQUIRE(r.outcomes.size() == 1);
+    REQUIRE_FALSE(r.outcomes[0].skipped);
+    return r.outcomes[0].simulated;
+}
+
 }  // namespace
 
 TEST_CASE("validate dataset: reads every kind, with the model loader's checks and documented defaults") {
@@ -382,24 +406,11 @@ TEST_CASE("validate: a whole-run point simulates exactly as its scenario file un
         const Point& p = point(ds, id);
         const auto s = sim::validate::translate(p, gpus, shipped);
         REQUIRE_FALSE(s.skip);
-        const auto file = std::filesystem::temp_directory_path() /
-                          ("parasim-validate-" + std::to_string(::getpid()) + "-" + id + ".yaml");
-        {
-            std::ofstream out(file);
-            out << sim::validate::scenario_yaml(p, s);
-        }
-        const auto sc = sim::config::load_scenario(file.string(), {});
-        std::filesystem::remove(file);
+        const auto sc = load_scenario_text(sim::validate::scenario_yaml(p, s), id);
         const auto via_file = sim::report::run_strategy(sc, sc.strategies.front(), {});
-        sim::validate::ValidateOptions o;
-        o.ids = {id};
-        o.jobs = 1;
-        const auto r = sim::validate::validate(ds, o);
-        REQUIRE(r.outcomes.size() == 1);
-        REQUIRE_FALSE(r.outcomes[0].skipped);
         const double expect =
             p.kind == Kind::training ? *via_file.metrics.iteration_ms / 1e3 : *via_file.metrics.tokens_per_s;
-        CHECK(r.outcomes[0].simulated == expect);  // bit for bit: the same machinery
+        CHECK(validated(ds, id) == expect);  // bit for bit: the same machinery
     }
 }
 
@@ -663,22 +674,9 @@ TEST_CASE("validate dataset: parallelism.etp and the model's attention and moe m
     const std::string yaml = sim::validate::scenario_yaml(p, s);
     for (const char* part : {"etp: 1", "kind: mla", "ffn: 512, shared_experts: 1, first_dense_layers: 1, groups: 4"})
         CHECK_MESSAGE(yaml.find(part) != std::string::npos, part);
-    const auto file =
-        std::filesystem::temp_directory_path() / ("parasim-validate-" + std::to_string(::getpid()) + "-train-etp.yaml");
-    {
-        std::ofstream out(file);
-        out << yaml;
-    }
-    const auto sc = sim::config::load_scenario(file.string(), {});
-    std::filesystem::remove(file);
+    const auto sc = load_scenario_text(yaml, "train-etp");
     const auto via_file = sim::report::run_strategy(sc, sc.strategies.front(), {});
-    sim::validate::ValidateOptions o;
-    o.ids = {"train-etp"};
-    o.jobs = 1;
-    const auto r = sim::validate::validate(d, o);
-    REQUIRE(r.outcomes.size() == 1);
-    REQUIRE_FALSE(r.outcomes[0].skipped);
-    CHECK(r.outcomes[0].simulated == *via_file.metrics.iteration_ms / 1e3);
+    CHECK(validated(d, "train-etp") == *via_file.metrics.iteration_ms / 1e3);
     // moe and experts / top_k together are refused at the moe map.
     const std::string both = replace(text, "moe: {experts: 8", "experts: 8, top_k: 2, moe: {experts: 8");
     CHECK(error_of(both).find("give either 'moe' or 'experts' and 'top_k', not both") != std::string::npos);
