@@ -250,6 +250,7 @@ StrategySpec read_strategy(const Node& node, std::size_t index) {
     if (auto n = r.optional("tp")) s.tp = static_cast<int>(n->as_int(1, 1 << 20));
     if (auto n = r.optional("cp")) s.cp = static_cast<int>(n->as_int(1, 1 << 20));
     if (auto n = r.optional("ep")) s.ep = static_cast<int>(n->as_int(1, workload::kMaxExperts));
+    if (auto n = r.optional("etp")) s.etp = static_cast<int>(n->as_int(1, 1 << 20));
     if (auto n = r.optional("pp")) s.pp = positive_or_auto(*n, 1 << 20);
     if (auto n = r.optional("dp")) s.dp = positive_or_auto(*n, 1 << 24);
     if (auto n = r.optional("sp")) s.sp = n->as_bool();

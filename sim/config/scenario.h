@@ -94,6 +94,11 @@ struct StrategySpec {
     // of the dp x cp ranks (expert tensor parallelism = tp, as Megatron-Core's
     // default; docs/moe.md).
     int ep = 1;
+    // Expert tensor parallelism (Megatron-Core --expert-tensor-parallel-size):
+    // each expert's matrices split over etp GPUs; 0 (unset) means etp = tp.
+    // With etp < tp the experts fold onto tp x dp x cp = etp x ep x edp
+    // (MoE parallel folding, docs/moe.md section 1).
+    int etp = 0;
     // pp and dp: kUnset when the file does not say, kAuto for `auto`
     // (whatever makes tp x cp x pp x dp equal the GPU count); resolution rules in
     // docs/parallelism.md.

@@ -18,8 +18,15 @@ namespace sim::parallel {
 
 struct ResolvedStrategy {
     int tp = 1, pp = 1, dp = 1;
-    int cp = 1;  // context parallel: each sequence over cp GPUs (training only)
-    int ep = 1;  // expert parallel: MoE experts over ep of the dp x cp GPUs (docs/moe.md)
+    int cp = 1;   // context parallel: each sequence over cp GPUs (training only)
+    int ep = 1;   // expert parallel: MoE experts over ep of the tp x dp x cp GPUs (docs/moe.md)
+    int etp = 0;  // expert tensor parallel; 0: = tp (Megatron-Core's default)
+    int expert_tp() const { return etp > 0 ? etp : tp; }
+    // The experts are laid out apart from the dense part (expert-parallel or
+    // expert-data-parallel groups of their own): ep > 1 or etp != tp.
+    bool folds_experts() const { return ep > 1 || expert_tp() != tp; }
+    // Expert-data-parallel degree: tp x dp x cp / (etp x ep).
+    int edp() const { return tp * dp * cp / (expert_tp() * ep); }
     bool sp = false;
     int zero = 0;
     const IPipelineSchedule* schedule = &default_pipeline_schedule();

@@ -57,15 +57,18 @@ void emit_training(Emitter& em, PlanBuild& out) {
     // parallel groups (dp x cp / ep ranks each) that have simulated members.
     auto dp_collective_over = [&](int s, net::CollectiveOp op, double bytes, Phase ph, int mb, int layer,
                                   const std::vector<std::uint32_t>& after, bool experts) {
-        const int ranks = experts ? rs.dp * rs.cp / rs.ep : rs.dp * rs.cp;
+        const int ranks = experts ? rs.edp() : rs.dp * rs.cp;
         if (ranks <= 1 || bytes <= 0) return;
         const auto& mem = em.members[static_cast<std::size_t>(s)];
-        const int tps = em.options.collapse ? 1 : rs.tp;
+        const int tps = experts ? rs.expert_tp() : em.options.collapse ? 1 : rs.tp;
         const int subs = experts ? rs.ep : 1;
         for (int r = 0; r < tps; ++r)
             for (int j = 0; j < subs; ++j) {
+                // Experts: the EDP group of expert-TP rank r and EP rank j.
                 const auto in_group = [&](const Emitter::Member& x) {
-                    return x.r == r && (!experts || (x.d * rs.cp + x.c) % rs.ep == j);
+                    if (!experts) return x.r == r;
+                    const auto f = em.expert_rank(x);
+                    return f.etp == r && f.ep == j;
                 };
                 bool any = false;
                 for (const auto& x : mem) any = any || in_group(x);
@@ -92,9 +95,12 @@ void emit_training(Emitter& em, PlanBuild& out) {
     // (Layer l's count: the leading dense layers of an MoE model differ.)
     const auto layer_params = [&](int l) { return workload::layer_parameters(params, m, l); };
     const auto layer_experts = [&](int l) {
-        return rs.ep > 1 ? workload::layer_expert_params_per_shard(m, em.opt, l) : 0.0;
+        return rs.folds_experts() ? workload::layer_expert_params_per_shard(m, em.opt, l) : 0.0;
     };
-    const auto layer_dense = [&](int l) { return layer_params(l) / rs.tp - layer_experts(l) * rs.ep; };
+    // The layer's experts over tp GPUs: ep x etp shards of layer_experts
+    // (etp / tp is exactly 1 when etp = tp).
+    const double experts_per_tp = rs.ep * (static_cast<double>(rs.expert_tp()) / rs.tp);
+    const auto layer_dense = [&](int l) { return layer_params(l) / rs.tp - layer_experts(l) * experts_per_tp; };
     auto dp_collective = [&](int s, net::CollectiveOp op, double bytes, Phase ph, int mb, int layer,
                              const std::vector<std::uint32_t>& after) {
         dp_collective_over(s, op, bytes, ph, mb, layer, after, false);
@@ -103,7 +109,8 @@ void emit_training(Emitter& em, PlanBuild& out) {
     // part over dp x cp, then the experts' part over the EDP group.
     auto layer_collective = [&](int s, net::CollectiveOp op, double per_param, Phase ph, int mb, int layer,
                                 const std::vector<std::uint32_t>& after) {
-        if (rs.ep <= 1) return dp_collective(s, op, layer_params(layer) / rs.tp * per_param, ph, mb, layer, after);
+        if (!rs.folds_experts())
+            return dp_collective(s, op, layer_params(layer) / rs.tp * per_param, ph, mb, layer, after);
         dp_collective_over(s, op, layer_dense(layer) * per_param, ph, mb, layer, after, false);
         dp_collective_over(s, op, layer_experts(layer) * per_param, ph, mb, layer, after, true);
     };
@@ -125,7 +132,7 @@ void emit_training(Emitter& em, PlanBuild& out) {
     };
     // A transformer layer's bucket (bytes per parameter).
     auto layer_bucket = [&](int s, int mb, int layer, const std::vector<std::uint32_t>& after) {
-        if (rs.ep <= 1) return grad_bucket(s, layer_params(layer) / rs.tp * grad_bytes, mb, layer, after);
+        if (!rs.folds_experts()) return grad_bucket(s, layer_params(layer) / rs.tp * grad_bytes, mb, layer, after);
         if (rs.overlap.grad_reduce) {
             layer_collective(s, reduce_op, grad_bytes, Phase::backward, mb, layer, after);
         } else {
@@ -152,7 +159,7 @@ void emit_training(Emitter& em, PlanBuild& out) {
                 };
                 if (vs == 0) bucket(workload::kEmbeddingLayer, params.embedding);
                 for (int l = a; l < b; ++l) {
-                    if (rs.ep > 1) {
+                    if (rs.folds_experts()) {
                         layer_collective(s, net::CollectiveOp::all_gather, wbytes, Phase::forward, -1, l, {});
                         gathered[l] = last_dp[static_cast<std::size_t>(s)];
                     } else {
@@ -317,14 +324,14 @@ void emit_training(Emitter& em, PlanBuild& out) {
         stage_params /= rs.tp;
         double local_params = stage_params / (rs.zero >= 1 ? rs.dp * rs.cp : 1);
         double stage_experts = 0;  // expert parameters on this GPU (EP only)
-        if (rs.ep > 1) {
+        if (rs.folds_experts()) {
             for (int c = 0; c < v; ++c) {
                 const auto [a, b] = em.vstages[static_cast<std::size_t>(c * p + s)];
                 for (int l = a; l < b; ++l) stage_experts += layer_experts(l);
             }
-            stage_params -= stage_experts * rs.ep;  // dense only from here
-            local_params = stage_params / (rs.zero >= 1 ? rs.dp * rs.cp : 1) +
-                           stage_experts / (rs.zero >= 1 ? rs.dp * rs.cp / rs.ep : 1);
+            stage_params -= stage_experts * experts_per_tp;  // dense only from here
+            local_params =
+                stage_params / (rs.zero >= 1 ? rs.dp * rs.cp : 1) + stage_experts / (rs.zero >= 1 ? rs.edp() : 1);
         }
         std::vector<std::uint32_t> opt_task(mem.size());
         const std::uint32_t opt_kernel =

@@ -95,20 +95,31 @@ struct Emitter {
     // reduced over dp x cp GPUs (rank order: replica, then CP rank).
     std::uint32_t tp_group(int s, int d, int c) { return group(0, s, d * rs.cp + c); }
     std::uint32_t dp_group(int s, int r) { return group(1, s, r); }
-    // Expert parallelism (docs/moe.md): the dp x cp ranks q = d x cp + c of a
-    // stage and TP rank fold into blocks of ep consecutive ranks. EP group:
-    // block q / ep (the all-to-all); expert-data-parallel group: the ranks
-    // with the same q % ep (the experts' gradient reduction).
-    std::uint32_t ep_group(int s, int r, int block) { return group(2, s, r * (rs.dp * rs.cp) + block); }
-    std::uint32_t edp_group(int s, int r, int j) { return group(3, s, r * (rs.dp * rs.cp) + j); }
-    // The ranks q of an EP (kind 2) or EDP (kind 3) group with index `sub`.
-    std::vector<int> fold_ranks(int kind, int sub) const {
-        std::vector<int> q;
+    // Expert parallelism (docs/moe.md section 1), Megatron-Core's rank
+    // order: a stage's rank i = r + tp x (c + cp x d) (TP, CP, then DP rank)
+    // is, in the MoE layers, i = et + etp x (e + ep x f): expert-TP rank et,
+    // EP rank e, EDP rank f. EP group: the ranks with the same (et, f) (the
+    // all-to-all); EDP group: the same (et, e) (the experts' gradient
+    // reduction). With etp = tp: et = r and the dp x cp ranks fold alone.
+    struct ExpertRank {
+        int etp, ep, edp;
+    };
+    ExpertRank expert_rank(const Member& x) const {
+        const int i = x.r + rs.tp * (x.c + rs.cp * x.d), etp = rs.expert_tp();
+        return {i % etp, (i / etp) % rs.ep, i / (etp * rs.ep)};
+    }
+    std::uint32_t ep_group(int s, int et, int f) { return group(2, s, et * rs.edp() + f); }
+    std::uint32_t edp_group(int s, int et, int e) { return group(3, s, et * rs.ep + e); }
+    // The stage ranks i of an EP (kind 2, index et x edp + f) or EDP (kind 3,
+    // index et x ep + e) group, in EP or EDP rank order.
+    std::vector<int> fold_ranks(int kind, int idx) const {
+        const int etp = rs.expert_tp(), edp = rs.edp();
+        std::vector<int> i;
         if (kind == 2)
-            for (int i = 0; i < rs.ep; ++i) q.push_back(sub * rs.ep + i);
+            for (int e = 0; e < rs.ep; ++e) i.push_back(idx / edp + etp * (e + rs.ep * (idx % edp)));
         else
-            for (int b = 0; b < rs.dp * rs.cp / rs.ep; ++b) q.push_back(b * rs.ep + sub);
-        return q;
+            for (int f = 0; f < edp; ++f) i.push_back(idx / rs.ep + etp * (idx % rs.ep + rs.ep * f));
+        return i;
     }
     std::uint32_t group(int kind, int s, int idx) {
         const auto key = std::make_tuple(kind, s, idx);
@@ -123,15 +134,17 @@ struct Emitter {
             g.tokens = net::TokenRouting{static_cast<int>(m.top_k), static_cast<int>(m.experts),
                                          static_cast<int>(m.expert_groups), static_cast<int>(m.expert_group_limit)};
         }
-        const int folded = rs.dp * rs.cp;
         if (kind == 0) {
             for (int i = 0; i < rs.tp; ++i) g.gpus.push_back(real(idx / rs.cp, s, idx % rs.cp, i));
         } else if (kind >= 2) {
-            const int r = idx / folded;
-            for (int q : fold_ranks(kind, idx % folded)) g.gpus.push_back(real(q / rs.cp, s, q % rs.cp, r));
+            for (int i : fold_ranks(kind, idx)) {
+                const int q = i / rs.tp;
+                g.gpus.push_back(real(q / rs.cp, s, q % rs.cp, i % rs.tp));
+            }
             for (const auto& mem : members[static_cast<std::size_t>(s)]) {
-                const int q = mem.d * rs.cp + mem.c;
-                if (mem.r == r && (kind == 2 ? q / rs.ep : q % rs.ep) == idx % folded) g.members.push_back(mem.local);
+                const auto f = expert_rank(mem);
+                if ((kind == 2 ? f.etp * rs.edp() + f.edp : f.etp * rs.ep + f.ep) == idx)
+                    g.members.push_back(mem.local);
             }
         } else {
             for (int d = 0; d < rs.dp; ++d)
@@ -321,9 +334,11 @@ struct Emitter {
     void ep_all_to_all(int s, Bytes bytes, Phase ph, int mb, int step, std::vector<std::vector<std::uint32_t>>& pending,
                        std::vector<std::uint32_t>& last) {
         const auto& mem = members[static_cast<std::size_t>(s)];
-        std::map<std::pair<int, int>, std::vector<std::size_t>> by_group;  // (tp rank, block) -> members
-        for (std::size_t i = 0; i < mem.size(); ++i)
-            by_group[{mem[i].r, (mem[i].d * rs.cp + mem[i].c) / rs.ep}].push_back(i);
+        std::map<std::pair<int, int>, std::vector<std::size_t>> by_group;  // (expert-TP rank, EDP rank) -> members
+        for (std::size_t i = 0; i < mem.size(); ++i) {
+            const auto f = expert_rank(mem[i]);
+            by_group[{f.etp, f.edp}].push_back(i);
+        }
         for (const auto& [key, who] : by_group) {
             Task t = base(ph, mb, -1, step);
             t.kind = TaskKind::collective;

@@ -33,6 +33,7 @@ workload::OperatorOptions operator_options(const config::ScenarioSpec& sc, const
     o.inference = sc.workload.mode == Mode::inference;
     o.cp = rs.cp;
     o.ep = rs.ep;
+    o.etp = rs.etp;
     o.moe = sc.workload.moe;
     o.fp8_dispatch = sc.profile.moe_fp8_dispatch && sc.workload.precision.compute == hw::DType::fp8;
     o.decode_attention_issue = sc.profile.decode_attention_issue;
@@ -57,24 +58,47 @@ Shapes shapes_for(const config::ScenarioSpec& sc, std::int64_t mb_size) {
     return s;
 }
 
-// Expert parallelism, Megatron-Core's rule with expert tensor parallelism =
-// tp: the MoE layers fold the dp x cp ranks of a stage into ep x edp
-// (expert data parallel), so ep divides dp x cp, and ep divides the experts.
-// Returns why not, or an empty string; a moe block on a dense model is an
-// error of the scenario, not of the strategy.
+// Expert parallelism, Megatron-Core's MoE parallel folding: the MoE layers
+// fold the tp x dp x cp ranks of a stage into etp x ep x edp (expert tensor,
+// expert and expert data parallel), so etp divides tp, etp x ep divides
+// tp x dp x cp, and ep divides the experts. etp unset means etp = tp (the
+// experts fold onto dp x cp alone). Returns why not, or an empty string; a
+// moe block on a dense model is an error of the scenario, not of the strategy.
 std::string resolve_ep(const config::ScenarioSpec& sc, const config::StrategySpec& spec, ResolvedStrategy& rs) {
     const auto& m = sc.model;
     if (sc.workload.moe_where.line > 0 && m.experts == 0)
         throw ConfigError(sc.workload.moe_where, fmt::format("workload.moe: model '{}' is dense (no experts)", m.name));
     rs.ep = spec.ep;
+    rs.etp = spec.etp;
+    const int etp = rs.expert_tp();
+    if (spec.etp > 0 && m.experts == 0)
+        return fmt::format("etp={}: model '{}' is dense (no experts to split)", spec.etp, m.name);
+    if (rs.tp % etp != 0) return fmt::format("etp={} does not divide tp={}", etp, rs.tp);
+    if (etp != rs.tp && etp != 1)
+        return fmt::format(
+            "etp={}: only etp = 1 or etp = tp ({}) is modelled (the expert tensor-parallel "
+            "collectives of 1 < etp < tp are not)",
+            etp, rs.tp);
+    if (etp != rs.tp && !rs.sp)
+        return fmt::format(
+            "etp={} < tp={} needs sp: true (each TP rank routes its own sequence-parallel shard; "
+            "Megatron-Core refuses MoE with TP but without sequence parallelism)",
+            etp, rs.tp);
     if (rs.ep == 1) return {};
     if (m.experts == 0) return fmt::format("ep={}: model '{}' is dense (no experts to split)", rs.ep, m.name);
     if (m.experts % rs.ep != 0) return fmt::format("ep={} does not divide the model's {} experts", rs.ep, m.experts);
-    if ((rs.dp * rs.cp) % rs.ep != 0)
+    if (etp == rs.tp && (rs.dp * rs.cp) % rs.ep != 0)
         return fmt::format(
             "ep={} does not divide dp x cp = {} x {} (the experts fold onto the data-parallel ranks, as "
             "in Megatron-Core)",
             rs.ep, rs.dp, rs.cp);
+    // tp x dp x cp is the GPUs of a stage; etp x ep may pass 2^31 (tp and
+    // ep are each read up to 2^20), hence 64 bits.
+    if ((std::int64_t{rs.tp} * rs.dp * rs.cp) % (std::int64_t{etp} * rs.ep) != 0)
+        return fmt::format(
+            "etp x ep = {} x {} does not divide tp x dp x cp = {} x {} x {} (the experts fold onto the ranks of a "
+            "pipeline stage, as in Megatron-Core)",
+            etp, rs.ep, rs.tp, rs.dp, rs.cp);
     return {};
 }
 
@@ -219,8 +243,9 @@ hw::MemoryBreakdown stage_memory(const config::ScenarioSpec& sc, const ResolvedS
     const int moe_layers = layers - dense_layers;
     double weight_bytes = moe_layers * workload::layer_weight_bytes(m, opt).as_double() +
                           dense_layers * workload::layer_weight_bytes(m, opt, 0).as_double();
-    // The experts' share: sharded over ep already, replicated over the
-    // expert-data-parallel ranks (dp x cp / ep), which ZeRO shards over.
+    // The experts' share: sharded over etp x ep already, replicated over the
+    // expert-data-parallel ranks (tp x dp x cp / (etp x ep)), which ZeRO
+    // shards over.
     const double wbytes = hw::bytes_per_element(opt.precision.weights);
     const double expert_bytes = moe_layers * workload::layer_expert_params_per_shard(m, opt) * wbytes;
     if (first) weight_bytes += workload::embedding_weight_bytes(m, opt).as_double();
@@ -238,14 +263,14 @@ hw::MemoryBreakdown stage_memory(const config::ScenarioSpec& sc, const ResolvedS
         // ZeRO shards over dp x cp. Activations are 1/cp (the shape's tokens
         // are divided by cp in the footprint).
         const int shards = rs.dp * rs.cp;
-        const int expert_shards = shards / rs.ep;
+        const int expert_shards = rs.edp();  // dp x cp / ep when etp = tp
         const double dense_bytes = weight_bytes - expert_bytes;
         const double dense_params = dense_bytes / state.weights, expert_params = expert_bytes / state.weights;
         const auto sharded = [&](double dense, double expert, int level, double& expert_part) {
             expert_part = expert / (rs.zero >= level ? expert_shards : 1);
             return dense / (rs.zero >= level ? shards : 1) + expert_part;
         };
-        if (rs.ep > 1) {
+        if (rs.folds_experts()) {
             b.weights = sharded(dense_bytes, expert_bytes, 3, b.expert_weights);
             b.gradients =
                 sharded(dense_params * state.gradients, expert_params * state.gradients, 2, b.expert_gradients);

@@ -113,6 +113,7 @@ std::string run_json(const RunMetrics& m) {
     out += fmt::format(",\"parallelism\":{{\"tp\":{},\"cp\":{},\"pp\":{},\"dp\":{},\"microbatches\":{},\"stages\":{}}}",
                        rs.tp, rs.cp, rs.pp, rs.dp, rs.microbatches, stages_json(rs));
     if (rs.ep > 1) out.insert(out.size() - 1, fmt::format(",\"ep\":{}", rs.ep));  // inside "parallelism"
+    if (rs.expert_tp() != rs.tp) out.insert(out.size() - 1, fmt::format(",\"etp\":{}", rs.expert_tp()));
     out += fmt::format(",\"note\":{}", json_string(m.note));
     out += fmt::format(
         ",\"memory\":{{\"per_gpu_peak_bytes\":{},\"capacity_bytes\":{},\"oom\":{},\"stage\":{},\"breakdown\":{{"
@@ -218,6 +219,7 @@ std::string format_table(const config::ScenarioSpec& sc, const std::vector<RunMe
             std::string s = r.cp > 1 ? fmt::format("{} ({}x{}x{}, cp {})", m.gpus, r.tp, r.pp, r.dp, r.cp)
                                      : fmt::format("{} ({}x{}x{})", m.gpus, r.tp, r.pp, r.dp);
             if (r.ep > 1) s.insert(s.size() - 1, fmt::format(", ep {}", r.ep));
+            if (r.expert_tp() != r.tp) s.insert(s.size() - 1, fmt::format(", etp {}", r.expert_tp()));
             return s;
         },
         none);

@@ -126,7 +126,16 @@ workload::ModelSpec read_model(const Node& node, const std::string& id, std::int
         if (auto n = r.optional(key)) map[key] = n->yaml();
     }
     std::optional<Node> experts = r.optional("experts"), top_k = r.optional("top_k");
+    // parasim's extension: the model file's own `attention` (MLA, q/k norm)
+    // and `moe` (expert size, shared experts, dense layers, groups) maps,
+    // checked by the model loader (docs/validation.md section 2).
+    std::optional<Node> attention = r.optional("attention"), moe_map = r.optional("moe");
     r.finish();
+    if (attention) map["attention"] = attention->yaml();
+    if (moe_map) {
+        if (experts || top_k) moe_map->fail("give either 'moe' or 'experts' and 'top_k', not both");
+        map["moe"] = moe_map->yaml();
+    }
     // Required fields are checked by the model loader, at the dataset's position.
     for (const char* key : {"layers", "hidden", "heads", "ffn", "ffn_kind", "vocab"})
         if (!map[key]) node.fail(fmt::format("missing required field '{}'", key));
@@ -212,6 +221,7 @@ ParallelismSpec read_parallelism(const std::optional<Node>& node, const Point& p
     if (auto n = get("pp")) s.pp = static_cast<int>(n->as_int(1, 1 << 20));
     if (auto n = get("cp")) s.cp = static_cast<int>(n->as_int(1, 1 << 20));
     if (auto n = get("ep")) s.ep = static_cast<int>(n->as_int(1, 1 << 20));
+    if (auto n = get("etp")) s.etp = static_cast<int>(n->as_int(1, 1 << 20));
     // A product of degrees that does not match the GPUs is a published point
     // parasim skips (translate.cpp); one past the most GPUs a run may have is
     // an error here, which also keeps every later product within an int.

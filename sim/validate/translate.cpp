@@ -265,6 +265,7 @@ Setup translate(const Point& p, config::GpuCatalog& gpus, const ShippedClusters&
                 // on consecutive GPUs) and a balanced router (a trained router with
                 // its balancing loss), as docs/validation.md §2 says.
                 st.ep = par.ep;
+                st.etp = par.etp;
                 st.placement = parallel::Placement::pp_last;
                 s.defaults.push_back("placement=pp-last (ep > 1)");
                 s.defaults.push_back("moe.routing=balanced");
@@ -334,8 +335,17 @@ std::string scenario_yaml(const Point& p, const Setup& s) {
             y += fmt::format("    {}: {{bandwidth: {}, latency: {}}}\n", net::to_string(cls), gbps(l->bandwidth),
                              us(l->latency));
     y += fmt::format("gpus: {}\n", sc.gpus);
-    y += fmt::format("model:\n  name: {}\n  layers: {}\n  hidden: {}\n  heads: {}\n  kv_heads: {}\n  head_dim: {}\n",
-                     m.name, m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim);
+    y += fmt::format("model:\n  name: {}\n  layers: {}\n  hidden: {}\n  heads: {}\n", m.name, m.layers, m.hidden,
+                     m.heads);
+    // MLA has its own head sizes instead of kv_heads and head_dim.
+    if (const auto* a = m.mla())
+        y += fmt::format(
+            "  attention: {{kind: mla, q_lora_rank: {}, kv_lora_rank: {}, qk_nope_head_dim: {}, "
+            "qk_rope_head_dim: {}, v_head_dim: {}}}\n",
+            a->q_lora_rank, a->kv_lora_rank, a->qk_nope_head_dim, a->qk_rope_head_dim, a->v_head_dim);
+    else y += fmt::format("  kv_heads: {}\n  head_dim: {}\n", m.kv_heads, m.head_dim);
+    if (const auto* g = std::get_if<workload::GqaAttention>(&m.attention); g && g->qk_norm)
+        y += "  attention: {kind: gqa, qk_norm: true}\n";
     y += fmt::format("  ffn: {}\n  ffn_kind: {}\n  vocab: {}\n  max_seq: {}\n  norm: {}\n  tied_embeddings: {}\n",
                      m.ffn, m.ffn_kind == workload::FfnKind::gelu ? "gelu" : "swiglu", m.vocab, m.max_seq,
                      m.norm == workload::NormKind::layernorm ? "layernorm" : "rmsnorm", yes(m.tied_embeddings));
@@ -343,7 +353,15 @@ std::string scenario_yaml(const Point& p, const Setup& s) {
     const workload::Biases& b = m.bias;
     if (b.qkv == b.out && b.out == b.mlp) y += fmt::format("  bias: {}\n", yes(b.qkv));
     else y += fmt::format("  bias: {{qkv: {}, out: {}, mlp: {}}}\n", yes(b.qkv), yes(b.out), yes(b.mlp));
-    if (m.experts > 0) y += fmt::format("  moe: {{experts: {}, top_k: {}}}\n", m.experts, m.top_k);
+    if (m.experts > 0) {
+        std::string moe = fmt::format("experts: {}, top_k: {}", m.experts, m.top_k);
+        if (m.moe_ffn > 0) moe += fmt::format(", ffn: {}", m.moe_ffn);
+        if (m.shared_experts > 0) moe += fmt::format(", shared_experts: {}", m.shared_experts);
+        if (m.first_dense_layers > 0) moe += fmt::format(", first_dense_layers: {}", m.first_dense_layers);
+        if (m.expert_groups > 0)
+            moe += fmt::format(", groups: {}, group_limit: {}", m.expert_groups, m.expert_group_limit);
+        y += "  moe: {" + moe + "}\n";
+    }
     const bool training = w.mode == config::Mode::training;
     const bool serving = p.kind == Kind::serving;
     y += fmt::format("workload:\n  mode: {}\n  dtype: {}\n  weight_dtype: {}\n  kv_dtype: {}\n  flash_attention: {}\n",
@@ -371,6 +389,7 @@ std::string scenario_yaml(const Point& p, const Setup& s) {
                      st.name, st.tp, st.pp, st.dp, yes(st.sp), st.zero);
     if (st.cp > 1) y += fmt::format("    cp: {}\n", st.cp);
     if (st.ep > 1) y += fmt::format("    ep: {}\n", st.ep);
+    if (st.etp > 0) y += fmt::format("    etp: {}\n", st.etp);
     if (st.placement == parallel::Placement::pp_last) y += "    placement: pp-last\n";
     y += fmt::format("    schedule: {}\n", st.schedule->name());
     if (st.virtual_stages > 1) y += fmt::format("    virtual_stages: {}\n", st.virtual_stages);

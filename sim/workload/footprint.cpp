@@ -74,7 +74,7 @@ double layer_params_per_shard(const ModelSpec& m, const OperatorOptions& opt, st
 double layer_expert_params_per_shard(const ModelSpec& m, const OperatorOptions& opt, std::int64_t layer) {
     if (m.experts <= 0 || !m.is_moe_layer(layer)) return 0.0;
     // ep divides experts (checked by the strategy).
-    return as_d(m.experts / std::max(1, opt.ep)) * mlp_params_per_shard(m, m.expert_ffn(), opt.tp);
+    return as_d(m.experts / std::max(1, opt.ep)) * mlp_params_per_shard(m, m.expert_ffn(), opt.expert_tp());
 }
 
 Bytes layer_weight_bytes(const ModelSpec& m, const OperatorOptions& opt, std::int64_t layer) {
@@ -148,8 +148,18 @@ Bytes layer_activation_bytes(const ModelSpec& m, const PassShape& shape, const O
     // both branches read.
     const double replicated =
         m.block == BlockLayout::parallel ? ab * h + ab * h + 2 * h : 2 * ab * h + ab * h + k * ab * h + 2 * h;
-    double split = ab * (a_p + g_p) * d + ab * g_p * d + ab * a_p * d +
-                   k * ab * as_d(ffn_up_per_shard(m, opt.tp) + ffn_per_shard(m, opt.tp));
+    // An MoE layer's MLP tensors are its experts' (moe.ffn, each of the k
+    // copies) and its shared experts' (once), not the dense `ffn` (fixed:
+    // Qwen3 and DeepSeek-V3 counted k x their dense ffn, 8x to 9x too much).
+    double mlp = k * ab * as_d(ffn_up_per_shard(m, opt.tp) + ffn_per_shard(m, opt.tp));
+    if (m.experts > 0 && (m.expert_ffn() != m.ffn || m.shared_experts > 0)) {
+        const auto up = [&](std::int64_t ffn) {
+            const std::int64_t f = ceil_div(ffn, opt.tp);
+            return as_d((m.ffn_kind == FfnKind::swiglu ? 3 : 2) * f);  // up (+ gate) and down inputs
+        };
+        mlp = k * ab * up(m.expert_ffn()) + ab * up(m.shared_experts * m.expert_ffn());
+    }
+    double split = ab * (a_p + g_p) * d + ab * g_p * d + ab * a_p * d + mlp;
     double latents = 0;
     if (const auto* x = m.mla()) {
         // MLA (mla_ops.cpp): the q latent before and after its norm, the kv
@@ -157,7 +167,7 @@ Bytes layer_activation_bytes(const ModelSpec& m, const PassShape& shape, const O
         // per head Q and K of qk_nope + qk_rope, V and the output of v_head_dim.
         const double dq = as_d(x->qk_head_dim()), dv = as_d(x->v_head_dim);
         latents = ab * (2 * as_d(x->q_lora_rank) + as_d(x->cache_width()) + as_d(x->kv_lora_rank));
-        split = ab * a_p * (2 * dq + 2 * dv) + k * ab * as_d(ffn_up_per_shard(m, opt.tp) + ffn_per_shard(m, opt.tp));
+        split = ab * a_p * (2 * dq + 2 * dv) + mlp;
     }
     const double router = m.experts > 0 ? ab * as_d(m.experts) : 0.0;
     const bool scores_stored = !opt.flash_attention && recompute == Recompute::none;

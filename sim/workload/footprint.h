@@ -31,7 +31,7 @@ Bytes boundary_activation_bytes(const ModelSpec& m, const PassShape& shape, cons
 // biases are replicated; with MoE, all experts).
 double layer_params_per_shard(const ModelSpec& m, const OperatorOptions& opt, std::int64_t layer = kAnyMoeLayer);
 // The experts' part of layer_params_per_shard: experts / ep experts, each
-// split over tp (0 for a dense layer). The router stays with the dense part.
+// split over etp (expert_tp(); 0 for a dense layer). The router stays with the dense part.
 double layer_expert_params_per_shard(const ModelSpec& m, const OperatorOptions& opt, std::int64_t layer = kAnyMoeLayer);
 // Bytes of the embedding tables (token, + position when learned) on one TP
 // shard (the token table is split by vocabulary).

@@ -22,6 +22,23 @@ Dims expert_dims(const Dims& x, std::int64_t ffn) {
     return e;
 }
 
+// The dimensions the routed part of an MoE layer runs on. With expert
+// tensor parallelism etp = tp, the layer's own (the tokens gathered over the
+// TP group, the experts split over tp). With etp = 1 < tp (MoE parallel
+// folding, docs/moe.md section 1a) each TP rank routes only its own
+// sequence-parallel shard of T / tp tokens, sends them to their experts over
+// an EP group that spans TP ranks, and computes whole experts: no TP
+// all-gather before the router and no reduce-scatter after the combine.
+Dims routed_dims(const Dims& x) {
+    if (x.o->expert_tp() == x.o->tp) return x;
+    Dims m = x;
+    m.T = ceil_div(x.T, x.p);
+    m.Ts = static_cast<double>(m.T);
+    m.p = 1;
+    m.sp = false;
+    return m;
+}
+
 // The tokens each local expert of the straggler EP rank computes (all
 // experts when ep == 1), and the all-to-all bytes per rank (moe.h).
 struct MoeShape {
@@ -108,7 +125,11 @@ Linear router_linear(const Dims& x) {
 // Under expert parallelism the permuted tokens go to the EP rank holding
 // their expert (dispatch all-to-all) and come back before the combine; the
 // experts computed here are the straggler rank's local experts.
-void moe_forward(const Dims& x, std::vector<Operator>& ops) {
+void moe_forward(const Dims& layer, std::vector<Operator>& ops) {
+    // x: the routed part's dimensions; the shared experts keep the layer's
+    // tensor parallelism (Megatron-Core's SharedExpertMLP uses the TP group).
+    const Dims x = routed_dims(layer);
+    const bool folded = x.p != layer.p;
     const MoeShape ms = moe_shape(x);
     const Dims xe = expert_dims(x, x.m->expert_ffn());
     const double T = static_cast<double>(x.T), k = static_cast<double>(x.m->top_k);
@@ -134,11 +155,18 @@ void moe_forward(const Dims& x, std::vector<Operator>& ops) {
     }
     ops.push_back(elementwise(x, "moe_dispatch", 0, full_act(x) + idx, T * k * h * x.ab, std::move(dispatch)));
     // Shared experts: every token, on this GPU, before the exchange (no
-    // overlap with it is modelled); their output joins the combine.
+    // overlap with it is modelled); their output joins the combine. Folded,
+    // they gather the layer's tokens over TP and reduce-scatter their output
+    // themselves.
     if (x.m->shared_experts > 0) {
-        const Dims xs = expert_dims(x, x.m->shared_experts * x.m->expert_ffn());
+        const Dims xs = expert_dims(layer, layer.m->shared_experts * layer.m->expert_ffn());
         const MlpIds ids = shared_mlp_ids(xs, static_cast<std::int64_t>(ms.local.size()));
+        const std::size_t first = ops.size();
         mlp_forward(xs, ids, ops);
+        if (folded) {
+            if (layer.sp) set_sync(layer, ops[first], TpSync::before_column_parallel, full_act(layer));
+            set_sync(layer, ops.back(), TpSync::after_row_parallel, full_act(layer));
+        }
         combine.push_back(use(ids.out, full_act(x)));
     }
     const std::size_t first_expert = ops.size();
@@ -151,7 +179,9 @@ void moe_forward(const Dims& x, std::vector<Operator>& ops) {
     ops.push_back(std::move(op));
 }
 
-void moe_backward(const Dims& x, std::vector<Operator>& ops) {
+void moe_backward(const Dims& layer, std::vector<Operator>& ops) {
+    const Dims x = routed_dims(layer);  // as in moe_forward
+    const bool folded = x.p != layer.p;
     const MoeShape ms = moe_shape(x);
     const Dims xe = expert_dims(x, x.m->expert_ffn());
     const double T = static_cast<double>(x.T), k = static_cast<double>(x.m->top_k);
@@ -184,9 +214,16 @@ void moe_backward(const Dims& x, std::vector<Operator>& ops) {
     if (x.sp) set_sync(x, combine_bwd, TpSync::before_column_parallel, full_act(x));
     ops.push_back(std::move(combine_bwd));
     if (x.m->shared_experts > 0) {
-        const Dims xs = expert_dims(x, x.m->shared_experts * x.m->expert_ffn());
+        const Dims xs = expert_dims(layer, layer.m->shared_experts * layer.m->expert_ffn());
         const MlpIds ids = shared_mlp_ids(xs, static_cast<std::int64_t>(ms.local.size()));
+        const std::size_t first = ops.size();
         mlp_backward(xs, ids, ops);
+        if (folded) {
+            // Gather the output gradient over TP; reduce-scatter the input
+            // gradient (the up projection's dgrad, before its wgrad).
+            if (layer.sp) set_sync(layer, ops[first], TpSync::before_column_parallel, full_act(layer));
+            set_sync(layer, ops[ops.size() - 2], TpSync::after_column_input_grad, full_act(layer));
+        }
         db.push_back(use(flagged(ids.in, kGrad), full_act(x)));
     }
     const std::size_t first_expert = ops.size();

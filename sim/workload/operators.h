@@ -60,6 +60,12 @@ struct OperatorOptions {
     // Expert parallelism: the experts are split over ep ranks (the expert
     // layer's tokens travel by all-to-all); moe says how tokens route.
     int ep = 1;
+    // Expert tensor parallelism: each expert's matrices split over etp GPUs;
+    // 0 means etp = tp. With etp < tp (only etp = 1 is modelled) each TP
+    // rank routes its own sequence-parallel shard of the tokens and computes
+    // whole experts (docs/moe.md section 1a).
+    int etp = 0;
+    int expert_tp() const { return etp > 0 ? etp : tp; }
     MoeRouting moe;
     // The tokens going to the experts (dispatch, and the output gradients in
     // the backward) travel in FP8 with a scale per 128 elements; the

@@ -117,6 +117,30 @@ bool has(const std::vector<std::string>& v, const std::string& s) {
     return std::find(v.begin(), v.end(), s) != v.end();
 }
 
+// `yaml` as a scenario file in the temp folder, loaded back (the file removed).
+sim::config::ScenarioSpec load_scenario_text(const std::string& yaml, const std::string& tag) {
+    const auto file = std::filesystem::temp_directory_path() /
+                      ("parasim-validate-" + std::to_string(::getpid()) + "-" + tag + ".yaml");
+    {
+        std::ofstream out(file);
+        out << yaml;
+    }
+    auto sc = sim::config::load_scenario(file.string(), {});
+    std::filesystem::remove(file);
+    return sc;
+}
+
+// What validate simulates for point `id` of `d` (one job).
+double validated(const Dataset& d, const std::string& id) {
+    sim::validate::ValidateOptions o;
+    o.ids = {id};
+    o.jobs = 1;
+    const auto r = sim::validate::validate(d, o);
+    REQUIRE(r.outcomes.size() == 1);
+    REQUIRE_FALSE(r.outcomes[0].skipped);
+    return r.outcomes[0].simulated;
+}
+
 }  // namespace
 
 TEST_CASE("validate dataset: reads every kind, with the model loader's checks and documented defaults") {
@@ -382,24 +406,11 @@ TEST_CASE("validate: a whole-run point simulates exactly as its scenario file un
         const Point& p = point(ds, id);
         const auto s = sim::validate::translate(p, gpus, shipped);
         REQUIRE_FALSE(s.skip);
-        const auto file = std::filesystem::temp_directory_path() /
-                          ("parasim-validate-" + std::to_string(::getpid()) + "-" + id + ".yaml");
-        {
-            std::ofstream out(file);
-            out << sim::validate::scenario_yaml(p, s);
-        }
-        const auto sc = sim::config::load_scenario(file.string(), {});
-        std::filesystem::remove(file);
+        const auto sc = load_scenario_text(sim::validate::scenario_yaml(p, s), id);
         const auto via_file = sim::report::run_strategy(sc, sc.strategies.front(), {});
-        sim::validate::ValidateOptions o;
-        o.ids = {id};
-        o.jobs = 1;
-        const auto r = sim::validate::validate(ds, o);
-        REQUIRE(r.outcomes.size() == 1);
-        REQUIRE_FALSE(r.outcomes[0].skipped);
         const double expect =
             p.kind == Kind::training ? *via_file.metrics.iteration_ms / 1e3 : *via_file.metrics.tokens_per_s;
-        CHECK(r.outcomes[0].simulated == expect);  // bit for bit: the same machinery
+        CHECK(validated(ds, id) == expect);  // bit for bit: the same machinery
     }
 }
 
@@ -629,6 +640,46 @@ TEST_CASE("validate: the reference dataset's kernels and collectives stay within
           doctest::test_suite("fit")) {
     check_guards(
         {{Kind::gemm, 0.10, 1}, {Kind::attention, 0.10, 46}, {Kind::collective, 0.14, 10}, {Kind::memory, 0.10, 5}});
+}
+
+TEST_CASE("validate dataset: parallelism.etp and the model's attention and moe maps (parasim's extensions)") {
+    const std::string text = R"(points:
+- id: train-etp
+  kind: training
+  source: test
+  hardware: {gpu: h100-sxm, gpus: 16, gpus_per_node: 8, intra_node: nvswitch,
+             network: {kind: infiniband, bandwidth_per_gpu: 400 Gb/s}}
+  model: {layers: 4, hidden: 1024, heads: 16, ffn: 4096, ffn_kind: swiglu, vocab: 32000,
+          attention: {kind: mla, q_lora_rank: 256, kv_lora_rank: 128, qk_nope_head_dim: 64, qk_rope_head_dim: 32,
+                      v_head_dim: 64},
+          moe: {experts: 8, top_k: 2, ffn: 512, shared_experts: 1, first_dense_layers: 1, groups: 4, group_limit: 2}}
+  workload: {seq_len: 1024, global_batch: 32, dtype: bf16, flash_attention: true}
+  parallelism: {tp: 2, pp: 2, dp: 4, sp: true, ep: 8, etp: 1, zero: 1}
+  measured: {metric: iteration_s, value: 0.5}
+)";
+    const Dataset d = parse(text);
+    const Point& p = point(d, "train-etp");
+    CHECK(p.parallelism.etp == 1);
+    CHECK(p.model.moe_ffn == 512);
+    CHECK(p.model.shared_experts == 1);
+    CHECK(p.model.first_dense_layers == 1);
+    CHECK(p.model.expert_groups == 4);
+    REQUIRE(p.model.mla() != nullptr);
+    CHECK(p.model.mla()->kv_lora_rank == 128);
+    // The scenario file says all of it, and runs as the point does.
+    sim::config::GpuCatalog gpus;
+    const sim::validate::ShippedClusters shipped;
+    const auto s = sim::validate::translate(p, gpus, shipped);
+    REQUIRE_FALSE(s.skip);
+    const std::string yaml = sim::validate::scenario_yaml(p, s);
+    for (const char* part : {"etp: 1", "kind: mla", "ffn: 512, shared_experts: 1, first_dense_layers: 1, groups: 4"})
+        CHECK_MESSAGE(yaml.find(part) != std::string::npos, part);
+    const auto sc = load_scenario_text(yaml, "train-etp");
+    const auto via_file = sim::report::run_strategy(sc, sc.strategies.front(), {});
+    CHECK(validated(d, "train-etp") == *via_file.metrics.iteration_ms / 1e3);
+    // moe and experts / top_k together are refused at the moe map.
+    const std::string both = replace(text, "moe: {experts: 8", "experts: 8, top_k: 2, moe: {experts: 8");
+    CHECK(error_of(both).find("give either 'moe' or 'experts' and 'top_k', not both") != std::string::npos);
 }
 
 TEST_SUITE_END();

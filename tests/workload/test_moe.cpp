@@ -179,4 +179,22 @@ TEST_CASE("expert weights shard over ep: a Mixtral layer keeps 8 / ep experts pe
           doctest::Approx(layer_params_per_shard(m, d) - layer_expert_params_per_shard(m, d)));
 }
 
+TEST_CASE("MoE activation memory counts the experts' size, not the dense ffn (Qwen3-30B-A3B, no recompute)") {
+    // Each of the k = 8 copies keeps its expert's up (gate and up, 2 f_e)
+    // and down (f_e) inputs: 3 f_e elements; the model's dense `ffn` is
+    // unused by an all-MoE model, so changing it changes nothing, and
+    // 128 more per expert add 1000 tokens x 8 x 2 bytes x 3 x 128.
+    ModelSpec m = sim::config::load_model_file(sim::config::model_path("qwen3-30b-a3b"));
+    const OperatorOptions o;
+    const PassShape s{1, 1000, 1000};
+    const double a = layer_activation_bytes(m, s, o, Recompute::none).as_double();
+    ModelSpec wider_dense = m;
+    wider_dense.ffn *= 2;
+    CHECK(layer_activation_bytes(wider_dense, s, o, Recompute::none).as_double() == a);
+    ModelSpec wider_experts = m;
+    wider_experts.moe_ffn += 128;
+    CHECK(layer_activation_bytes(wider_experts, s, o, Recompute::none).as_double() - a ==
+          doctest::Approx(1000.0 * 8 * 2 * 3 * 128));
+}
+
 TEST_SUITE_END();
