@@ -20,6 +20,8 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::vector<std::string> kOverlapNames = {"tp_comm", "grad_reduce", "param_gather"};
+const std::vector<std::string> kGradReduceDtypes = {"weights", "fp32", "fp32_if_bf16"};
+const std::vector<std::string> kGradSyncs = {"last_microbatch", "every_microbatch"};
 
 bool version_is_file_safe(const std::string& v) {
     if (v.empty() || v.size() > 64 || v.front() == '.') return false;
@@ -72,6 +74,11 @@ SoftwareProfile load_software_profile(const Node& root, const std::string& expec
         p.decode_attention_issue =
             sourced(r, "decode_attention_issue", p.decode_attention_issue_from).as_number(0, 1000);
     }
+    if (r.has("grad_reduce_dtype"))
+        p.grad_reduce_dtype = sourced(r, "grad_reduce_dtype", p.grad_reduce_dtype_from).as_enum(kGradReduceDtypes);
+    if (r.has("grad_sync"))
+        p.grad_sync_every_microbatch =
+            sourced(r, "grad_sync", p.grad_sync_from).as_enum(kGradSyncs) == "every_microbatch";
     if (auto serving = r.optional("serving")) {
         MapReader sv(*serving);
         // Host times per sequence, request or token above 1 s are a unit slip.
@@ -96,6 +103,12 @@ SoftwareProfile load_software_profile(const Node& root, const std::string& expec
     }
     r.finish();
     return p;
+}
+
+double gradient_reduce_bytes(const SoftwareProfile& p, double weight_bytes, bool weights_bf16) {
+    if (weight_bytes >= 4 || p.grad_reduce_dtype == "fp32") return 4;
+    if (p.grad_reduce_dtype == "fp32_if_bf16" && weights_bf16) return 4;
+    return 2;
 }
 
 SoftwareProfile load_software_file(const std::string& path) {

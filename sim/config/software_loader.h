@@ -64,6 +64,19 @@ struct SoftwareProfile {
     // (docs/software-profiles.md §3, "Generation attention").
     double decode_attention_issue = 0.0;
     Provenance decode_attention_issue_from;
+    // The dtype the data-parallel gradient collectives carry
+    // (docs/software-profiles.md §2b): "weights" (the weights' dtype, FP32
+    // for FP32 weights and 2 bytes otherwise), "fp32", or "fp32_if_bf16"
+    // (Megatron: BF16 training accumulates and reduces gradients in FP32).
+    // Optional key, default "weights".
+    std::string grad_reduce_dtype = "weights";
+    Provenance grad_reduce_dtype_from;
+    // With sharded gradients (ZeRO >= 2: PyTorch FSDP), whether every
+    // micro-batch's backward reduce-scatters its gradients (FSDP outside
+    // no_sync) instead of the last one only. Optional key
+    // `grad_sync: every_microbatch | last_microbatch`, default the latter.
+    bool grad_sync_every_microbatch = false;
+    Provenance grad_sync_from;
     // Overlaps the stack can do (documentation: the run says which it used).
     std::vector<std::string> overlaps;
     Provenance overlaps_from;
@@ -78,6 +91,12 @@ struct SoftwareProfile {
     Time serving_sequence_overhead{}, serving_request_overhead{}, serving_token_overhead{};
     Provenance serving_sequence_overhead_from, serving_request_overhead_from, serving_token_overhead_from;
 };
+
+// Bytes per gradient element the data-parallel reduce carries under
+// profile `p` for weights of `weight_bytes` bytes an element
+// (docs/software-profiles.md §2b): 4 for FP32 weights or an FP32 reduce,
+// else 2.
+double gradient_reduce_bytes(const SoftwareProfile& p, double weight_bytes, bool weights_bf16);
 
 // The name of the profile used when a run names no software stack.
 inline constexpr const char* kDefaultSoftware = "default";

@@ -6,6 +6,7 @@
 
 #include "sim/core/checked.h"
 #include "sim/core/error.h"
+#include "sim/workload/footprint.h"
 
 namespace sim::parallel {
 
@@ -33,7 +34,12 @@ void emit_training(Emitter& em, PlanBuild& out) {
     const std::size_t width = em.members.front().size();
     const auto params = workload::count_parameters(m);
     const double wbytes = hw::bytes_per_element(em.opt.precision.weights);
-    const double grad_bytes = wbytes >= 4 ? 4 : 2;
+    const double grad_bytes =
+        config::gradient_reduce_bytes(sc.profile, wbytes, em.opt.precision.weights == hw::DType::bf16);
+    // Sharded gradients under a stack that reduces every micro-batch (PyTorch
+    // FSDP outside no_sync): each backward issues its buckets, not only the
+    // last (docs/software-profiles.md §2b).
+    const bool sync_every_mb = sc.profile.grad_sync_every_microbatch && rs.zero >= 2;
     const double boundary = em.boundary_per_rank(shape);
 
     // fwd_done[vs][mb] / bwd_done[vs][mb]: per member, the task the next stage waits for.
@@ -205,24 +211,36 @@ void emit_training(Emitter& em, PlanBuild& out) {
             if (vs + 1 == nv)
                 em.emit_ops(s, workload::head_backward(m, it.mb, shape, em.opt), Phase::backward, it.mb, -1, pending,
                             last);
+            // ZeRO-3 re-gathers each layer's parameters for its backward. As
+            // PyTorch FSDP does (backward prefetch, BACKWARD_PRE or _POST),
+            // the all-gather of the next layer down is issued before this
+            // layer's gradient reduce-scatter, so on the in-order dp_comm
+            // stream it never waits behind this layer's backward
+            // (docs/parallelism.md, "ZeRO-3").
+            std::vector<std::uint32_t> gather_next;
+            auto gather = [&](int layer) {
+                layer_collective(s, net::CollectiveOp::all_gather, wbytes, Phase::backward, it.mb, layer, {});
+                gather_next = last_dp[static_cast<std::size_t>(s)];
+            };
+            if (rs.zero >= 3 && end_layer > first_layer) gather(end_layer - 1);
             for (int l = end_layer - 1; l >= first_layer; --l) {
                 if (rs.zero >= 3) {
-                    layer_collective(s, net::CollectiveOp::all_gather, wbytes, Phase::backward, it.mb, l, {});
-                    for (std::size_t i = 0; i < width; ++i)
-                        pending[i].push_back(last_dp[static_cast<std::size_t>(s)][i]);
+                    for (std::size_t i = 0; i < width; ++i) pending[i].push_back(gather_next[i]);
+                    if (l > first_layer) gather(l - 1);
                 }
                 em.emit_ops(s, workload::layer_backward(m, l, it.mb, shape, em.opt, w.recompute), Phase::backward,
                             it.mb, -1, pending, last);
                 // Bucketed gradient synchronisation: one bucket per layer,
                 // issued once the last micro-batch's gradients are complete,
                 // overlapping the backward of earlier layers.
-                if (last_mb) layer_bucket(s, it.mb, l, last);
+                if (last_mb || sync_every_mb) layer_bucket(s, it.mb, l, last);
             }
             if (vs == 0)
                 em.emit_ops(s, workload::embedding_backward(m, it.mb, shape, em.opt), Phase::backward, it.mb, -1,
                             pending, last);
-            if (last_mb && vs == 0) grad_bucket(s, params.embedding / rs.tp * grad_bytes, it.mb, -1, last);
-            if (last_mb && vs + 1 == nv && params.lm_head > 0)
+            const bool sync = last_mb || sync_every_mb;
+            if (sync && vs == 0) grad_bucket(s, params.embedding / rs.tp * grad_bytes, it.mb, -1, last);
+            if (sync && vs + 1 == nv && params.lm_head > 0)
                 grad_bucket(s, params.lm_head / rs.tp * grad_bytes, it.mb, -1, last);
             stage_end[static_cast<std::size_t>(s)] = last;
             auto& slot = bwd_out[static_cast<std::size_t>(vs)][static_cast<std::size_t>(it.mb)];

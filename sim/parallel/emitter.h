@@ -6,6 +6,7 @@
 #pragma once
 
 #include "sim/parallel/strategy.h"
+#include "sim/workload/footprint.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -148,7 +149,7 @@ struct Emitter {
     // scatter/gather sends 1/tp of the activation per rank (under sequence
     // parallelism the activation is already sharded that way).
     double boundary_per_rank(const workload::PassShape& shape) const {
-        const double b = workload::boundary_activation_bytes(sc.model, shape, opt);
+        const double b = workload::boundary_activation_bytes(sc.model, shape, opt).as_double();
         return opt.sequence_parallel ? b : b / rs.tp;
     }
 

@@ -4,6 +4,7 @@
 
 #include "sim/core/checked.h"
 #include "sim/core/error.h"
+#include "sim/workload/footprint.h"
 
 #include <algorithm>
 #include <cmath>
@@ -216,17 +217,17 @@ hw::MemoryBreakdown stage_memory(const config::ScenarioSpec& sc, const ResolvedS
         last = last || v + 1 == vstages.size();
     }
     const int moe_layers = layers - dense_layers;
-    double weight_bytes =
-        moe_layers * workload::layer_weight_bytes(m, opt) + dense_layers * workload::layer_weight_bytes(m, opt, 0);
+    double weight_bytes = moe_layers * workload::layer_weight_bytes(m, opt).as_double() +
+                          dense_layers * workload::layer_weight_bytes(m, opt, 0).as_double();
     // The experts' share: sharded over ep already, replicated over the
     // expert-data-parallel ranks (dp x cp / ep), which ZeRO shards over.
     const double wbytes = hw::bytes_per_element(opt.precision.weights);
     const double expert_bytes = moe_layers * workload::layer_expert_params_per_shard(m, opt) * wbytes;
-    if (first) weight_bytes += workload::embedding_weight_bytes(m, opt);
+    if (first) weight_bytes += workload::embedding_weight_bytes(m, opt).as_double();
     if (last) {
-        weight_bytes += workload::head_weight_bytes(m, opt);
+        weight_bytes += workload::head_weight_bytes(m, opt).as_double();
         // A tied head on another stage than the embedding keeps its own copy.
-        if (m.tied_embeddings && !first) weight_bytes += workload::embedding_weight_bytes(m, opt);
+        if (m.tied_embeddings && !first) weight_bytes += workload::embedding_weight_bytes(m, opt).as_double();
     }
     hw::MemoryBreakdown b;
     const auto sh = shapes_for(sc, rs.microbatch_sizes.front());
@@ -261,17 +262,18 @@ hw::MemoryBreakdown stage_memory(const config::ScenarioSpec& sc, const ResolvedS
         const int layers_per_chunk = std::max(1, layers / rs.virtual_stages);
         const auto inflight_chunks = static_cast<double>(
             rs.schedule->chunks_in_flight(PipelineShape{rs.pp, rs.microbatches, rs.virtual_stages}, s));
-        b.activations = workload::layer_activation_bytes(m, sh.train, opt, sc.workload.recompute) * layers_per_chunk *
-                        inflight_chunks;
-        b.workspace = workload::workspace_bytes(m, sh.train, opt, true);
+        b.activations = workload::layer_activation_bytes(m, sh.train, opt, sc.workload.recompute).as_double() *
+                        layers_per_chunk * inflight_chunks;
+        b.workspace = workload::workspace_bytes(m, sh.train, opt, true).as_double();
     } else {
         b.weights = weight_bytes;
         b.expert_weights = expert_bytes;
         const std::int64_t replica_batch =
             std::accumulate(rs.microbatch_sizes.begin(), rs.microbatch_sizes.end(), std::int64_t{0});
         b.kv_cache = layers * workload::layer_kv_bytes(m, replica_batch,
-                                                       sc.workload.prompt_tokens + sc.workload.output_tokens, opt);
-        b.workspace = workload::workspace_bytes(m, sh.prefill, opt, false);
+                                                       sc.workload.prompt_tokens + sc.workload.output_tokens, opt)
+                                  .as_double();
+        b.workspace = workload::workspace_bytes(m, sh.prefill, opt, false).as_double();
     }
     return b;
 }

@@ -332,7 +332,8 @@ double iteration_lower_bound(const config::ScenarioSpec& sc, const config::Strat
     const int n = rs.dp * rs.cp;
     const auto params = workload::count_parameters(model);
     const double wbytes = hw::bytes_per_element(opt.precision.weights);
-    const double grad_bytes = wbytes >= 4 ? 4 : 2;
+    const double grad_bytes =
+        config::gradient_reduce_bytes(sc.profile, wbytes, opt.precision.weights == hw::DType::bf16);
     const auto reduce = rs.zero >= 1 ? net::CollectiveOp::reduce_scatter : net::CollectiveOp::all_reduce;
     const bool gather_in_forward = rs.overlap.param_gather && rs.zero >= 1 && n > 1;
     // Tensor-parallel groups that fill whole nodes put every rank of a data-

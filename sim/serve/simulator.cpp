@@ -9,6 +9,7 @@
 #include "sim/serve/kv_blocks.h"
 #include "sim/serve/scheduler/i_scheduler.h"
 #include "sim/serve/serving_loop.h"
+#include "sim/workload/footprint.h"
 
 #include <algorithm>
 #include <cmath>
@@ -25,7 +26,8 @@ KvPool size_kv_pool(const config::ScenarioSpec& sc, const parallel::PlanBuild& b
     p.budget_bytes = sc.gpu.memory_capacity.as_double() * sv.gpu_memory_utilization;
     auto opt = parallel::operator_options(sc, build.strategy);
     opt.inference = true;
-    p.bytes_per_token = static_cast<double>(sc.model.layers) * workload::layer_kv_bytes(sc.model, 1, 1, opt);
+    p.bytes_per_token =
+        static_cast<double>(sc.model.layers) * workload::layer_kv_bytes(sc.model, 1, 1, opt).as_double();
     p.block_size = sv.block_size;
     const double left = p.budget_bytes - p.memory.total();
     const double per_block = p.bytes_per_token * static_cast<double>(sv.block_size);

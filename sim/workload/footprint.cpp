@@ -2,7 +2,10 @@
 // (Korthikanti et al. 2022), KV cache, workspace. See docs/workload-model.md.
 #include <algorithm>
 
-#include "sim/workload/operators.h"
+#include <fmt/format.h>
+
+#include "sim/core/error.h"
+#include "sim/workload/footprint.h"
 
 namespace sim::workload {
 
@@ -11,6 +14,19 @@ namespace {
 double as_d(std::int64_t v) { return static_cast<double>(v); }
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// The rounding rule of every footprint below (docs/workload-model.md,
+// "Whole bytes"): each closed form adds its tensors' sizes exactly, at
+// bytes_per_element (for block-scaled formats, the payload bits and the
+// block scale's share), and rounds the sum up to a whole byte once. A size
+// is never shortened. Model sizes are bounded one by one, not in product: a
+// footprint past 2^64 bytes is the input's doing (ModelError, exit 2), not a
+// wrapped count.
+Bytes whole_bytes(double exact) {
+    if (exact >= 18446744073709551616.0)
+        throw ModelError(fmt::format("a memory footprint of {:.3g} bytes per GPU does not fit 2^64 bytes", exact));
+    return Bytes::ceil(exact);
+}
 
 double norm_params(const ModelSpec& m) { return as_d(m.norm == NormKind::layernorm ? 2 * m.hidden : m.hidden); }
 
@@ -61,35 +77,36 @@ double layer_expert_params_per_shard(const ModelSpec& m, const OperatorOptions& 
     return as_d(m.experts / std::max(1, opt.ep)) * mlp_params_per_shard(m, m.expert_ffn(), opt.tp);
 }
 
-double layer_weight_bytes(const ModelSpec& m, const OperatorOptions& opt, std::int64_t layer) {
-    return layer_params_per_shard(m, opt, layer) * hw::bytes_per_element(opt.precision.weights);
+Bytes layer_weight_bytes(const ModelSpec& m, const OperatorOptions& opt, std::int64_t layer) {
+    return whole_bytes(layer_params_per_shard(m, opt, layer) * hw::bytes_per_element(opt.precision.weights));
 }
 
-double embedding_weight_bytes(const ModelSpec& m, const OperatorOptions& opt) {
+Bytes embedding_weight_bytes(const ModelSpec& m, const OperatorOptions& opt) {
     const double h = as_d(m.hidden);
     const double table = as_d(ceil_div(m.vocab, opt.tp)) * h;
     const double pos = m.position == PositionKind::learned ? as_d(m.max_seq) * h : 0.0;
-    return (table + pos) * hw::bytes_per_element(opt.precision.weights);
+    return whole_bytes((table + pos) * hw::bytes_per_element(opt.precision.weights));
 }
 
-double head_weight_bytes(const ModelSpec& m, const OperatorOptions& opt) {
+Bytes head_weight_bytes(const ModelSpec& m, const OperatorOptions& opt) {
     const double matrix = m.tied_embeddings ? 0.0 : as_d(ceil_div(m.vocab, opt.tp)) * as_d(m.hidden);
-    return (matrix + norm_params(m)) * hw::bytes_per_element(opt.precision.weights);
+    return whole_bytes((matrix + norm_params(m)) * hw::bytes_per_element(opt.precision.weights));
 }
 
-double layer_kv_bytes(const ModelSpec& m, std::int64_t batch, std::int64_t context, const OperatorOptions& opt) {
+Bytes layer_kv_bytes(const ModelSpec& m, std::int64_t batch, std::int64_t context, const OperatorOptions& opt) {
     // MLA caches the compressed latent and the shared rope key per token,
     // the same on every TP rank (DeepSeek-V2 section 2.1.2).
     if (const auto* x = m.mla())
-        return as_d(batch) * as_d(context) * as_d(x->cache_width()) * hw::bytes_per_element(opt.precision.kv);
-    return 2.0 * as_d(batch) * as_d(context) * as_d(kv_heads_per_shard(m, opt.tp)) * as_d(m.head_dim) *
-           hw::bytes_per_element(opt.precision.kv);
+        return whole_bytes(as_d(batch) * as_d(context) * as_d(x->cache_width()) *
+                           hw::bytes_per_element(opt.precision.kv));
+    return whole_bytes(2.0 * as_d(batch) * as_d(context) * as_d(kv_heads_per_shard(m, opt.tp)) * as_d(m.head_dim) *
+                       hw::bytes_per_element(opt.precision.kv));
 }
 
-double boundary_activation_bytes(const ModelSpec& m, const PassShape& shape, const OperatorOptions& opt) {
+Bytes boundary_activation_bytes(const ModelSpec& m, const PassShape& shape, const OperatorOptions& opt) {
     const double ab = hw::bytes_per_element(activation_dtype(opt.precision));
     const double sp = opt.sequence_parallel && opt.tp > 1 ? as_d(opt.tp) : 1.0;
-    return as_d(shape.batch) * as_d(shape.new_tokens) * as_d(m.hidden) * ab / sp / as_d(opt.cp);
+    return whole_bytes(as_d(shape.batch) * as_d(shape.new_tokens) * as_d(m.hidden) * ab / sp / as_d(opt.cp));
 }
 
 // Korthikanti et al. 2022 (Reducing Activation Recomputation in Large
@@ -103,8 +120,8 @@ double boundary_activation_bytes(const ModelSpec& m, const PassShape& shape, con
 //   attention scores:      (2*ab + 1)*a*context (softmax output, dropout mask and output)
 // For the paper's shapes this is s*b*h*(34 + 5*a*s/h) (t = 1), and
 // s*b*h*(10 + 24/t + 5*a*s/(h*t)) with TP t, all / t with SP.
-double layer_activation_bytes(const ModelSpec& m, const PassShape& shape, const OperatorOptions& opt,
-                              Recompute recompute) {
+Bytes layer_activation_bytes(const ModelSpec& m, const PassShape& shape, const OperatorOptions& opt,
+                             Recompute recompute) {
     const double ab = hw::bytes_per_element(activation_dtype(opt.precision));
     const double tokens = as_d(shape.batch) * as_d(shape.new_tokens) / as_d(opt.cp);  // 1/cp of each sequence
     const double h = as_d(m.hidden), d = as_d(m.head_dim);
@@ -117,7 +134,7 @@ double layer_activation_bytes(const ModelSpec& m, const PassShape& shape, const 
             kept =
                 as_d(expert_load(m.experts, m.top_k, opt.ep, t, opt.moe).hot_tokens) * h * to_experts + tokens * ab * h;
         }
-        return tokens * ab * h / sp + kept;
+        return whole_bytes(tokens * ab * h / sp + kept);
     }
     const double a_p = as_d(heads_per_shard(m, opt.tp)), g_p = as_d(kv_heads_per_shard(m, opt.tp));
     // MoE: each token's MLP tensors once per chosen expert; under expert
@@ -145,10 +162,10 @@ double layer_activation_bytes(const ModelSpec& m, const PassShape& shape, const 
     const double router = m.experts > 0 ? ab * as_d(m.experts) : 0.0;
     const bool scores_stored = !opt.flash_attention && recompute == Recompute::none;
     const double scores = scores_stored ? (2 * ab + 1) * a_p * as_d(shape.context) : 0.0;
-    return tokens * ((replicated + router) / sp + split + scores + latents);
+    return whole_bytes(tokens * ((replicated + router) / sp + split + scores + latents));
 }
 
-double workspace_bytes(const ModelSpec& m, const PassShape& shape, const OperatorOptions& opt, bool training) {
+Bytes workspace_bytes(const ModelSpec& m, const PassShape& shape, const OperatorOptions& opt, bool training) {
     constexpr double kLibraryWorkspace = 32.0 * 1024 * 1024;  // cuBLAS(Lt) workspace
     const double ab = hw::bytes_per_element(activation_dtype(opt.precision));
     const double v_p = as_d(ceil_div(m.vocab, opt.tp));
@@ -169,7 +186,7 @@ double workspace_bytes(const ModelSpec& m, const PassShape& shape, const Operato
         }
         transient = std::max(transient, layer);
     }
-    return kLibraryWorkspace + transient;
+    return whole_bytes(kLibraryWorkspace + transient);
 }
 
 }  // namespace sim::workload

@@ -154,34 +154,7 @@ double total_flops(const std::vector<Operator>& ops);
 double training_hardware_flops_per_token(const ModelSpec& m, std::int64_t seq_len, const OperatorOptions& opt,
                                          Recompute recompute);
 
-// Memory closed forms, per GPU, in bytes.
-// Activations stored for backward by one layer for one micro-batch
-// (Korthikanti et al. 2022: s*b*h*(34 + 5*a*s/h) / t without SP, with the
-// flash-attention and selective-recompute variants).
-double layer_activation_bytes(const ModelSpec& m, const PassShape& shape, const OperatorOptions& opt,
-                              Recompute recompute);
-// KV cache bytes per layer for `batch` sequences of `context` tokens, per TP shard.
-double layer_kv_bytes(const ModelSpec& m, std::int64_t batch, std::int64_t context, const OperatorOptions& opt);
-// Bytes of one layer's weights on one TP shard.
-// `layer` picks a dense or an MoE layer (first_dense_layers); the default
-// (past any layer count) is an MoE layer of an MoE model.
-inline constexpr std::int64_t kAnyMoeLayer = std::int64_t{1} << 40;
-double layer_weight_bytes(const ModelSpec& m, const OperatorOptions& opt, std::int64_t layer = kAnyMoeLayer);
-// Bytes of the activation crossing a pipeline boundary for one micro-batch.
-double boundary_activation_bytes(const ModelSpec& m, const PassShape& shape, const OperatorOptions& opt);
-// Parameters of one layer held by one TP shard (norms and row-parallel
-// biases are replicated; with MoE, all experts).
-double layer_params_per_shard(const ModelSpec& m, const OperatorOptions& opt, std::int64_t layer = kAnyMoeLayer);
-// The experts' part of layer_params_per_shard: experts / ep experts, each
-// split over tp (0 for a dense layer). The router stays with the dense part.
-double layer_expert_params_per_shard(const ModelSpec& m, const OperatorOptions& opt, std::int64_t layer = kAnyMoeLayer);
-// Bytes of the embedding tables (token, + position when learned) on one TP
-// shard (the token table is split by vocabulary).
-double embedding_weight_bytes(const ModelSpec& m, const OperatorOptions& opt);
-// Bytes of the head on one TP shard: final norm, and the LM head matrix unless
-// tied (a tied head on another pipeline stage than the embedding holds a copy
-// of the embedding table: add embedding_weight_bytes there).
-double head_weight_bytes(const ModelSpec& m, const OperatorOptions& opt);
+// The memory closed forms (footprints per GPU) are in footprint.h.
 
 // Training state per parameter, in bytes (ZeRO's accounting): weights in
 // precision.weights; gradients in the same 16- or 32-bit type (16-bit when the
@@ -192,10 +165,5 @@ struct TrainingStateBytes {
     double total() const { return weights + gradients + optimizer; }
 };
 TrainingStateBytes training_state_bytes_per_param(const OperatorOptions& opt);
-// Transient memory besides stored activations, weights and KV cache: a fixed
-// library workspace (cuBLAS, 32 MiB) plus the largest short-lived tensor: the
-// logits (+ FP32 softmax in training) or, in inference, one layer's live
-// intermediates (and the naive attention score matrix).
-double workspace_bytes(const ModelSpec& m, const PassShape& shape, const OperatorOptions& opt, bool training);
 
 }  // namespace sim::workload

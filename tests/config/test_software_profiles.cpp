@@ -171,4 +171,37 @@ TEST_CASE("software profiles: an unknown stack names the known profiles") {
         ConfigError);
 }
 
+TEST_CASE("software profiles: the gradient reduce's dtype and FSDP's sync per micro-batch") {
+    // Left out: the weights' dtype (2 bytes for 16-bit weights, 4 for FP32) and the last micro-batch only.
+    const SoftwareProfile plain = load_software_profile(load_string(kGood, "software/megatron-lm.yaml"), "megatron-lm");
+    CHECK(plain.grad_reduce_dtype == "weights");
+    CHECK_FALSE(plain.grad_sync_every_microbatch);
+    CHECK(gradient_reduce_bytes(plain, 2, true) == 2);
+    CHECK(gradient_reduce_bytes(plain, 1, false) == 2);  // FP8 weights still reduce 16-bit gradients
+    CHECK(gradient_reduce_bytes(plain, 4, false) == 4);
+    const SoftwareProfile p =
+        load_software_profile(load_string(kGood + "grad_reduce_dtype: {value: fp32_if_bf16, source: \"arguments.py\"}\n"
+                                                  "grad_sync: {value: every_microbatch, source: \"trainer.py\"}\n",
+                                          "software/megatron-lm.yaml"),
+                              "megatron-lm");
+    CHECK(p.grad_reduce_dtype == "fp32_if_bf16");
+    CHECK(p.grad_reduce_dtype_from.text == "arguments.py");
+    CHECK(p.grad_sync_every_microbatch);
+    CHECK(gradient_reduce_bytes(p, 2, true) == 4);   // BF16 weights: FP32 gradients
+    CHECK(gradient_reduce_bytes(p, 2, false) == 2);  // FP16 weights keep FP16 gradients
+    SoftwareProfile always = p;
+    always.grad_reduce_dtype = "fp32";
+    CHECK(gradient_reduce_bytes(always, 2, false) == 4);
+    CHECK(
+        error_of(kGood + "grad_sync: {value: sometimes, source: \"x\"}\n") ==
+        "software/megatron-lm.yaml:9:20: grad_sync.value: 'sometimes' is not one of last_microbatch, every_microbatch");
+    CHECK(error_of(kGood + "grad_reduce_dtype: {value: fp64, source: \"x\"}\n") ==
+          "software/megatron-lm.yaml:9:28: grad_reduce_dtype.value: 'fp64' is not one of weights, fp32, fp32_if_bf16 "
+          "(did you mean 'fp32'?)");
+    // The shipped stacks: Composer's FSDP sync (Megatron's FP32 rule is not set yet: docs/validation.md §7).
+    CHECK(software_profile("llm-foundry").grad_sync_every_microbatch);
+    CHECK_FALSE(software_profile("megatron-core").grad_sync_every_microbatch);
+    CHECK(software_profile("").grad_reduce_dtype == "weights");
+}
+
 TEST_SUITE_END();

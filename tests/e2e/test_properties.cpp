@@ -32,6 +32,7 @@
 #include "sim/parallel/builder.h"
 #include "sim/report/metrics.h"
 #include "sim/report/runner.h"
+#include "sim/workload/footprint.h"
 #include "sim/workload/operators.h"
 
 #include <doctest/doctest.h>
@@ -140,8 +141,12 @@ Generated generate(Rng& rng, int index) {
     for (int p : divisors(gpus / tp))
         if (p <= layers) pps.push_back(p);
     const int pp = rng.of(pps);
-    const int dp = gpus / (tp * pp);
+    int dp = gpus / (tp * pp);
     const bool training = rng.coin(0.5);
+    // Context parallelism (training only): two CP ranks out of the DP ranks;
+    // every generated seq_len splits into 2 x cp chunks.
+    const int cp = training && dp % 2 == 0 && rng.coin(0.2) ? 2 : 1;
+    dp /= cp;
 
     std::string dtype = rng.of(std::vector<std::string>{"fp16", "bf16", "bf16", "fp16", "fp32", "tf32"});
     if (cl.hopper && rng.coin(0.1)) dtype = "fp8";
@@ -191,12 +196,28 @@ Generated generate(Rng& rng, int index) {
     s += fmt::format("strategies:\n  - name: s{}x{}x{}\n    tp: {}\n    pp: {}\n    dp: {}\n    schedule: {}\n", tp, pp,
                      dp, tp, pp, dp, schedule);
     if (virtual_stages > 1) s += fmt::format("    virtual_stages: {}\n", virtual_stages);
+    if (cp > 1) s += fmt::format("    cp: {}\n", cp);
     const bool sp = tp > 1 && rng.coin(0.3);
     if (sp) s += "    sp: true\n";
     const int zero = training && dp > 1 ? rng.pick(0, 3) : 0;
     if (zero > 0) s += fmt::format("    zero: {}\n", zero);
-    // Tree has no reduce-scatter / all-gather (sequence parallelism, ZeRO).
-    if (rng.coin(0.2)) s += fmt::format("    collective: {}\n", sp || zero > 0 || rng.coin(0.5) ? "ring" : "tree");
+    // Tree, hierarchical and in-switch have no reduce-scatter / all-gather
+    // (sequence parallelism, ZeRO, context parallelism's exchanges);
+    // hierarchical needs as many ranks on every node of a group (whole
+    // nodes and no pipeline here: a DP group then holds 8 / tp ranks of every
+    // node), in-switch one NVSwitch node with in-switch reduction.
+    if (rng.coin(0.3)) {
+        std::vector<std::string> algorithms{"ring"};
+        if (!sp && zero == 0 && cp == 1) {
+            algorithms.push_back("tree");
+            // Twice: few generated scenarios qualify.
+            if (gpus % 8 == 0 && pp == 1) algorithms.insert(algorithms.end(), 2, "hierarchical");
+            if (cl.name == "dgx-h100") algorithms.insert(algorithms.end(), 2, "in-switch");
+        }
+        s += fmt::format("    collective: {}\n", rng.of(algorithms));
+    }
+    // Rank placement: which dimension gets neighbouring GPU ids.
+    if (rng.coin(0.3)) s += fmt::format("    placement: {}\n", rng.of(std::vector<std::string>{"pp-first", "pp-last"}));
     // Sometimes a second strategy: cache-aware partitioning, one stage per GPU.
     if (rng.coin(0.2) && gpus <= layers) {
         s += fmt::format("  - name: layerwise\n    partition: {{method: cache-aware, capacity: {}}}\n",
@@ -354,9 +375,10 @@ void check_metrics(const Checker& c, const sim::config::ScenarioSpec& sc, const 
     opt.precision = sc.workload.precision;
     opt.inference = true;
     const double layers = static_cast<double>(sc.model.layers);
-    const double weights = layers * sim::workload::layer_weight_bytes(sc.model, opt);
+    const double weights = layers * sim::workload::layer_weight_bytes(sc.model, opt).as_double();
     const double kv =
-        layers * sim::workload::layer_kv_bytes(sc.model, sc.workload.batch, build.decode_context_first, opt);
+        layers *
+        sim::workload::layer_kv_bytes(sc.model, sc.workload.batch, build.decode_context_first, opt).as_double();
     const double bandwidth = sc.gpus * std::max(sc.gpu.memory_bandwidth.bytes_per_s, sc.gpu.l2_bandwidth.bytes_per_s);
     const double min_step = (weights + kv) / bandwidth;
     c.require(m.tpot_ms.has_value() && m.tokens_per_s.has_value(), "an inference run reports TPOT and TPS");
@@ -393,7 +415,8 @@ TEST_CASE("random valid scenarios keep the simulator's invariants (seeded, 300 s
     std::vector<Case> cases;
     std::vector<Finding> findings;
     const auto cost_model = sim::hw::make_cost_model("roofline");
-    int runs = 0, feasible = 0, out_of_memory = 0, uncollapsed = 0, training = 0;
+    int runs = 0, feasible = 0, out_of_memory = 0, uncollapsed = 0, training = 0, context_parallel = 0, placed = 0;
+    std::map<std::string, int> named_algorithm;  // the strategies' collective: key
     for (int i = 0; i < kScenarios; ++i) {
         const Generated g = generate(rng, i);
         Case c{g.yaml, {}, g.small, {}};
@@ -407,6 +430,9 @@ TEST_CASE("random valid scenarios keep the simulator's invariants (seeded, 300 s
         for (const auto& strategy : c.spec.strategies) {
             const Checker check{c.yaml, strategy.name, findings};
             ++runs;
+            context_parallel += strategy.cp > 1;
+            named_algorithm[strategy.collective] += 1;
+            placed += strategy.placement != sim::parallel::Placement::tp_first;
             sim::parallel::PlanBuild build;
             try {
                 build = sim::parallel::build_plan(c.spec, strategy, *cost_model, sim::parallel::BuildOptions{true});
@@ -499,8 +525,15 @@ TEST_CASE("random valid scenarios keep the simulator's invariants (seeded, 300 s
     }
 
     MESSAGE(
-        fmt::format("{} scenarios ({} training), {} strategy runs: {} feasible, {} out of memory; {} also uncollapsed",
-                    cases.size(), training, runs, feasible, out_of_memory, uncollapsed));
+        fmt::format("{} scenarios ({} training), {} strategy runs: {} feasible, {} out of memory; {} also "
+                    "uncollapsed; {} with cp > 1, {} not tp-first",
+                    cases.size(), training, runs, feasible, out_of_memory, uncollapsed, context_parallel, placed));
+    CHECK(context_parallel > 0);
+    CHECK(placed > 0);
+    for (const char* name : {"ring", "tree", "hierarchical", "in-switch"}) {
+        MESSAGE(std::string(name), ": ", named_algorithm[name], " strategies");
+        CHECK(named_algorithm[name] > 0);
+    }
     CHECK(static_cast<int>(cases.size()) == kScenarios);
     CHECK(kScenarios >= (std::getenv("PARASIM_PROPERTY_SCENARIOS") ? 1 : 200));
     CHECK(feasible >= runs / 2);

@@ -11,6 +11,7 @@
 
 #include <doctest/doctest.h>
 
+#include <map>
 #include <string>
 
 TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
@@ -513,6 +514,63 @@ TEST_CASE("overlap.tp_backward: the input gradient's TP collective runs beside t
         };
         CHECK(collectives(async) == collectives(serial));
     }
+}
+
+TEST_CASE("ZeRO-3: FSDP reduces every micro-batch, gathers the next layer before this one's reduce, FP32 reduce") {
+    const auto cm = hw::make_cost_model("roofline");
+    // 2 GPUs, dp 2, ZeRO-3: 2 micro-batches per rank (global 4 over dp 2, micro 1), 2 layers.
+    auto sc = scenario(kData + "cp-training.yaml", {"strategies[1].zero=3"});
+    // overlap.grad_reduce (set below): buckets during the backward, so the issue order shows.
+    // Per layer: QKV 4096 x (4096 + 2 x 8 x 128), output 4096^2, SwiGLU 3 x 4096 x 14336, two RMSNorm weights.
+    const double layer = 4096.0 * 6144 + 4096.0 * 4096 + 3.0 * 4096 * 14336 + 2 * 4096;
+    struct Counts {
+        int layer_reduces = 0, other_reduces = 0;
+        double layer_bytes = 0;
+        bool gather_ahead =
+            true;  // each backward all-gather of layer 0 comes before that micro-batch's reduce of layer 1
+    };
+    const auto count = [&](const config::ScenarioSpec& s) {
+        auto spec = strategy(s, "dp2");
+        spec.overlap.grad_reduce = true;
+        const auto b = parallel::build_plan(s, spec, *cm, {});
+        Counts c;
+        std::map<int, std::size_t> gather0, reduce1;  // micro-batch -> task index
+        for (std::size_t i = 0; i < b.plan.tasks.size(); ++i) {
+            const auto& t = b.plan.tasks[i];
+            if (t.kind != parallel::TaskKind::collective || t.phase != parallel::Phase::backward) continue;
+            if (t.op == net::CollectiveOp::reduce_scatter) {
+                (t.layer >= 0 ? c.layer_reduces : c.other_reduces)++;
+                if (t.layer >= 0) c.layer_bytes = t.bytes.as_double();
+                if (t.layer == 1) reduce1[t.microbatch] = i;
+            }
+            if (t.op == net::CollectiveOp::all_gather && t.layer == 0) {
+                gather0[t.microbatch] = i;
+                CHECK(t.dep_count == 0);  // a prefetch: it waits for nothing but the stream
+            }
+        }
+        for (const auto& e : reduce1)
+            c.gather_ahead = c.gather_ahead && gather0.count(e.first) && gather0[e.first] < e.second;
+        return c;
+    };
+    // The default profile: only the last micro-batch reduces, 2 bytes a BF16 gradient.
+    const Counts last = count(sc);
+    CHECK(last.layer_reduces == 2);  // 2 layers x 1 micro-batch
+    CHECK(last.other_reduces == 2);  // the embedding's bucket and the (untied) LM head's
+    CHECK(last.layer_bytes == doctest::Approx(2 * layer));
+    CHECK(last.gather_ahead);
+    // Composer's FSDP: every micro-batch reduce-scatters its gradients.
+    sc.profile.grad_sync_every_microbatch = true;
+    const Counts every = count(sc);
+    CHECK(every.layer_reduces == 2 * 2);
+    CHECK(every.other_reduces == 2 * last.other_reduces);
+    CHECK(every.gather_ahead);
+    // Megatron's BF16 rule: gradients reduced in FP32, twice the bytes.
+    sc.profile.grad_reduce_dtype = "fp32_if_bf16";
+    CHECK(count(sc).layer_bytes == doctest::Approx(4 * layer));
+    // ZeRO-1 keeps one reduce per bucket per iteration whatever the profile says (gradients unsharded).
+    auto z1 = scenario(kData + "cp-training.yaml", {"strategies[1].zero=1"});
+    z1.profile.grad_sync_every_microbatch = true;
+    CHECK(count(z1).layer_reduces == 2);
 }
 
 TEST_SUITE_END();

@@ -2,6 +2,7 @@
 #include "sim/config/scenario.h"
 #include "sim/report/metrics.h"
 #include "sim/report/runner.h"
+#include "sim/workload/footprint.h"
 #include "sim/workload/model.h"
 #include "sim/workload/operators.h"
 
@@ -45,7 +46,8 @@ TEST_CASE("decode throughput never exceeds the HBM roofline: weights and KV cach
         opt.precision = sc.workload.precision;
         const double weights = workload::count_parameters(m).total * hw::bytes_per_element(opt.precision.weights);
         const std::int64_t context = sc.workload.prompt_tokens + sc.workload.output_tokens / 2;
-        const double kv = static_cast<double>(m.layers) * workload::layer_kv_bytes(m, sc.workload.batch, context, opt);
+        const double kv =
+            static_cast<double>(m.layers) * workload::layer_kv_bytes(m, sc.workload.batch, context, opt).as_double();
         const double step_floor_s = (weights + kv) / (sc.gpus * sc.gpu.memory_bandwidth.bytes_per_s);
         const double bound_tps = static_cast<double>(sc.workload.batch) / step_floor_s;
         for (const auto& s : sc.strategies) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "sim/config/model_loader.h"
+#include "sim/workload/footprint.h"
 #include "sim/workload/model.h"
 #include "sim/workload/operators.h"
 
@@ -41,12 +42,12 @@ TEST_CASE("DeepSeek-V3 caches 61 x (512 + 64) x 2 = 70 272 bytes a token in BF16
     const ModelSpec m = shipped("deepseek-v3");
     OperatorOptions o;  // kv bf16
     double per_token = 0;
-    for (std::int64_t l = 0; l < m.layers; ++l) per_token += layer_kv_bytes(m, 1, 1, o);
+    for (std::int64_t l = 0; l < m.layers; ++l) per_token += layer_kv_bytes(m, 1, 1, o).as_double();
     CHECK(per_token == doctest::Approx(61.0 * (512 + 64) * 2));
     // An MHA cache of the same heads would hold 2 x 128 x 192 values a
     // token a layer: 85 x the latent's 576 (49 152 / 576 = 85.3).
     o.precision.kv = sim::hw::DType::fp8;
-    CHECK(layer_kv_bytes(m, 1, 1, o) == doctest::Approx(576.0));
+    CHECK(layer_kv_bytes(m, 1, 1, o).as_double() == doctest::Approx(576.0));
 }
 
 TEST_CASE("DeepSeek-V3 training: every projection's GEMM FLOPs and the MLA core, by hand") {

@@ -10,6 +10,7 @@
 
 #include "sim/config/model_loader.h"
 #include "sim/config/yaml_reader.h"
+#include "sim/workload/footprint.h"
 #include "sim/workload/model.h"
 #include "sim/workload/operators.h"
 
@@ -126,7 +127,8 @@ TEST_CASE("the parallel block: both branches read one norm, one kernel adds both
     // tokens x h x 2 bytes).
     ModelSpec seq = m;
     seq.block = BlockLayout::sequential;
-    CHECK(layer_activation_bytes(seq, s, o, Recompute::none) - layer_activation_bytes(m, s, o, Recompute::none) ==
+    CHECK(layer_activation_bytes(seq, s, o, Recompute::none).as_double() -
+              layer_activation_bytes(m, s, o, Recompute::none).as_double() ==
           doctest::Approx(2.0 * 128 * 256 * 2));
 }
 

@@ -8,6 +8,7 @@
 
 #include "sim/config/model_loader.h"
 #include "sim/core/error.h"
+#include "sim/workload/footprint.h"
 #include "sim/workload/moe.h"
 #include "sim/workload/operators.h"
 
@@ -153,12 +154,13 @@ TEST_CASE("full recompute repeats the exchange unless the layer keeps it, which 
         return n;
     };
     CHECK(exchanges() == 4);  // recomputed dispatch and combine, then the backward's two
-    const double plain = layer_activation_bytes(m, s, o, Recompute::full);
+    const double plain = layer_activation_bytes(m, s, o, Recompute::full).as_double();
     CHECK(plain == doctest::Approx(1000.0 * 4096 * 2));  // the layer input only
     o.moe.recompute_exchange = false;
     CHECK(exchanges() == 2);
     // + the straggler's 5887 received tokens and the 1000 combined outputs, x 4096 x 2 bytes.
-    CHECK(layer_activation_bytes(m, s, o, Recompute::full) == doctest::Approx((1000.0 + 5887 + 1000) * 4096 * 2));
+    CHECK(layer_activation_bytes(m, s, o, Recompute::full).as_double() ==
+          doctest::Approx((1000.0 + 5887 + 1000) * 4096 * 2));
 }
 
 TEST_CASE("expert weights shard over ep: a Mixtral layer keeps 8 / ep experts per GPU") {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "sim/config/model_loader.h"
+#include "sim/workload/footprint.h"
 #include "sim/workload/model.h"
 #include "sim/workload/operators.h"
 
@@ -113,9 +114,9 @@ TEST_CASE("DeepSeek-V3 on one GPU holds its parameter count; MLA caches 576 valu
     for (std::int64_t l = 0; l < m.layers; ++l) layers += layer_params_per_shard(m, o, l);
     CHECK(layers == doctest::Approx(671'026'404'352.0 - 2.0 * 129280 * 7168 - 7168));
     // KV cache: (512 + 64) x 2 bytes per token per layer, for 4 x 1000 tokens.
-    CHECK(layer_kv_bytes(m, 4, 1000, o) == doctest::Approx(4.0 * 1000 * 576 * 2));
+    CHECK(layer_kv_bytes(m, 4, 1000, o).as_double() == doctest::Approx(4.0 * 1000 * 576 * 2));
     o.tp = 8;  // the latent is replicated over TP ranks
-    CHECK(layer_kv_bytes(m, 4, 1000, o) == doctest::Approx(4.0 * 1000 * 576 * 2));
+    CHECK(layer_kv_bytes(m, 4, 1000, o).as_double() == doctest::Approx(4.0 * 1000 * 576 * 2));
 }
 
 TEST_SUITE_END();

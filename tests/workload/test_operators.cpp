@@ -8,6 +8,7 @@
 
 #include "sim/config/model_loader.h"
 #include "sim/hw/dtype.h"
+#include "sim/workload/footprint.h"
 #include "sim/workload/model.h"
 #include "sim/workload/operators.h"
 
@@ -155,11 +156,12 @@ TEST_CASE("the reference experiment's shapes do not overflow") {
     // 1024 x 16 x 10000^2 scores in FP16: 3.3 PB.
     CHECK(wr(find(prefill, "attention_scores")) == doctest::Approx(1024.0 * 16 * 1e8 * 2));
     // The per-layer activation is 1024 x 10000 x 8192 x 2 bytes = 168 GB, not 0.16 GB.
-    CHECK(boundary_activation_bytes(m, PassShape{1024, 10000, 10000}, o) == doctest::Approx(167.77e9).epsilon(0.001));
+    CHECK(boundary_activation_bytes(m, PassShape{1024, 10000, 10000}, o).as_double() ==
+          doctest::Approx(167.77e9).epsilon(0.001));
     // A layer's FP16 weights are about 1.6 GB.
-    CHECK(layer_weight_bytes(m, o) == doctest::Approx(1.61e9).epsilon(0.01));
+    CHECK(layer_weight_bytes(m, o).as_double() == doctest::Approx(1.61e9).epsilon(0.01));
     // KV cache of all 16 layers for 1024 x 10128 tokens: 10.9 TB, far beyond 16 x 80 GB.
-    CHECK(16 * layer_kv_bytes(m, 1024, 10128, o) == doctest::Approx(2.0 * 16 * 8192 * 2 * 10128 * 1024));
+    CHECK(16 * layer_kv_bytes(m, 1024, 10128, o).as_double() == doctest::Approx(2.0 * 16 * 8192 * 2 * 10128 * 1024));
 }
 
 TEST_CASE("decode reads the whole KV cache and all the weights") {
@@ -171,13 +173,13 @@ TEST_CASE("decode reads the whole KV cache and all the weights") {
     const auto ops = layer_forward(m, 5, 2, PassShape{b, 1, ctx}, o);
     const Operator& att = find(ops, "attention");
     const double q = b * 32 * 128 * 2.0;
-    CHECK(rd(att) == doctest::Approx(layer_kv_bytes(m, b, ctx, o) + q));
+    CHECK(rd(att) == doctest::Approx(layer_kv_bytes(m, b, ctx, o).as_double() + q));
     // KV bytes = 2 * kv_heads * head_dim * bytes * context * batch per layer.
-    CHECK(layer_kv_bytes(m, b, ctx, o) == doctest::Approx(2.0 * 8 * 128 * 1 * ctx * b));
+    CHECK(layer_kv_bytes(m, b, ctx, o).as_double() == doctest::Approx(2.0 * 8 * 128 * 1 * ctx * b));
     const auto kv = std::find_if(att.kernel.tensors.begin(), att.kernel.tensors.end(),
                                  [](const auto& t) { return t.id == kv_tensor_id(5, 2); });
     REQUIRE(kv != att.kernel.tensors.end());
-    CHECK(kv->size.as_double() == doctest::Approx(layer_kv_bytes(m, b, ctx, o)));
+    CHECK(kv->size.as_double() == doctest::Approx(layer_kv_bytes(m, b, ctx, o).as_double()));
     // Every weight byte of the layer is read once (GEMV, m = batch).
     double weights = 0;
     for (const auto& op : ops) {
@@ -187,7 +189,7 @@ TEST_CASE("decode reads the whole KV cache and all the weights") {
             if ((t.id >> 62) == 1) weights += t.size.as_double();
         }
     }
-    CHECK(weights == doctest::Approx(layer_weight_bytes(m, o) - 2 * 4096 * 2.0));  // all but the norms
+    CHECK(weights == doctest::Approx(layer_weight_bytes(m, o).as_double() - 2 * 4096 * 2.0));  // all but the norms
     // The new token's K and V are written once, at the KV dtype.
     CHECK(wr(find(ops, "qkv")) == doctest::Approx(b * (32 * 128 * 2.0 + 2 * 8 * 128 * 1.0)));
 }
@@ -196,14 +198,14 @@ TEST_CASE("KV cache of the model is 2 * layers * kv_heads * head_dim * bytes * c
     const ModelSpec m = shipped("llama3-70b");
     OperatorOptions o;
     o.precision.kv = DType::fp16;
-    const double total = m.layers * layer_kv_bytes(m, 16, 8192, o);
+    const double total = m.layers * layer_kv_bytes(m, 16, 8192, o).as_double();
     CHECK(total == doctest::Approx(2.0 * 80 * 8 * 128 * 2 * 8192 * 16));
     o.tp = 8;  // one KV head per shard
-    CHECK(layer_kv_bytes(m, 16, 8192, o) * 8 == doctest::Approx(total / m.layers));
+    CHECK(layer_kv_bytes(m, 16, 8192, o).as_double() * 8 == doctest::Approx(total / m.layers));
     o.tp = 16;  // KV heads replicated: each shard still holds one head
-    CHECK(layer_kv_bytes(m, 16, 8192, o) * 8 == doctest::Approx(total / m.layers));
+    CHECK(layer_kv_bytes(m, 16, 8192, o).as_double() * 8 == doctest::Approx(total / m.layers));
     o.tp = 3;
-    CHECK_THROWS_AS(layer_kv_bytes(m, 16, 8192, o), sim::ModelError);
+    CHECK_THROWS_AS(layer_kv_bytes(m, 16, 8192, o).as_double(), sim::ModelError);
 }
 
 TEST_CASE("naive attention materialises the b*h*s*s score matrix in HBM") {
@@ -357,36 +359,37 @@ TEST_CASE("activation memory matches Korthikanti's 34sbh + 5as^2b and its varian
     OperatorOptions o;
     o.precision.compute = DType::fp16;
     o.flash_attention = false;
-    CHECK(layer_activation_bytes(m, shape, o, Recompute::none) == doctest::Approx(34 * s * b * h + 5 * a * s * s * b));
-    CHECK(layer_activation_bytes(m, shape, o, Recompute::selective) == doctest::Approx(34 * s * b * h));
-    CHECK(layer_activation_bytes(m, shape, o, Recompute::full) == doctest::Approx(2 * s * b * h));
+    CHECK(layer_activation_bytes(m, shape, o, Recompute::none).as_double() ==
+          doctest::Approx(34 * s * b * h + 5 * a * s * s * b));
+    CHECK(layer_activation_bytes(m, shape, o, Recompute::selective).as_double() == doctest::Approx(34 * s * b * h));
+    CHECK(layer_activation_bytes(m, shape, o, Recompute::full).as_double() == doctest::Approx(2 * s * b * h));
     const double t = 4;
     o.tp = 4;
-    CHECK(layer_activation_bytes(m, shape, o, Recompute::none) ==
+    CHECK(layer_activation_bytes(m, shape, o, Recompute::none).as_double() ==
           doctest::Approx(s * b * h * (10 + 24 / t + 5 * a * s / (h * t))));
     o.sequence_parallel = true;
-    CHECK(layer_activation_bytes(m, shape, o, Recompute::none) ==
+    CHECK(layer_activation_bytes(m, shape, o, Recompute::none).as_double() ==
           doctest::Approx(s * b * h / t * (34 + 5 * a * s / h)));
-    CHECK(layer_activation_bytes(m, shape, o, Recompute::selective) == doctest::Approx(34 * s * b * h / t));
-    CHECK(layer_activation_bytes(m, shape, o, Recompute::full) == doctest::Approx(2 * s * b * h / t));
+    CHECK(layer_activation_bytes(m, shape, o, Recompute::selective).as_double() == doctest::Approx(34 * s * b * h / t));
+    CHECK(layer_activation_bytes(m, shape, o, Recompute::full).as_double() == doctest::Approx(2 * s * b * h / t));
     // Flash attention never stores the score matrix.
     o.flash_attention = true;
-    CHECK(layer_activation_bytes(m, shape, o, Recompute::none) == doctest::Approx(34 * s * b * h / t));
+    CHECK(layer_activation_bytes(m, shape, o, Recompute::none).as_double() == doctest::Approx(34 * s * b * h / t));
 }
 
 TEST_CASE("weights per shard and training state") {
     const ModelSpec m = shipped("llama3-70b");
     OperatorOptions o;
     CHECK(layer_params_per_shard(m, o) == doctest::Approx(count_parameters(m).per_layer));
-    CHECK(layer_weight_bytes(m, o) == doctest::Approx(2 * count_parameters(m).per_layer));
+    CHECK(layer_weight_bytes(m, o).as_double() == doctest::Approx(2 * count_parameters(m).per_layer));
     o.tp = 8;
     // Everything but the two norms splits by 8.
     CHECK(layer_params_per_shard(m, o) == doctest::Approx((count_parameters(m).per_layer - 2 * 8192) / 8 + 2 * 8192));
     o.tp = 1;
     o.precision.weights = DType::int8;
-    CHECK(layer_weight_bytes(m, o) == doctest::Approx(count_parameters(m).per_layer));
+    CHECK(layer_weight_bytes(m, o).as_double() == doctest::Approx(count_parameters(m).per_layer));
     CHECK(
-        embedding_weight_bytes(m, o) + head_weight_bytes(m, o) ==
+        embedding_weight_bytes(m, o).as_double() + head_weight_bytes(m, o).as_double() ==
         doctest::Approx(count_parameters(m).embedding + count_parameters(m).lm_head + count_parameters(m).final_norm));
     o.precision.weights = DType::bf16;
     CHECK(training_state_bytes_per_param(o).total() == 16);  // 2 + 2 + 12 (ZeRO)
@@ -549,7 +552,7 @@ TEST_CASE("embedding and head") {
     CHECK(find(hb, "lm_head_dgrad").tp_sync == TpSync::after_column_input_grad);
     CHECK(find(hb, "lm_head_wgrad").is_weight_grad);
     CHECK(embedding_backward(m, 0, s, o).front().is_weight_grad);
-    CHECK(workspace_bytes(m, s, o, true) > 2048 * 64128 * 6.0);
+    CHECK(workspace_bytes(m, s, o, true).as_double() > 2048 * 64128 * 6.0);
 }
 
 TEST_CASE("context parallelism: 1/cp of the tokens, attention as a ring of cp equal steps") {
@@ -601,9 +604,9 @@ TEST_CASE("context parallelism: 1/cp of the tokens, attention as a ring of cp eq
         CHECK(bwd_ring == doctest::Approx(2 * (cp - 1) * chunk));
         // Activations stored per GPU: 1/cp.
         o.cp = 1;
-        const double act1 = layer_activation_bytes(m, shape, o, Recompute::selective);
+        const double act1 = layer_activation_bytes(m, shape, o, Recompute::selective).as_double();
         o.cp = cp;
-        CHECK(layer_activation_bytes(m, shape, o, Recompute::selective) == doctest::Approx(act1 / cp));
+        CHECK(layer_activation_bytes(m, shape, o, Recompute::selective).as_double() == doctest::Approx(act1 / cp));
     }
     // The split needs 2 x cp equal chunks, and training passes.
     o.cp = 3;

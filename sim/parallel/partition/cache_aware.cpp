@@ -4,6 +4,7 @@
 // else balancing time only. One stage per GPU (group); no virtual stages.
 #include "sim/parallel/partition/i_partitioner.h"
 #include "sim/parallel/strategy.h"
+#include "sim/workload/footprint.h"
 
 #include <algorithm>
 #include <numeric>
@@ -27,15 +28,16 @@ void partition_cache_aware(const config::ScenarioSpec& sc, const config::Strateg
     const std::int64_t replica_batch =
         std::accumulate(rs.microbatch_sizes.begin(), rs.microbatch_sizes.end(), std::int64_t{0});
     for (int l = 0; l < n; ++l) {
-        const double weights = workload::layer_weight_bytes(m, opt);
+        const double weights = workload::layer_weight_bytes(m, opt).as_double();
         if (inference) {
             const double decode = ops_time(workload::layer_forward(m, l, 0, sh.decode_mid, opt), sc.gpu, cm);
             const double prefill = ops_time(workload::layer_forward(m, l, 0, sh.prefill, opt), sc.gpu, cm);
             cost[l] =
                 prefill * rs.microbatches + decode * rs.microbatches * static_cast<double>(sc.workload.output_tokens);
-            const double kv_mid = workload::layer_kv_bytes(m, replica_batch, sh.decode_mid.context, opt);
+            const double kv_mid = workload::layer_kv_bytes(m, replica_batch, sh.decode_mid.context, opt).as_double();
             const double kv_full =
-                workload::layer_kv_bytes(m, replica_batch, sc.workload.prompt_tokens + sc.workload.output_tokens, opt);
+                workload::layer_kv_bytes(m, replica_batch, sc.workload.prompt_tokens + sc.workload.output_tokens, opt)
+                    .as_double();
             l2_set[l] = weights + kv_mid;  // re-read on every decode step
             hbm_set[l] = weights + kv_full;
         } else {
@@ -44,7 +46,7 @@ void partition_cache_aware(const config::ScenarioSpec& sc, const config::Strateg
                 ops_time(workload::layer_backward(m, l, 0, sh.train, opt, sc.workload.recompute), sc.gpu, cm);
             cost[l] = (fwd + bwd) * rs.microbatches;
             l2_set[l] = weights;
-            const double act = workload::layer_activation_bytes(m, sh.train, opt, sc.workload.recompute);
+            const double act = workload::layer_activation_bytes(m, sh.train, opt, sc.workload.recompute).as_double();
             // Training state: the footprint's own bytes per parameter (one
             // definition; 16 with 16-bit weights and Adam).
             hbm_set[l] = weights / hw::bytes_per_element(opt.precision.weights) *
@@ -53,7 +55,7 @@ void partition_cache_aware(const config::ScenarioSpec& sc, const config::Strateg
         }
     }
     const auto& shape = inference ? sh.prefill : sh.train;
-    const double boundary = workload::boundary_activation_bytes(m, inference ? sh.decode_mid : shape, opt);
+    const double boundary = workload::boundary_activation_bytes(m, inference ? sh.decode_mid : shape, opt).as_double();
     const double l2_capacity =
         spec.capacity == CapacityLevel::bytes ? spec.capacity_bytes.as_double() : sc.gpu.l2_size.as_double();
     const double hbm_capacity = sc.gpu.memory_capacity.as_double();
