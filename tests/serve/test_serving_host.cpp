@@ -42,7 +42,8 @@ TEST_CASE("serving host time: a per-sequence cost adds to every iteration of eve
     for (std::size_t i = 0; i < 3; ++i) {
         // 1 sequence x 500 us, once in the prefill and 7 times in the decodes.
         CHECK(ttft(costed.result.records[i]) - ttft(plain.result.records[i]) == doctest::Approx(500e-6).epsilon(1e-6));
-        CHECK(e2e(costed.result.records[i]) - e2e(plain.result.records[i]) == doctest::Approx(8 * 500e-6).epsilon(1e-6));
+        CHECK(e2e(costed.result.records[i]) - e2e(plain.result.records[i]) ==
+              doctest::Approx(8 * 500e-6).epsilon(1e-6));
     }
 }
 
