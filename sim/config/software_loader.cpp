@@ -79,6 +79,20 @@ SoftwareProfile load_software_profile(const Node& root, const std::string& expec
     if (r.has("grad_sync"))
         p.grad_sync_every_microbatch =
             sourced(r, "grad_sync", p.grad_sync_from).as_enum(kGradSyncs) == "every_microbatch";
+    if (auto serving = r.optional("serving")) {
+        MapReader sv(*serving);
+        // Host times per sequence, request or token above 1 s are a unit slip.
+        const auto host_time = [&sv](const char* key, Time& out, Provenance& from) {
+            if (!sv.optional(key)) return;  // optional() also lists the key as valid for "did you mean"
+            const Node n = sourced(sv, key, from);
+            out = n.as_time();
+            if (out > Time::from_seconds_ceil(1.0)) n.fail("a serving host time above 1 s is not plausible");
+        };
+        host_time("sequence_overhead", p.serving_sequence_overhead, p.serving_sequence_overhead_from);
+        host_time("request_overhead", p.serving_request_overhead, p.serving_request_overhead_from);
+        host_time("token_overhead", p.serving_token_overhead, p.serving_token_overhead_from);
+        sv.finish();
+    }
     {
         const Node list = sourced(r, "overlaps", p.overlaps_from);
         for (const Node& e : list.elements()) {

@@ -80,6 +80,16 @@ struct SoftwareProfile {
     // Overlaps the stack can do (documentation: the run says which it used).
     std::vector<std::string> overlaps;
     Provenance overlaps_from;
+    // Serving only (`parasim serve`; docs/serving.md, "Host time of the
+    // serving engine"): CPU time that the GPU plan does not contain. Optional
+    // block `serving:`, every key optional, 0 when absent (no host cost).
+    // sequence_overhead: per sequence of an iteration, serial with the GPU
+    // (the engine's per-request bookkeeping around each step);
+    // request_overhead and token_overhead: the front end (API server) work
+    // per request (HTTP, tokenisation, hand-off to the engine) and per output
+    // token streamed (detokenisation, one response chunk), one FIFO server.
+    Time serving_sequence_overhead{}, serving_request_overhead{}, serving_token_overhead{};
+    Provenance serving_sequence_overhead_from, serving_request_overhead_from, serving_token_overhead_from;
 };
 
 // Bytes per gradient element the data-parallel reduce carries under

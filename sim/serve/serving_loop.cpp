@@ -2,6 +2,7 @@
 // Simulation (docs/serving.md, "The loop").
 #include "sim/serve/serving_loop.h"
 
+#include "sim/core/checked.h"
 #include "sim/core/error.h"
 #include "sim/core/simulation.h"
 #include "sim/net/flow_network.h"
@@ -85,11 +86,14 @@ private:
     // Open-loop arrivals not yet delivered (each kicks its replica).
     bool arrivals_pending() const { return !closed_ && arrived_ < requests_.size(); }
     std::size_t route(std::size_t first, std::size_t count, std::uint64_t& routed);
+    void intake(std::uint32_t id);
     void arrive(std::uint32_t id);
+    Time host_time(Time each, std::size_t count) const;
+    Time deliver(std::int64_t tokens);
     void kick(std::size_t r);
     void start(std::size_t r);
     void finish(std::size_t r);
-    void complete(Replica& rep, std::uint32_t id, Time t);
+    void complete(Replica& rep, std::uint32_t id, Time client);
     void hand_off(std::uint32_t id);
     void accept_transfers(std::size_t d);
     void flow_done(std::uint32_t id);
@@ -117,6 +121,12 @@ private:
     std::int64_t prefix_blocks_ = 0;  // whole blocks of the shared prefix (0: no prefix caching)
     std::size_t released_ = 0, arrived_ = 0, done_ = 0;
     std::uint64_t routed_front_ = 0, routed_decode_ = 0;
+    // The software profile's serving host times (docs/serving.md, "Host time
+    // of the serving engine"); the front end is one FIFO server whose work
+    // ends at frontend_free_.
+    Time sequence_cost_{}, request_cost_{}, token_cost_{};
+    bool frontend_ = false;
+    Time frontend_free_{};
     // Replica 0's timeline (simulator.h says how it thins).
     std::vector<TimelinePoint> timeline_;
     std::uint64_t stride_ = 1;
@@ -168,6 +178,11 @@ Loop::Loop(const LoopSetup& setup, const std::vector<Request>& requests, ServeRe
         transfers_.resize(n);
     }
     prefix_blocks_ = sv_.shared_prefix_tokens / res.pool.block_size;
+    const auto& profile = setup.scenario.profile;
+    sequence_cost_ = profile.serving_sequence_overhead;
+    request_cost_ = profile.serving_request_overhead;
+    token_cost_ = profile.serving_token_overhead;
+    frontend_ = request_cost_ > Time{} || token_cost_ > Time{};
     released_ = closed_ ? std::min<std::size_t>(n, static_cast<std::size_t>(sv_.concurrency)) : n;
 }
 
@@ -178,6 +193,37 @@ std::size_t Loop::route(std::size_t first, std::size_t count, std::uint64_t& rou
     if (pick >= count)
         throw InternalError(fmt::format("router {} picked replica {} of {}", sv_.router->name(), pick, count));
     return first + pick;
+}
+
+// count x each, checked.
+Time Loop::host_time(Time each, std::size_t count) const {
+    const auto ps = checked_mul(each.count_ps(), count);
+    if (!ps) throw InternalError("serving host time overflows");
+    return Time::ps(*ps);
+}
+
+// A request reaches the engine once the front end has taken it in: after the
+// work queued before it, plus request_overhead. Without a front end cost it
+// arrives at once (the loop as before, event for event).
+void Loop::intake(std::uint32_t id) {
+    if (!frontend_) {
+        if (!closed_) ++arrived_;
+        arrive(id);
+        return;
+    }
+    frontend_free_ = std::max(frontend_free_, sim_.now()) + request_cost_;
+    sim_.schedule_at(frontend_free_, [this, id] {
+        if (!closed_) ++arrived_;
+        arrive(id);
+    });
+}
+
+// The tokens an iteration sampled reach their clients once the front end has
+// streamed them: after the work queued before, plus token_overhead each.
+Time Loop::deliver(std::int64_t tokens) {
+    if (!frontend_ || tokens == 0) return sim_.now();
+    frontend_free_ = std::max(frontend_free_, sim_.now()) + host_time(token_cost_, static_cast<std::size_t>(tokens));
+    return frontend_free_;
 }
 
 void Loop::arrive(std::uint32_t id) {
@@ -222,7 +268,8 @@ void Loop::start(std::size_t r) {
     rep.busy = true;
     ++res_.iterations;
     ++rep.stats.iterations;
-    sim_.schedule_at(rep.start + rep.cost->time(batch_) + swap_time(rep), [this, r] { finish(r); });
+    sim_.schedule_at(rep.start + rep.cost->time(batch_) + swap_time(rep) + host_time(sequence_cost_, rep.work.size()),
+                     [this, r] { finish(r); });
 }
 
 // Swapping blocks the iteration: the caches swapped out and in while it was
@@ -242,19 +289,23 @@ Time Loop::swap_time(Replica& rep) {
     return t;
 }
 
-void Loop::complete(Replica& rep, std::uint32_t id, Time t) {
+// The engine returns the blocks now; the client has its last token at
+// `client` (now, or later through the front end) and, closed loop, sends its
+// next request then.
+void Loop::complete(Replica& rep, std::uint32_t id, Time client) {
     Sequence& s = seqs_[id];
     RequestRecord& rec = res_.records[id];
-    rec.finish_s = t.seconds();
+    rec.finish_s = client.seconds();
     rec.preemptions = s.preemptions;
     rep.st.kv.give_back(s.blocks - s.shared_blocks);
     s.blocks = 0;
     ++done_;
     if (closed_ && released_ < requests_.size()) {  // the client sends its next request
         const auto next = static_cast<std::uint32_t>(released_++);
-        arrival_[next] = t;
-        res_.records[next].request.arrival_s = t.seconds();
-        arrive(next);
+        arrival_[next] = client;
+        res_.records[next].request.arrival_s = client.seconds();
+        if (client == sim_.now()) intake(next);
+        else sim_.schedule_at(client, [this, next] { intake(next); });
     }
 }
 
@@ -262,8 +313,12 @@ void Loop::finish(std::size_t r) {
     Replica& rep = reps_[r];
     const Time t = sim_.now();
     rep.busy_time += t - rep.start;
-    std::int64_t fed = 0;
+    std::int64_t fed = 0, to_clients = 0;
     handoffs_.clear();
+    if (frontend_ && rep.role != Role::prefill)
+        for (const auto& w : rep.work)
+            if (seqs_[w.seq].computed + w.tokens == seqs_[w.seq].prompt + seqs_[w.seq].generated) ++to_clients;
+    const Time client = deliver(to_clients);
     for (const auto& w : rep.work) {
         Sequence& s = seqs_[w.seq];
         RequestRecord& rec = res_.records[w.seq];
@@ -278,9 +333,9 @@ void Loop::finish(std::size_t r) {
         if (rep.role == Role::prefill) {
             rec.prefill_done_s = t.seconds();
         } else {
-            if (rec.first_token_s < 0) rec.first_token_s = t.seconds();
-            else rec.max_gap_s = std::max(rec.max_gap_s, (t - last_token_[w.seq]).seconds());
-            last_token_[w.seq] = t;
+            if (rec.first_token_s < 0) rec.first_token_s = client.seconds();
+            else rec.max_gap_s = std::max(rec.max_gap_s, (client - last_token_[w.seq]).seconds());
+            last_token_[w.seq] = client;
         }
         if (s.generated != s.output) continue;
         --rep.st.outstanding;  // the last sampled token is never fed
@@ -292,7 +347,7 @@ void Loop::finish(std::size_t r) {
             rec.first_token_s = t.seconds();
             last_token_[w.seq] = t;
         }
-        complete(rep, w.seq, t);
+        complete(rep, w.seq, rep.role == Role::prefill ? t : client);
     }
     rep.st.running.erase(std::remove_if(rep.st.running.begin(), rep.st.running.end(),
                                         [&](std::uint32_t id) { return seqs_[id].generated == seqs_[id].output; }),
@@ -426,22 +481,19 @@ void Loop::flow_done(std::uint32_t id) {
 void Loop::run() {
     const std::size_t n = requests_.size();
     if (closed_) {
-        for (std::size_t i = 0; i < released_; ++i) arrive(static_cast<std::uint32_t>(i));
+        for (std::size_t i = 0; i < released_; ++i) intake(static_cast<std::uint32_t>(i));
     } else {
         // Every arrival is queued before anything else, so at equal times
         // arrivals run first and join the iteration that starts then.
         sim_.reserve(n + 2 * reps_.size());
         for (std::size_t i = 0; i < n; ++i)
-            sim_.schedule_at(arrival_[i], [this, i] {
-                ++arrived_;
-                arrive(static_cast<std::uint32_t>(i));
-            });
+            sim_.schedule_at(arrival_[i], [this, i] { intake(static_cast<std::uint32_t>(i)); });
     }
     sim_.run();
     if (done_ < n)
         throw InternalError(fmt::format("serving: scheduler {} made no progress at {} s ({} of {} requests done)",
                                         sv_.scheduler->name(), sim_.now().seconds(), done_, n));
-    res_.end_s = sim_.now().seconds();
+    res_.end_s = std::max(sim_.now(), frontend_free_).seconds();  // the front end may stream after the last event
     res_.timeline = std::move(timeline_);
     const std::uint64_t first_iterations = reps_.front().stats.iterations;
     if (first_iterations > 0 && (first_iterations - 1) % stride_ != 0) res_.timeline.push_back(last_point_);

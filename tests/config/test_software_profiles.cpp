@@ -141,6 +141,29 @@ TEST_CASE("software profiles: malformed files are errors at file:line:column nam
           "software/megatron-lm.yaml:9:25: decode_attention_issue: a value needs its evidence: source: or fitted_on:");
 }
 
+TEST_CASE("software profiles: the optional serving block is read with its evidence and bounded") {
+    const std::string serving =
+        "serving:\n"
+        "  sequence_overhead: {value: 40 us, fitted_on: \"points\"}\n"
+        "  token_overhead: {value: 0.1 ms, source: \"a profile\"}\n";
+    const SoftwareProfile p =
+        load_software_profile(load_string(kGood + serving, "software/megatron-lm.yaml"), "megatron-lm");
+    CHECK(p.serving_sequence_overhead == Time::us(40));
+    CHECK(p.serving_sequence_overhead_from.kind == "fitted_on");
+    CHECK(p.serving_token_overhead == Time::us(100));
+    CHECK(p.serving_request_overhead == Time{});  // absent: no cost
+    const SoftwareProfile none = load_software_profile(load_string(kGood, "software/megatron-lm.yaml"), "megatron-lm");
+    CHECK(none.serving_sequence_overhead == Time{});
+    CHECK(error_of(kGood + "serving:\n  request_overhead: {value: 2 s, source: x}\n") ==
+          "software/megatron-lm.yaml:10:29: serving.request_overhead.value: a serving host time above 1 s is not "
+          "plausible");
+    CHECK(error_of(kGood + "serving:\n  request_overhead: {value: 2 ms}\n") ==
+          "software/megatron-lm.yaml:10:21: serving.request_overhead: a value needs its evidence: source: or "
+          "fitted_on:");
+    CHECK(error_of(kGood + "serving:\n  token_overheads: {value: 2 ms, source: x}\n").find("did you mean") !=
+          std::string::npos);
+}
+
 TEST_CASE("software profiles: an unknown stack names the known profiles") {
     CHECK_THROWS_WITH_AS(
         software_profile("no-such-stack"),

@@ -1,0 +1,93 @@
+// The software profile's serving host times (docs/serving.md, "Host time of
+// the serving engine"): a per-sequence cost lengthens every iteration, a
+// per-request cost delays a request's entry into the engine, a per-token
+// cost delays each token's delivery, and the front end is one FIFO server
+// (when it is the bottleneck, tokens leave at its pace). Each answer is
+// exact in picoseconds against the same run without the cost.
+#include "serve_fixture.h"
+
+#include <doctest/doctest.h>
+
+TEST_SUITE_BEGIN("e2e");
+
+using namespace sim;
+
+namespace {
+
+// One request of 64 + 8 tokens every 10 s: each runs alone, in 8 iterations
+// of one sequence (a prefill and 7 decodes).
+const std::string kAlone =
+    "    arrivals: {process: fixed, rate: 0.1}\n"
+    "    prompt_tokens: {distribution: fixed, value: 64}\n"
+    "    output_tokens: {distribution: fixed, value: 8}\n    requests: 3\n";
+
+serve_test::Served serve_costed(const std::string& block, Time sequence, Time request, Time token) {
+    auto sc = serve_test::scenario(block);
+    sc.profile.serving_sequence_overhead = sequence;
+    sc.profile.serving_request_overhead = request;
+    sc.profile.serving_token_overhead = token;
+    serve_test::Served s{serve::simulate_serving(sc, sc.strategies.front(), {}), {}};
+    s.summary = serve::summarize(sc, s.result);
+    return s;
+}
+
+double ttft(const serve::RequestRecord& r) { return r.first_token_s - r.request.arrival_s; }
+double e2e(const serve::RequestRecord& r) { return r.finish_s - r.request.arrival_s; }
+
+}  // namespace
+
+TEST_CASE("serving host time: a per-sequence cost adds to every iteration of every sequence in it") {
+    const auto plain = serve_costed(kAlone, {}, {}, {});
+    const auto costed = serve_costed(kAlone, Time::us(500), {}, {});
+    for (std::size_t i = 0; i < 3; ++i) {
+        // 1 sequence x 500 us, once in the prefill and 7 times in the decodes.
+        CHECK(ttft(costed.result.records[i]) - ttft(plain.result.records[i]) == doctest::Approx(500e-6).epsilon(1e-6));
+        CHECK(e2e(costed.result.records[i]) - e2e(plain.result.records[i]) ==
+              doctest::Approx(8 * 500e-6).epsilon(1e-6));
+    }
+}
+
+TEST_CASE("serving host time: a request enters the engine after its front-end cost, a token leaves after its own") {
+    const auto plain = serve_costed(kAlone, {}, {}, {});
+    const auto req = serve_costed(kAlone, {}, Time::us(20000), {});
+    const auto tok = serve_costed(kAlone, {}, {}, Time::us(300));
+    for (std::size_t i = 0; i < 3; ++i) {
+        const auto& p = plain.result.records[i];
+        // Alone, the front end is idle: the request reaches the engine 20 ms
+        // late and everything after it shifts by 20 ms.
+        CHECK(req.result.records[i].first_scheduled_s - p.first_scheduled_s == doctest::Approx(0.020).epsilon(1e-9));
+        CHECK(ttft(req.result.records[i]) - ttft(p) == doctest::Approx(0.020).epsilon(1e-6));
+        CHECK(e2e(req.result.records[i]) - e2e(p) == doctest::Approx(0.020).epsilon(1e-6));
+        // Each token leaves 300 us after the engine sampled it (a decode step
+        // is longer than that, so the front end is idle again each time):
+        // TTFT and the finish both move by 300 us, TPOT does not.
+        CHECK(ttft(tok.result.records[i]) - ttft(p) == doctest::Approx(300e-6).epsilon(1e-6));
+        CHECK(e2e(tok.result.records[i]) - e2e(p) == doctest::Approx(300e-6).epsilon(1e-6));
+    }
+}
+
+TEST_CASE("serving host time: a saturated front end streams one token per token cost, FIFO") {
+    // A token cost of 1 s, far above a decode step: the engine finishes in
+    // milliseconds, and the front end hands out the 8 tokens one per second.
+    const auto plain = serve_costed(kAlone, {}, {}, {});
+    const auto slow = serve_costed(kAlone, {}, {}, Time::us(1000000));
+    for (std::size_t i = 0; i < 3; ++i) {
+        const auto& r = slow.result.records[i];
+        CHECK(ttft(r) - ttft(plain.result.records[i]) == doctest::Approx(1.0).epsilon(1e-6));
+        CHECK(r.finish_s - r.first_token_s == doctest::Approx(7.0).epsilon(1e-9));  // 7 more tokens, 1 s each
+        CHECK(r.max_gap_s == doctest::Approx(1.0).epsilon(1e-9));
+    }
+    // Two requests arriving together queue at the front end: the second
+    // enters the engine one request cost after the first.
+    const std::string together =
+        "    arrivals: {process: fixed, rate: 1000000}\n"
+        "    prompt_tokens: {distribution: fixed, value: 64}\n"
+        "    output_tokens: {distribution: fixed, value: 8}\n    requests: 2\n";
+    const auto queued = serve_costed(together, {}, Time::us(50000), {});
+    const auto& a = queued.result.records[0];
+    const auto& b = queued.result.records[1];
+    CHECK(a.first_scheduled_s == doctest::Approx(a.request.arrival_s + 0.050).epsilon(1e-9));
+    CHECK(b.first_scheduled_s >= a.request.arrival_s + 0.100);  // behind the first request's 50 ms
+}
+
+TEST_SUITE_END();
