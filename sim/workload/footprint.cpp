@@ -36,6 +36,12 @@ std::int64_t ffn_up_per_shard(const ModelSpec& m, int tp) {
     return (m.ffn_kind == FfnKind::swiglu ? 2 : 1) * ffn_per_shard(m, tp);
 }
 
+// Elements per token of one MLP's up (+ gate) and down inputs, `ffn` wide,
+// on one TP shard.
+double mlp_inputs_per_shard(const ModelSpec& m, std::int64_t ffn, int tp) {
+    return as_d((m.ffn_kind == FfnKind::swiglu ? 3 : 2) * ceil_div(ffn, tp));
+}
+
 }  // namespace
 
 namespace {
@@ -152,13 +158,9 @@ Bytes layer_activation_bytes(const ModelSpec& m, const PassShape& shape, const O
     // copies) and its shared experts' (once), not the dense `ffn` (fixed:
     // Qwen3 and DeepSeek-V3 counted k x their dense ffn, 8x to 9x too much).
     double mlp = k * ab * as_d(ffn_up_per_shard(m, opt.tp) + ffn_per_shard(m, opt.tp));
-    if (m.experts > 0 && (m.expert_ffn() != m.ffn || m.shared_experts > 0)) {
-        const auto up = [&](std::int64_t ffn) {
-            const std::int64_t f = ceil_div(ffn, opt.tp);
-            return as_d((m.ffn_kind == FfnKind::swiglu ? 3 : 2) * f);  // up (+ gate) and down inputs
-        };
-        mlp = k * ab * up(m.expert_ffn()) + ab * up(m.shared_experts * m.expert_ffn());
-    }
+    if (m.experts > 0 && (m.expert_ffn() != m.ffn || m.shared_experts > 0))
+        mlp = k * ab * mlp_inputs_per_shard(m, m.expert_ffn(), opt.tp) +
+              ab * mlp_inputs_per_shard(m, m.shared_experts * m.expert_ffn(), opt.tp);
     double split = ab * (a_p + g_p) * d + ab * g_p * d + ab * a_p * d + mlp;
     double latents = 0;
     if (const auto* x = m.mla()) {
@@ -188,9 +190,16 @@ Bytes workspace_bytes(const ModelSpec& m, const PassShape& shape, const Operator
         // MLA: the queries and the expanded keys and values of a prompt.
         const auto* x = m.mla();
         const double qkv = x ? a_p * as_d(2 * x->qk_head_dim() + x->v_head_dim) : (a_p + 2 * g_p) * as_d(m.head_dim);
-        const double e = m.experts > 0 ? as_d(m.top_k) : 1.0;
-        double layer =
-            tokens * ab * (2 * as_d(m.hidden) + qkv + e * as_d(ffn_up_per_shard(m, opt.tp) + ffn_per_shard(m, opt.tp)));
+        // The MLP's inputs: a dense layer's `ffn`; an MoE layer's experts'
+        // (fixed: k x the dense `ffn` overcounted DeepSeek-V3 and Qwen3 8-9x);
+        // the larger where a model has both kinds of layer.
+        double mlp = mlp_inputs_per_shard(m, m.ffn, opt.tp);
+        if (m.experts > 0) {
+            const double moe = as_d(m.top_k) * mlp_inputs_per_shard(m, m.expert_ffn(), opt.tp) +
+                               mlp_inputs_per_shard(m, m.shared_experts * m.expert_ffn(), opt.tp);
+            mlp = m.first_dense_layers > 0 ? std::max(mlp, moe) : moe;
+        }
+        double layer = tokens * ab * (2 * as_d(m.hidden) + qkv + mlp);
         if (!opt.flash_attention) {
             layer += 2 * as_d(shape.batch) * a_p * as_d(shape.new_tokens) * as_d(shape.context) * ab;  // S and P
         }

@@ -197,4 +197,28 @@ TEST_CASE("MoE activation memory counts the experts' size, not the dense ffn (Qw
           doctest::Approx(1000.0 * 8 * 2 * 3 * 128));
 }
 
+TEST_CASE("MoE inference workspace counts the experts' inputs, not the dense ffn (Qwen3-30B-A3B, a prompt)") {
+    // One layer's live intermediates of a 1000-token prompt: the MLP part is
+    // k = 8 copies of the expert's gate, up and down inputs (3 f_e elements,
+    // 2 bytes each). The dense `ffn` is unused by an all-MoE model, and 128
+    // more per expert add 1000 x 2 x 8 x 3 x 128 bytes.
+    ModelSpec m = sim::config::load_model_file(sim::config::model_path("qwen3-30b-a3b"));
+    OperatorOptions o;
+    o.flash_attention = true;
+    const PassShape s{1, 1000, 1000};
+    const double w = workspace_bytes(m, s, o, false).as_double();
+    ModelSpec wider_dense = m;
+    wider_dense.ffn *= 2;
+    CHECK(workspace_bytes(wider_dense, s, o, false).as_double() == w);
+    ModelSpec wider_experts = m;
+    wider_experts.moe_ffn += 128;
+    CHECK(workspace_bytes(wider_experts, s, o, false).as_double() - w == doctest::Approx(1000.0 * 2 * 8 * 3 * 128));
+    // With dense first layers the wider of the two MLPs sets it: a dense ffn
+    // of 8 moe_ffn + 64 is 64 wider than the 8 expert copies: 1000 x 2 x 3 x 64 more.
+    ModelSpec mixed = m;
+    mixed.first_dense_layers = 1;
+    mixed.ffn = 8 * m.moe_ffn + 64;
+    CHECK(workspace_bytes(mixed, s, o, false).as_double() - w == doctest::Approx(1000.0 * 2 * 3 * 64));
+}
+
 TEST_SUITE_END();
