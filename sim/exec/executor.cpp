@@ -4,6 +4,7 @@
 
 #include "sim/config/calibration_loader.h"
 #include "sim/core/error.h"
+#include "sim/core/intervals.h"
 #include "sim/core/simulation.h"
 #include "sim/exec/comm_tuning.h"
 #include "sim/exec/shared_l2.h"
@@ -479,7 +480,7 @@ TimeBreakdown breakdown_of(const View& g, Time from, Time to) {
         return ce > ca;
     };
     // Union of the communication intervals inside the window.
-    std::vector<std::pair<Time, Time>> comm;
+    std::vector<TimeInterval> comm;
     for (std::size_t s = 0; s < kStreamCount; ++s) {
         if (s == static_cast<std::size_t>(StreamKind::compute)) continue;
         for (std::size_t i = 0, n = g.size(s); i < n; ++i) {
@@ -488,13 +489,7 @@ TimeBreakdown breakdown_of(const View& g, Time from, Time to) {
             if (iv.kind == IntervalKind::communication && clip(iv.start, iv.end, a, e)) comm.emplace_back(a, e);
         }
     }
-    std::sort(comm.begin(), comm.end());
-    std::vector<std::pair<Time, Time>> merged;
-    for (const auto& c : comm) {
-        if (!merged.empty() && c.first <= merged.back().second)
-            merged.back().second = std::max(merged.back().second, c.second);
-        else merged.push_back(c);
-    }
+    const std::vector<TimeInterval> merged = interval_union(std::move(comm));
     const auto cs = static_cast<std::size_t>(StreamKind::compute);
     const std::size_t nk = g.size(cs);
     double kernel_time = 0, overlap = 0;

@@ -2,6 +2,8 @@
 // all-to-all intervals minus its overlap with the compute stream's.
 #include "sim/report/exchange_time.h"
 
+#include "sim/core/intervals.h"
+
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -21,7 +23,7 @@ double exposed_all_to_all_seconds(const parallel::Plan& plan, const exec::ExecRe
                                   Time to) {
     if (to <= from) return 0.0;
     const auto cs = static_cast<std::size_t>(StreamKind::compute);
-    std::vector<std::pair<Time, Time>> a2a;
+    std::vector<TimeInterval> a2a;
     for (std::size_t s = 0; s < parallel::kStreamCount; ++s) {
         if (s == cs) continue;
         for (std::uint32_t id : plan.streams[local][s]) {
@@ -32,13 +34,7 @@ double exposed_all_to_all_seconds(const parallel::Plan& plan, const exec::ExecRe
         }
     }
     if (a2a.empty()) return 0.0;
-    std::sort(a2a.begin(), a2a.end());
-    std::vector<std::pair<Time, Time>> merged;
-    for (const auto& c : a2a) {
-        if (!merged.empty() && c.first <= merged.back().second)
-            merged.back().second = std::max(merged.back().second, c.second);
-        else merged.push_back(c);
-    }
+    const std::vector<TimeInterval> merged = interval_union(std::move(a2a));
     // Compute-stream intervals are in start order and do not overlap (one
     // in-order stream): sweep both lists, subtracting what they cover.
     const auto& ks = plan.streams[local][cs];
