@@ -15,6 +15,17 @@ coordinate descent on a fixed grid of steps, deterministic.
 
     python3 tools/fit-gemms.py --parasim build/bin/parasim            # print the fit
     python3 tools/fit-gemms.py --parasim build/bin/parasim --write    # and write the GPU files
+
+--fp8 fits the FP8 pipeline depth instead (docs/hardware-model.md §2.6):
+  gemm_curve.k0_fp8      a tile's fixed cost, in k, of FP8 GEMMs only
+on the fit split of tests/data/validation/gemm-fp8.yaml (DeepGEMM, H800 read
+as h100-sxm), the GEMMs with m >= FP8_MIN_M only: the m = 64 and 128 rows are
+6-47 us kernels where the launch cost and memory, not the k loop, set the
+time. Every other value of the GPU file stays as it is (the FP16 fit above
+comes first). The search is exhaustive on the grid FP8_GRID (least MAPE; a
+tie goes to the smaller value), so it is deterministic and needs no start.
+
+    python3 tools/fit-gemms.py --parasim build/bin/parasim --fp8 [--write]
 """
 import argparse
 import json
@@ -34,6 +45,10 @@ GPUS = ["a100-sxm-80gb", "h100-sxm"]
 PARAMS = [("ceiling", None, 0.50, 0.99, 0.04), ("k0", 64.0, 8.0, 2048.0, 2.0),
           ("overlap", 4.0, 1.0, 64.0, 2.0)]
 ROUNDS = 6
+FP8_DATASET = "tests/data/validation/gemm-fp8.yaml"
+FP8_GPUS = ["h100-sxm"]
+FP8_MIN_M = 1024
+FP8_GRID = list(range(25, 1001, 25))  # k0_fp8 candidates: 25 .. 1000 step 25
 
 
 def split_of(point):
@@ -54,11 +69,13 @@ def with_params(text, ceiling, k0, overlap, comment):
     """The GPU file's text with the three values set (other lines untouched)."""
     text = re.sub(r"(^  gemm:\n(?:    .*\n)*?    fp16: )[0-9.]+( *)(#.*)?$",
                   lambda m: f"{m.group(1)}{ceiling:.3f}{m.group(2) or ' '}# {comment}", text, count=1, flags=re.M)
+    fp8 = re.search(r"^  k0_fp8:.*\n", text, re.M)  # the --fp8 fit's line, kept as it is
     text = re.sub(r"^gemm_curve:.*\n(?:  .*\n)*", "", text, flags=re.M)
     if not text.endswith("\n"):
         text += "\n"
     text += (f"gemm_curve:                       # docs/hardware-model.md §2\n"
              f"  k0: {k0:.0f}                         # {comment}\n"
+             + (fp8.group(0) if fp8 else "") +
              f"  overlap: {overlap:.2f}                  # {comment}\n")
     return text
 
@@ -120,11 +137,59 @@ def fit(gpu, points, parasim, comment):
         return x, best, len(fit_points)
 
 
+def with_k0_fp8(text, k0_fp8, comment):
+    """The GPU file's text with gemm_curve.k0_fp8 set (after k0), other lines untouched."""
+    text = re.sub(r"^  k0_fp8:.*\n", "", text, flags=re.M)
+    new, n = re.subn(r"(^gemm_curve:.*\n(?:  .*\n)*?  k0: .*\n)",
+                     lambda m: f"{m.group(1)}  k0_fp8: {k0_fp8:<4d}                   # {comment}\n",
+                     text, count=1, flags=re.M)
+    if n != 1:
+        sys.exit("no gemm_curve.k0 in the GPU file: run the FP16 fit first")
+    return new
+
+
+def fit_fp8(gpu, points, parasim, comment):
+    """k0_fp8 of least fit-split MAPE over FP8_GRID; also the MAPE at k0 and on the held-out split."""
+    base = open(os.path.join(GPU_DIR, gpu + ".yaml")).read()
+    mine = [p for p in points if p["hardware"]["gpu"] == gpu]
+    fit_points = [p for p in mine if split_of(p) == "fit" and p["op"]["m"] >= FP8_MIN_M]
+    held = [p for p in mine if split_of(p) == "held-out"]
+    with tempfile.TemporaryDirectory() as tmp:
+        s = Scorer(parasim, fit_points, tmp)
+        scores = [(s.mape(gpu, with_k0_fp8(base, k, comment)), k) for k in FP8_GRID]
+        best, k0_fp8 = min(scores)
+    with tempfile.TemporaryDirectory() as tmp:
+        h = Scorer(parasim, held, tmp)
+        held_mape = h.mape(gpu, with_k0_fp8(base, k0_fp8, comment))
+    return k0_fp8, best, len(fit_points), held_mape, len(held)
+
+
+def main_fp8(a):
+    points = yaml.safe_load(open(FP8_DATASET))["points"]
+    for gpu in FP8_GPUS:
+        n_fit = sum(1 for p in points
+                    if p["hardware"]["gpu"] == gpu and split_of(p) == "fit" and p["op"]["m"] >= FP8_MIN_M)
+        comment = (f"fitted_on: tools/fit-gemms.py --fp8, the {n_fit} {gpu} FP8 GEMMs with m >= {FP8_MIN_M} of the "
+                   f"fit split of {FP8_DATASET} (deepseek-ai/DeepGEMM H800 table; held-out points never read)")
+        k0_fp8, best, n, held, n_held = fit_fp8(gpu, points, a.parasim, comment)
+        print(f"{gpu}: k0_fp8 {k0_fp8}; fit-split MAPE {best * 100:.2f}% (n {n}); "
+              f"held-out MAPE {held * 100:.2f}% (n {n_held}, all m)", flush=True)
+        if a.write:
+            path = os.path.join(GPU_DIR, gpu + ".yaml")
+            text = open(path).read()
+            with open(path, "w") as f:
+                f.write(with_k0_fp8(text, k0_fp8, comment))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--parasim", default="build/bin/parasim")
     ap.add_argument("--write", action="store_true", help="write the fitted values into topologies/gpus/*.yaml")
+    ap.add_argument("--fp8", action="store_true", help="fit gemm_curve.k0_fp8 on the FP8 dataset instead")
     a = ap.parse_args()
+    if a.fp8:
+        main_fp8(a)
+        return
     points = yaml.safe_load(open(DATASET))["points"]
     for gpu in GPUS:
         n_fit = sum(1 for p in points if p["hardware"]["gpu"] == gpu and split_of(p) == "fit")

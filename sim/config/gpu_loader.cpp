@@ -142,6 +142,7 @@ hw::GpuSpec read_gpu(const Node& root, const std::string& expected_name) {
     if (const auto curve_node = r.optional("gemm_curve")) {
         MapReader curve(*curve_node);
         if (const auto k0 = curve.optional("k0")) g.gemm_k0 = k0->as_number(0.0, 65536.0);
+        if (const auto k0 = curve.optional("k0_fp8")) g.gemm_k0_fp8 = k0->as_number(0.0, 65536.0);
         if (const auto p = curve.optional("overlap")) {
             g.gemm_overlap = p->as_number(0.0, 64.0);
             if (g.gemm_overlap > 0.0 && g.gemm_overlap < 1.0) p->fail("must be 0 (max) or at least 1");

@@ -79,6 +79,8 @@ SoftwareProfile load_software_profile(const Node& root, const std::string& expec
     if (r.has("grad_sync"))
         p.grad_sync_every_microbatch =
             sourced(r, "grad_sync", p.grad_sync_from).as_enum(kGradSyncs) == "every_microbatch";
+    if (r.has("grad_shard_passes"))
+        p.grad_shard_passes = static_cast<int>(sourced(r, "grad_shard_passes", p.grad_shard_passes_from).as_int(0, 8));
     if (auto serving = r.optional("serving")) {
         MapReader sv(*serving);
         // Host times per sequence, request or token above 1 s are a unit slip.

@@ -77,6 +77,13 @@ struct SoftwareProfile {
     // `grad_sync: every_microbatch | last_microbatch`, default the latter.
     bool grad_sync_every_microbatch = false;
     Provenance grad_sync_from;
+    // With sharded gradients (ZeRO >= 2), the passes the stack makes over a
+    // layer's whole (unsharded) gradient on the GPU before its reduce-scatter,
+    // each reading and writing it once (PyTorch FSDP's flat gradient: the
+    // views' gradients copied into it, and the pre-divide). Optional key
+    // `grad_shard_passes`, default 0 (docs/software-profiles.md §2b).
+    int grad_shard_passes = 0;
+    Provenance grad_shard_passes_from;
     // Overlaps the stack can do (documentation: the run says which it used).
     std::vector<std::string> overlaps;
     Provenance overlaps_from;

@@ -247,7 +247,7 @@ GemmPlan evaluate_gemm_plan(const GpuSpec& gpu, const KernelDesc& kd, int tm, in
     p.fill_eff = md * nd / (static_cast<double>(tiles_m * tm) * static_cast<double>(tiles_n * tn));
     const std::int64_t k_split = ceil_div(k, s);
     const double ks = static_cast<double>(k_split);
-    p.k_eff = kd_ / (ks * s) * ks / (ks + gpu.gemm_k0);
+    p.k_eff = kd_ / (ks * s) * ks / (ks + gpu.k0_of(kd.dtype));
     p.efficiency = ceiling * p.wave_eff * p.fill_eff * p.k_eff;
     p.compute_s = kernel_flops(kd) / (peak * p.efficiency);
 

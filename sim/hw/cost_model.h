@@ -66,7 +66,7 @@ struct GemmPlan {
     std::int64_t waves = 0;   // ceil(tiles / sm_count)
     double wave_eff = 1.0;    // tiles / (waves * sm_count)
     double fill_eff = 1.0;    // m*n / (padded m * padded n)
-    double k_eff = 1.0;       // k_split / (k_split + gpu.gemm_k0)
+    double k_eff = 1.0;       // k_split / (k_split + gpu.k0_of(dtype))
     double efficiency = 0.0;  // ceiling[dtype] * wave_eff * fill_eff * k_eff
     double l2_request_bytes = 0.0;
     double hbm_read_bytes = 0.0;  // before subtracting cross-kernel L2 residency

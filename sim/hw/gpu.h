@@ -78,6 +78,10 @@ struct GpuSpec {
     // pipeline prologue/epilogue worth `gemm_k0` of k. Optional in the GPU
     // file (gemm_curve); the defaults are the model before the curve was fitted.
     double gemm_k0 = 64.0;  // = kGemmK0 (cost_model.h)
+    // k0 of FP8 GEMMs (gemm_curve.k0_fp8), whose kernels run a deeper k tile
+    // and, per k block, scale and promote the accumulator; negative: gemm_k0.
+    double gemm_k0_fp8 = -1.0;
+    double k0_of(DType t) const { return t == DType::fp8 && gemm_k0_fp8 >= 0.0 ? gemm_k0_fp8 : gemm_k0; }
     // Overlap exponent p of a GEMM's compute and memory times: the kernel
     // takes (compute^p + hbm^p + l2^p)^(1/p); 0 means max() (perfect overlap).
     double gemm_overlap = 0.0;

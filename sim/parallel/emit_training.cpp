@@ -40,6 +40,7 @@ void emit_training(Emitter& em, PlanBuild& out) {
     // FSDP outside no_sync): each backward issues its buckets, not only the
     // last (docs/software-profiles.md §2b).
     const bool sync_every_mb = sc.profile.grad_sync_every_microbatch && rs.zero >= 2;
+    const int shard_passes = rs.zero >= 2 && rs.dp * rs.cp > 1 ? sc.profile.grad_shard_passes : 0;
     const double boundary = em.boundary_per_rank(shape);
 
     // fwd_done[vs][mb] / bwd_done[vs][mb]: per member, the task the next stage waits for.
@@ -141,11 +142,11 @@ void emit_training(Emitter& em, PlanBuild& out) {
         }
     };
 
-    // overlap.param_gather (ZeRO >= 1): the distributed optimizer's
+    // overlap.param_gather (ZeRO 1 and 2; ZeRO-3 gathers per layer instead): the distributed optimizer's
     // parameter all-gather of the previous step runs bucket by bucket during
     // this forward (steady state), each layer's first forward waiting for its
     // bucket, instead of after the optimizer.
-    const bool gather_in_forward = rs.overlap.param_gather && rs.zero >= 1 && rs.dp * rs.cp > 1;
+    const bool gather_in_forward = rs.overlap.param_gather && rs.zero >= 1 && rs.zero < 3 && rs.dp * rs.cp > 1;
     std::map<int, std::vector<std::uint32_t>> gathered;  // layer (-1 embedding, -2 head) -> per member
     if (gather_in_forward) {
         for (int s = 0; s < p; ++s)
@@ -240,7 +241,15 @@ void emit_training(Emitter& em, PlanBuild& out) {
                 // Bucketed gradient synchronisation: one bucket per layer,
                 // issued once the last micro-batch's gradients are complete,
                 // overlapping the backward of earlier layers.
-                if (last_mb || sync_every_mb) layer_bucket(s, it.mb, l, last);
+                if (last_mb || sync_every_mb) {
+                    // Sharded gradients: the stack's passes over the layer's
+                    // unsharded gradient come first (docs/software-profiles.md §2b).
+                    if (shard_passes > 0)
+                        em.emit_ops(
+                            s, {workload::gradient_shard_passes(layer_params(l) / rs.tp, shard_passes, grad_bytes)},
+                            Phase::backward, it.mb, -1, pending, last);
+                    layer_bucket(s, it.mb, l, last);
+                }
             }
             if (vs == 0)
                 em.emit_ops(s, workload::embedding_backward(m, it.mb, shape, em.opt), Phase::backward, it.mb, -1,
@@ -308,8 +317,10 @@ void emit_training(Emitter& em, PlanBuild& out) {
             dp_collective_over(s, reduce_op, b.bytes, Phase::backward, b.mb, b.layer,
                                stage_end[static_cast<std::size_t>(s)], b.experts);
 
-    // Optimizer step after the gradient collectives, then (ZeRO >= 1, unless
-    // it runs during the forward) the parameter all-gather.
+    // Optimizer step after the gradient collectives, then (ZeRO 1 and 2, unless
+    // it runs during the forward) the parameter all-gather. ZeRO-3 (FSDP)
+    // updates its shard and gathers nothing here: the next forward gathers
+    // layer by layer (docs/parallelism.md, "Data parallelism and ZeRO").
     for (int s = 0; s < p; ++s) {
         const auto& mem = em.members[static_cast<std::size_t>(s)];
         double stage_params = 0;
@@ -344,7 +355,7 @@ void emit_training(Emitter& em, PlanBuild& out) {
             t.kernel = opt_kernel;
             opt_task[i] = em.plan.add(t, {last_dp[static_cast<std::size_t>(s)][i]});
         }
-        if (rs.zero >= 1 && !gather_in_forward) {
+        if (rs.zero >= 1 && rs.zero < 3 && !gather_in_forward) {
             dp_collective(s, net::CollectiveOp::all_gather, stage_params * wbytes, Phase::optimizer, -1, -1, opt_task);
             if (stage_experts > 0)
                 dp_collective_over(s, net::CollectiveOp::all_gather, stage_experts * wbytes, Phase::optimizer, -1, -1,

@@ -567,6 +567,11 @@ Operator optimizer_step(double params, const OperatorOptions& opt) {
                    params * (s.optimizer + s.weights), {});
 }
 
+Operator gradient_shard_passes(double params, int passes, double grad_bytes) {
+    const double bytes = passes * params * grad_bytes;
+    return make_op("grad_shard_passes", KernelKind::elementwise, DType::bf16, passes * params, bytes, bytes, {});
+}
+
 double total_flops(const std::vector<Operator>& ops) {
     double f = 0;
     for (const auto& op : ops) f += op.kernel.flops.value;

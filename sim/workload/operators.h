@@ -141,6 +141,10 @@ std::vector<Operator> embedding_backward(const ModelSpec& m, std::int64_t microb
                                          const OperatorOptions& opt);
 // Adam step over `params` parameters held by this GPU (FP32 master weights).
 Operator optimizer_step(double params, const OperatorOptions& opt);
+// `passes` elementwise passes over the unsharded gradient of `params`
+// parameters of `grad_bytes` bytes each, before its reduce-scatter (each
+// reads and writes it once; docs/software-profiles.md §2b).
+Operator gradient_shard_passes(double params, int passes, double grad_bytes);
 
 // Shapes per tensor-parallel shard. ModelError when tp does not divide heads,
 // or neither divides the other for kv_heads (kv heads are replicated when

@@ -204,4 +204,18 @@ TEST_CASE("software profiles: the gradient reduce's dtype and FSDP's sync per mi
     CHECK(software_profile("").grad_reduce_dtype == "weights");
 }
 
+TEST_CASE("software profiles: passes over the unsharded gradient (grad_shard_passes)") {
+    const SoftwareProfile plain = load_software_profile(load_string(kGood, "software/megatron-lm.yaml"), "megatron-lm");
+    CHECK(plain.grad_shard_passes == 0);  // left out: none
+    const SoftwareProfile p = load_software_profile(
+        load_string(kGood + "grad_shard_passes: {value: 2, source: \"fsdp\"}\n", "software/megatron-lm.yaml"),
+        "megatron-lm");
+    CHECK(p.grad_shard_passes == 2);
+    CHECK(p.grad_shard_passes_from.text == "fsdp");
+    CHECK(error_of(kGood + "grad_shard_passes: {value: 9, source: \"x\"}\n").find("grad_shard_passes.value") !=
+          std::string::npos);
+    CHECK(software_profile("llm-foundry").grad_shard_passes == 2);
+    CHECK(software_profile("megatron-core").grad_shard_passes == 0);
+}
+
 TEST_SUITE_END();

@@ -44,6 +44,21 @@ TEST_CASE("k0 from the GPU sets the pipeline loss of the k loop") {
     CHECK(evaluate_gemm_plan(g, dense_gemm(12 * 128, 11 * 256, 384), 128, 256, 1).k_eff == doctest::Approx(1.0));
 }
 
+TEST_CASE("k0_fp8 sets the pipeline loss of FP8 GEMMs only") {
+    GpuSpec g = test::h100();
+    g.gemm_k0 = 128.0;
+    g.gemm_k0_fp8 = 384.0;
+    // The same one full wave of 132 tiles, k = 384: FP8 -> 384 / (384 + 384) = 0.5, BF16 keeps 0.75.
+    KernelDesc k = dense_gemm(12 * 128, 11 * 256, 384);
+    k.dtype = DType::fp8;
+    const GemmPlan p = evaluate_gemm_plan(g, k, 128, 256, 1);
+    CHECK(p.k_eff == doctest::Approx(0.5));
+    CHECK(p.efficiency == doctest::Approx(g.gemm_ceiling(DType::fp8) * 0.5));
+    CHECK(evaluate_gemm_plan(g, dense_gemm(12 * 128, 11 * 256, 384), 128, 256, 1).k_eff == doctest::Approx(0.75));
+    g.gemm_k0_fp8 = -1.0;  // unset: FP8 uses k0
+    CHECK(evaluate_gemm_plan(g, k, 128, 256, 1).k_eff == doctest::Approx(0.75));
+}
+
 TEST_CASE("a GEMM's duration with overlap p is launch + (compute^p + hbm^p)^(1/p)") {
     GpuSpec g = test::h100();
     const auto model = make_cost_model("roofline-fixed-tile");
@@ -93,6 +108,13 @@ TEST_CASE("the GPU file's gemm_curve block: read, defaulted, and checked") {
         const GpuSpec g = load(base + "gemm_curve: {k0: 80, overlap: 3}\n");
         CHECK(g.gemm_k0 == 80.0);
         CHECK(g.gemm_overlap == 3.0);
+        CHECK(g.k0_of(DType::fp8) == 80.0);  // k0_fp8 absent: FP8 uses k0
+    }
+    SUBCASE("k0_fp8 given: FP8 GEMMs use it, other dtypes k0") {
+        const GpuSpec g = load(base + "gemm_curve: {k0: 80, k0_fp8: 500}\n");
+        CHECK(g.k0_of(DType::fp8) == 500.0);
+        CHECK(g.k0_of(DType::bf16) == 80.0);
+        CHECK_THROWS_AS(load(base + "gemm_curve: {k0_fp8: -5}\n"), ConfigError);
     }
     SUBCASE("an overlap in (0, 1) would speed a kernel up past max(): rejected") {
         CHECK_THROWS_AS(load(base + "gemm_curve: {overlap: 0.5}\n"), ConfigError);

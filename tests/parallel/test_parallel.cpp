@@ -573,4 +573,46 @@ TEST_CASE("ZeRO-3: FSDP reduces every micro-batch, gathers the next layer before
     CHECK(count(z1).layer_reduces == 2);
 }
 
+TEST_CASE("ZeRO-3: no parameter all-gather after the optimizer; the stack's passes over the unsharded gradient") {
+    const auto cm = hw::make_cost_model("roofline");
+    const double layer = 4096.0 * 6144 + 4096.0 * 4096 + 3.0 * 4096 * 14336 + 2 * 4096;  // as above
+    struct Seen {
+        int optimizer_gathers = 0, passes = 0;
+        double pass_read = 0;
+        bool reduce_waits_for_pass = true;
+    };
+    const auto look = [&](const config::ScenarioSpec& s) {
+        const auto b = parallel::build_plan(s, strategy(s, "dp2"), *cm, {});
+        Seen seen;
+        for (std::size_t i = 0; i < b.plan.tasks.size(); ++i) {
+            const auto& t = b.plan.tasks[i];
+            if (t.kind == parallel::TaskKind::collective && t.phase == parallel::Phase::optimizer &&
+                t.op == net::CollectiveOp::all_gather)
+                ++seen.optimizer_gathers;
+            if (t.kind == parallel::TaskKind::kernel && b.plan.kernels[t.kernel].name == "grad_shard_passes") {
+                ++seen.passes;
+                seen.pass_read = b.plan.kernels[t.kernel].bytes_read.as_double();
+            }
+        }
+        return seen;
+    };
+    // ZeRO-1 (the distributed optimizer) gathers the updated parameters after the step; ZeRO-3 does not.
+    CHECK(look(scenario(kData + "cp-training.yaml", {"strategies[1].zero=1"})).optimizer_gathers == 1);
+    auto z3 = scenario(kData + "cp-training.yaml", {"strategies[1].zero=3"});
+    CHECK(look(z3).optimizer_gathers == 0);
+    CHECK(look(z3).passes == 0);  // the default profile makes none
+    // Two passes, the last micro-batch only (2 layers): 2 x 2 bytes a BF16 gradient read per layer.
+    z3.profile.grad_shard_passes = 2;
+    Seen two = look(z3);
+    CHECK(two.passes == 2);
+    CHECK(two.pass_read == doctest::Approx(2 * 2 * layer));
+    // Every micro-batch's reduce-scatter gets its passes (2 micro-batches x 2 layers).
+    z3.profile.grad_sync_every_microbatch = true;
+    CHECK(look(z3).passes == 4);
+    // Unsharded gradients (ZeRO-1): no reduce-scatter of a whole layer's gradient per micro-batch, no passes.
+    auto z1 = scenario(kData + "cp-training.yaml", {"strategies[1].zero=1"});
+    z1.profile.grad_shard_passes = 2;
+    CHECK(look(z1).passes == 0);
+}
+
 TEST_SUITE_END();
