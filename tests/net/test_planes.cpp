@@ -8,7 +8,6 @@
 #include "sim/net/flow_network.h"
 #include "sim/net/topology.h"
 
-
 #include <doctest/doctest.h>
 
 #include <set>
@@ -181,12 +180,27 @@ TEST_CASE("planes: traffic on one plane cannot use the other plane's idle spines
         const std::vector<std::pair<int, int>> one_plane{{0, 8}, {2, 10}, {4, 12}, {6, 14}};
         sim::Simulation sim;
         FlowNetwork net(sim, two);
-        for (double x : drain_times(two, finish_times(net, sim, one_plane, size), one_plane)) CHECK(x == doctest::Approx(2e-3).epsilon(1e-6));
+        for (double x : drain_times(two, finish_times(net, sim, one_plane, size), one_plane))
+            CHECK(x == doctest::Approx(2e-3).epsilon(1e-6));
         CHECK(uplink_bytes(two, net, "plane0") == doctest::Approx(4 * 50e6));
         CHECK(uplink_bytes(two, net, "plane1") == 0.0);
     }
     const std::vector<std::pair<int, int>> both_planes{{0, 8}, {2, 10}, {5, 13}, {7, 15}};
     for (double x : drain_times(two, both_planes, size)) CHECK(x == doctest::Approx(1e-3).epsilon(1e-6));
+}
+
+TEST_CASE("planes: with one of two planes failed, the nodes' traffic shares the NICs left: half the rate") {
+    // The balanced traffic above (every GPU to its NIC index on the node 4
+    // further on, 50 MB, 1 ms on two planes) with plane 1 gone: one NIC a
+    // node, on the one plane left, serves both GPUs, so two flows share each
+    // NIC's 50 GB/s: 2 ms.
+    const Bytes size{50'000'000};
+    std::vector<std::pair<int, int>> pairs;
+    for (int g = 0; g < 16; ++g) pairs.emplace_back(g, (g + 8) % 16);
+    ClusterSpec failed = two_nic_nodes(8, 1);
+    failed.nics_per_node = 1;
+    const Topology t(failed, 16);
+    for (double x : drain_times(t, pairs, size)) CHECK(x == doctest::Approx(2e-3).epsilon(1e-6));
 }
 
 TEST_CASE("planes: a hierarchical all-reduce spreads its rails' rings over the planes, as fast as on one plane") {
