@@ -3,6 +3,7 @@
 // changing plane only inside a node. docs/network-model.md §3b.
 #include "net_fixtures.h"
 
+#include "sim/config/cluster_loader.h"
 #include "sim/core/simulation.h"
 #include "sim/net/collective.h"
 #include "sim/net/flow_network.h"
@@ -10,6 +11,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
@@ -234,6 +236,27 @@ TEST_CASE("planes: a hierarchical all-reduce spreads its rails' rings over the p
     const double p0 = uplink_bytes(two, net, "plane0"), p1 = uplink_bytes(two, net, "plane1");
     CHECK(p0 > 0.0);
     CHECK(p0 == doctest::Approx(p1));
+}
+
+TEST_CASE("planes: the shipped h800-mpft reaches 16,384 GPUs with 64-port switches in two tiers") {
+    // 8 planes of 2,048 NICs: 64 leaves of 32 NICs and 32 spines each, every
+    // spine with one port per leaf, 64: the switch's port count. One more
+    // node makes a 65th leaf per plane.
+    const Topology t(sim::config::load_cluster_file("h800-mpft"), 16384);
+    std::vector<int> spine_ports(t.vertex_count(), 0);
+    int leaves = 0, spines = 0;
+    for (std::uint32_t v = 0; v < t.vertex_count(); ++v) {
+        leaves += t.vertex_name(v).find(".leaf") != std::string::npos;
+        spines += t.vertex_name(v).find(".spine") != std::string::npos;
+    }
+    for (sim::net::LinkId id = 0; id < t.link_count(); ++id)
+        if (t.vertex_name(t.link(id).to).find(".spine") != std::string::npos) ++spine_ports[t.link(id).to];
+    CHECK(leaves == 8 * 64);
+    CHECK(spines == 8 * 32);
+    CHECK(*std::max_element(spine_ports.begin(), spine_ports.end()) == 64);
+    // Rail-aligned between leaves: plane 5 only; across planes: PXN over NVLink first.
+    CHECK(planes_on(t, 5, 8 * 1000 + 5) == std::set<std::string>{"plane5"});
+    CHECK(vertices_on(t, 5, 8 * 1000 + 6).front() == "node0.nvswitch");
 }
 
 TEST_CASE("planes: a spec built in code whose planes do not divide its NICs is a ConfigError") {
