@@ -73,7 +73,9 @@ int cmd_list(const Args& args) {
             const auto c = sim::config::load_cluster_file(data + "/topologies/" + n + ".yaml");
             const std::string gpus = c.nodes > 0 ? fmt::format("{}", c.nodes * c.gpus_per_node) : "auto";
             fmt::print("{:<28} {:>6}  {:<16} {:<14} {}\n", n, gpus, c.gpu, sim::net::to_string(c.intra_node),
-                       c.nodes == 1 ? "-" : sim::net::to_string(c.inter_node));
+                       c.nodes == 1    ? std::string("-")
+                       : c.planes == 1 ? std::string(sim::net::to_string(c.inter_node))
+                                       : fmt::format("{}, {} planes", sim::net::to_string(c.inter_node), c.planes));
         }
         return 0;
     }

@@ -62,7 +62,7 @@ ClusterSpec load_cluster(const Node& node) {
                pcie_switches = f.get("pcie_switches_per_node"), inter_opt = f.get("inter_node"),
                nics = f.get("nics_per_node"), leaf_ports = f.get("leaf_switch_ports"),
                oversub = f.get("spine_oversubscription"), rails = f.get("rails"), pxn = f.get("pxn"),
-               links_opt = f.get("links");
+               links_opt = f.get("links"), planes = f.get("planes");
     f.reader.finish();
 
     ClusterSpec c;
@@ -118,8 +118,19 @@ ClusterSpec load_cluster(const Node& node) {
                 fmt::format("{} leaf downlinks (leaf_switch_ports / 2) cannot be split {}:1 into whole uplinks", down,
                             c.spine_oversubscription));
     }
+    if (planes) {
+        if (!two_level) planes->fail("applies only to a fat-tree or rail-optimized inter_node");
+        c.planes = static_cast<int>(planes->as_int(1, 4096));
+        // Plane p takes NIC k of every node with k mod planes == p.
+        if (c.nics_per_node % c.planes != 0)
+            planes->fail(
+                fmt::format("{} planes do not divide the {} NICs of a node (nics_per_node): every plane "
+                            "takes the same number of each node's NICs",
+                            c.planes, c.nics_per_node));
+    }
     if (pxn) {
-        if (c.inter_node != InterNode::rail_optimized) pxn->fail("applies only to a rail-optimized inter_node");
+        if (c.inter_node != InterNode::rail_optimized && c.planes == 1)
+            pxn->fail("applies only to a rail-optimized inter_node or one with planes > 1");
         c.pxn = pxn->as_bool();
     }
     if (rails) {

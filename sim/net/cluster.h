@@ -45,6 +45,12 @@ struct ClusterSpec {
     // crosses NVLink to the local GPU on the destination's rail and leaves
     // through that GPU's NIC (NCCL's PXN, on unless NCCL_PXN_DISABLE=1).
     bool pxn = true;
+    // Independent network planes (two-level fabrics only): NIC k of every
+    // node is on plane k mod planes, and each plane is a fat tree or a
+    // rail-optimised fabric of its own, with its own leaves and spines; no
+    // switch joins two planes, so traffic changes plane inside a node
+    // (DeepSeek's multi-plane fat tree; docs/network-model.md §3b).
+    int planes = 1;
     // Indexed by LinkClass; nullopt when the cluster has no link of that class.
     std::array<std::optional<LinkClassSpec>, kLinkClassCount> links{};
     SourceLocation where;  // for messages that point at the cluster file

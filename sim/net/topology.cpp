@@ -113,6 +113,7 @@ struct Topology::Impl {
     std::vector<std::uint32_t> nic_leaf;   // leaf index (0 for a single switch)
     std::vector<std::uint32_t> nic_port;   // the NIC's port index on its leaf (D-mod-k's d on a rail fabric)
     std::vector<std::uint32_t> nic_rail;   // the NIC's index k within its node: its rail
+    std::vector<std::uint32_t> nic_node;   // the node the NIC is in
     std::vector<std::uint32_t> node_nic;   // per node, the index of its NIC 0
     std::vector<LinkId> nic_up, nic_down;  // NIC -> switch, switch -> NIC
     std::uint32_t spines = 0;
@@ -145,11 +146,13 @@ struct Topology::Impl {
     }
 
     void build(int gpu_count);
+    void build_planes(Bandwidth net_bw, std::vector<Vertex>& leaves);
     void bfs_path(Vertex from, Vertex to, std::uint64_t tie_key, Vertex affinity_a, Vertex affinity_b,
                   std::vector<LinkId>& out) const;
     std::vector<LinkId> full_bfs(int src, int dst) const;
     void full_bfs_into(int src, int dst, std::vector<LinkId>& out) const;
     int first_local_of_nic(int k) const;
+    std::uint32_t plane_of(std::uint32_t nic) const { return nic_rail[nic] % static_cast<std::uint32_t>(spec.planes); }
     bool pxn_applies(std::uint32_t nic_a, std::uint32_t nic_b) const;
     std::vector<LinkId> structural(int src, int dst) const;
     const RouteEntry& entry(int src, int dst) const;
@@ -189,6 +192,10 @@ void validate(const ClusterSpec& spec, int gpu_count) {
         if (two_level &&
             (spec.spine_oversubscription < 1 || (spec.leaf_switch_ports / 2) % spec.spine_oversubscription != 0))
             fail("spine_oversubscription must divide the leaf downlinks (leaf_switch_ports / 2)");
+        if (spec.planes < 1 || (spec.planes > 1 && !two_level))
+            fail("planes must be at least 1, and more than 1 only on a fat-tree or rail-optimized inter_node");
+        if (spec.nics_per_node % spec.planes != 0)
+            fail(fmt::format("{} planes do not divide the {} NICs of a node", spec.planes, spec.nics_per_node));
     }
     if (spec.pcie_switches_per_node < 1) fail("pcie_switches_per_node must be at least 1");
 }
@@ -245,16 +252,19 @@ void Topology::Impl::build(int gpu_count) {
         for (Vertex sw : switches) add_link(sw, host, LinkClass::pcie, pcie_bw);
 
         // NIC k serves the GPUs l with l * nics / gpn == k and sits on the PCIe
-        // switch of the first of them; NICs of absent GPUs are not built.
+        // switch of the first of them; NICs of absent GPUs are not built,
+        // except on a multi-plane fabric, where a partial node still needs a
+        // NIC on every plane to reach the GPUs of the others.
         node_nic.push_back(static_cast<std::uint32_t>(nic_vertex.size()));
         for (int k = 0; k < nics_per_node; ++k) {
             const int first_local = (k * gpn + nics_per_node - 1) / nics_per_node;
-            if (first_local >= count) break;
+            if (first_local >= count && spec.planes == 1) break;
             const Vertex nic = add_vertex(Kind::nic, fmt::format("node{}.nic{}", node, k));
             add_link(nic, switch_of(first_local), LinkClass::pcie, pcie_bw);
             const auto index = static_cast<std::uint32_t>(nic_vertex.size());
             nic_vertex.push_back(nic);
             nic_rail.push_back(static_cast<std::uint32_t>(k));
+            nic_node.push_back(static_cast<std::uint32_t>(node));
             for (int l = first_local; l < count && l * nics_per_node / gpn == k; ++l)
                 nic_of_gpu[static_cast<std::size_t>(first + l)] = index;
         }
@@ -267,7 +277,7 @@ void Topology::Impl::build(int gpu_count) {
     if (spec.inter_node == InterNode::single_switch) {
         edge_switches.push_back(add_vertex(Kind::net_switch, "switch"));
         nic_leaf.assign(nic_count, 0);
-    } else {
+    } else if (spec.planes == 1) {
         // Two levels: each leaf has ports/2 NIC ports and one uplink to each
         // of ports / 2 / oversubscription spines (ports/2 spines: full
         // bisection). A fat tree fills leaves with NICs in order; a
@@ -279,8 +289,7 @@ void Topology::Impl::build(int gpu_count) {
             const auto groups = (static_cast<std::uint32_t>(nodes) + down - 1) / down;
             leaves = static_cast<std::uint32_t>(nics_per_node) * groups;
             for (std::uint32_t i = 0; i < nic_count; ++i) {
-                const auto node = static_cast<std::uint32_t>(std::upper_bound(node_nic.begin(), node_nic.end(), i) -
-                                                             node_nic.begin() - 1);
+                const std::uint32_t node = nic_node[i];
                 nic_leaf.push_back(nic_rail[i] * groups + node / down);
                 nic_port.push_back(node % down);
             }
@@ -303,11 +312,55 @@ void Topology::Impl::build(int gpu_count) {
                 }
             }
         }
+    } else {
+        build_planes(net_bw, edge_switches);
     }
     for (std::uint32_t i = 0; i < nic_count; ++i) {
         const LinkId up = add_link(nic_vertex[i], edge_switches[nic_leaf[i]], LinkClass::network, net_bw);
         nic_up.push_back(up);
         nic_down.push_back(up + 1);
+    }
+}
+
+// P independent planes, each the two-level fabric the cluster names, built
+// from the NICs k with k mod P == p. Every node has all its NICs here (see
+// build), so plane p holds nodes x nics/P NICs. Fat tree: the plane's NICs
+// in (node, k) order fill its leaves. Rail-optimised: each of the plane's
+// rails has its own ceil(nodes / down) leaves. Each plane has its own
+// down / oversubscription spines (when it has more than one leaf), joined to
+// its own leaves only. A NIC's port on its leaf is its D-mod-k index.
+void Topology::Impl::build_planes(Bandwidth net_bw, std::vector<Vertex>& leaves) {
+    const auto planes = static_cast<std::uint32_t>(spec.planes);
+    const auto down = static_cast<std::uint32_t>(spec.leaf_switch_ports / 2);
+    const auto per_plane = static_cast<std::uint32_t>(spec.nics_per_node) / planes;  // NICs of a node on a plane
+    const auto node_count = static_cast<std::uint32_t>(nodes);
+    const bool rails = spec.inter_node == InterNode::rail_optimized;
+    const std::uint32_t groups = (node_count + down - 1) / down;
+    const std::uint32_t plane_leaves = rails ? per_plane * groups : (node_count * per_plane + down - 1) / down;
+    for (std::uint32_t i = 0; i < nic_vertex.size(); ++i) {
+        const std::uint32_t p = plane_of(i), r = nic_rail[i] / planes, node = nic_node[i];
+        const std::uint32_t slot = rails ? node : node * per_plane + r;  // the NIC's place among its leaves' ports
+        const std::uint32_t leaf = rails ? r * groups + node / down : slot / down;
+        nic_leaf.push_back(p * plane_leaves + leaf);
+        nic_port.push_back(slot % down);
+    }
+    for (std::uint32_t p = 0; p < planes; ++p)
+        for (std::uint32_t i = 0; i < plane_leaves; ++i)
+            leaves.push_back(add_vertex(Kind::leaf, fmt::format("plane{}.leaf{}", p, i)));
+    if (plane_leaves < 2) return;
+    spines = down / static_cast<std::uint32_t>(spec.spine_oversubscription);
+    std::vector<Vertex> spine_v;
+    for (std::uint32_t p = 0; p < planes; ++p)
+        for (std::uint32_t s = 0; s < spines; ++s)
+            spine_v.push_back(add_vertex(Kind::spine, fmt::format("plane{}.spine{}", p, s)));
+    // leaf_up[leaf * spines + s] is the uplink to spine s of the leaf's own plane.
+    for (std::uint32_t leaf = 0; leaf < planes * plane_leaves; ++leaf) {
+        const std::uint32_t p = leaf / plane_leaves;
+        for (std::uint32_t s = 0; s < spines; ++s) {
+            const LinkId up = add_link(leaves[leaf], spine_v[p * spines + s], LinkClass::network, net_bw);
+            leaf_up.push_back(up);
+            leaf_down.push_back(up + 1);
+        }
     }
 }
 
@@ -419,13 +472,15 @@ int Topology::Impl::first_local_of_nic(int k) const {
 }
 
 bool Topology::Impl::pxn_applies(std::uint32_t nic_a, std::uint32_t nic_b) const {
-    // NVLink through a switch reaches every local GPU; the proxy must exist
-    // (a partial last node may lack it).
-    if (spec.inter_node != InterNode::rail_optimized || !spec.pxn || spec.intra_node != IntraNode::nvswitch)
-        return false;
-    if (nic_rail[nic_a] == nic_rail[nic_b]) return false;
-    const auto node =
-        static_cast<int>(std::upper_bound(node_nic.begin(), node_nic.end(), nic_a) - node_nic.begin() - 1);
+    // A rail fabric sends across rails through the proxy to stay on the
+    // destination's rail; a multi-plane fabric must change plane inside the
+    // node, since no switch joins the planes. NVLink through a switch
+    // reaches every local GPU; the proxy must exist (a partial last node may
+    // lack it).
+    if (!spec.pxn || spec.intra_node != IntraNode::nvswitch) return false;
+    const bool cross_rail = spec.inter_node == InterNode::rail_optimized && nic_rail[nic_a] != nic_rail[nic_b];
+    if (!cross_rail && plane_of(nic_a) == plane_of(nic_b)) return false;
+    const auto node = static_cast<int>(nic_node[nic_a]);
     return node * spec.gpus_per_node + first_local_of_nic(static_cast<int>(nic_rail[nic_b])) < gpus;
 }
 
@@ -433,7 +488,7 @@ std::vector<LinkId> Topology::Impl::structural(int src, int dst) const {
     const int gpn = spec.gpus_per_node;
     if (src == dst) return {};
     if (src / gpn == dst / gpn) return full_bfs(src, dst);
-    const std::uint32_t a = nic_of_gpu[static_cast<std::size_t>(src)];
+    std::uint32_t a = nic_of_gpu[static_cast<std::size_t>(src)];
     const std::uint32_t b = nic_of_gpu[static_cast<std::size_t>(dst)];
     check(a != kNone && b != kNone, "topology: a GPU on a multi-node cluster has no NIC");
     const auto key = static_cast<std::uint64_t>(dst);
@@ -448,6 +503,10 @@ std::vector<LinkId> Topology::Impl::structural(int src, int dst) const {
         out.insert(out.end(), rest.begin(), rest.end());
         return out;
     }
+    // A multi-plane fabric without a PXN proxy: leave by this node's NIC on
+    // the destination's plane (the one of its index), reached over PCIe.
+    if (plane_of(a) != plane_of(b)) a = node_nic[nic_node[a]] + nic_rail[b];
+    check(plane_of(a) == plane_of(b), "topology: a route between two network planes");
     bfs_path(static_cast<Vertex>(src), nic_vertex[a], key, nic_vertex[a], none, out);
     out.push_back(nic_up[a]);
     if (nic_leaf[a] != nic_leaf[b]) {
@@ -475,7 +534,8 @@ const RouteEntry& Topology::Impl::entry(int src, int dst) const {
     // Rails: a GPU's traffic leaves through its own NIC (or, with PXN, the
     // proxy's), which only the structural router knows; the whole-graph BFS
     // would as soon cross the host to another rail's NIC at equal hops.
-    const bool rails = spec.inter_node == InterNode::rail_optimized;
+    // Planes likewise: the BFS would cross the host to a NIC of any plane.
+    const bool rails = spec.inter_node == InterNode::rail_optimized || spec.planes > 1;
     e.links = boost::num_vertices(g) <= kFullBfsVertexLimit && !rails ? full_bfs(src, dst) : structural(src, dst);
     e.bandwidth = Bandwidth{std::numeric_limits<double>::infinity()};
     for (LinkId id : e.links) {

@@ -1,11 +1,16 @@
 // Small clusters built in code for the net tests, and route checks.
 #pragma once
 
+#include "sim/core/simulation.h"
+#include "sim/net/flow_network.h"
 #include "sim/net/topology.h"
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <functional>
+#include <string>
+#include <vector>
 
 namespace net_fixtures {
 
@@ -85,6 +90,37 @@ inline void check_route_is_path(const sim::net::Topology& t, int src, int dst,
         const auto via = t.link(r[i]).to;
         if (via < static_cast<std::uint32_t>(t.gpu_count())) CHECK((transit_ok && transit_ok(static_cast<int>(via))));
     }
+}
+
+// The vertices a route enters, by name, in order.
+inline std::vector<std::string> vertices_on(const sim::net::Topology& t, int src, int dst) {
+    std::vector<std::string> out;
+    for (auto id : t.route(src, dst)) out.push_back(t.vertex_name(t.link(id).to));
+    return out;
+}
+
+// Whether any of `v` starts with `prefix`.
+inline bool visits(const std::vector<std::string>& v, const std::string& prefix) {
+    return std::any_of(v.begin(), v.end(), [&](const std::string& s) { return s.rfind(prefix, 0) == 0; });
+}
+
+// Starts every (src, dst) transfer of `size` at t = 0 on `net` and runs
+// `sim`; returns each one's completion time in seconds.
+inline std::vector<double> finish_times(sim::net::FlowNetwork& net, sim::Simulation& sim,
+                                        const std::vector<std::pair<int, int>>& pairs, sim::Bytes size) {
+    std::vector<double> done(pairs.size(), -1.0);
+    for (std::size_t i = 0; i < pairs.size(); ++i)
+        net.start(pairs[i].first, pairs[i].second, size, [&done, &sim, i] { done[i] = sim.now().us_f() * 1e-6; });
+    sim.run();
+    return done;
+}
+
+// The same on a fresh simulation of `t`.
+inline std::vector<double> finish_times(const sim::net::Topology& t, const std::vector<std::pair<int, int>>& pairs,
+                                        sim::Bytes size) {
+    sim::Simulation sim;
+    sim::net::FlowNetwork net(sim, t);
+    return finish_times(net, sim, pairs, size);
 }
 
 }  // namespace net_fixtures

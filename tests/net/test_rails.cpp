@@ -37,28 +37,6 @@ ClusterSpec rails(int oversubscription, bool pxn) {
     return c;
 }
 
-std::vector<std::string> vertices_on(const Topology& t, int src, int dst) {
-    std::vector<std::string> out;
-    for (auto id : t.route(src, dst)) out.push_back(t.vertex_name(t.link(id).to));
-    return out;
-}
-
-bool visits(const std::vector<std::string>& v, const std::string& prefix) {
-    return std::any_of(v.begin(), v.end(), [&](const std::string& s) { return s.rfind(prefix, 0) == 0; });
-}
-
-// Starts every (src, dst) transfer of `size` at t = 0; returns each one's
-// completion time in seconds.
-std::vector<double> finish_times(const Topology& t, const std::vector<std::pair<int, int>>& pairs, Bytes size) {
-    sim::Simulation sim;
-    FlowNetwork net(sim, t);
-    std::vector<double> done(pairs.size(), -1.0);
-    for (std::size_t i = 0; i < pairs.size(); ++i)
-        net.start(pairs[i].first, pairs[i].second, size, [&done, &sim, i] { done[i] = sim.now().us_f() * 1e-6; });
-    sim.run();
-    return done;
-}
-
 }  // namespace
 
 TEST_CASE("rails: NIC k of every node is on rail k's leaf, so rail-aligned routes never reach a spine") {
@@ -188,7 +166,7 @@ TEST_CASE("rails: the shipped DGX H100 SuperPOD has 8 rails, one leaf per rail p
     CHECK(visits(vertices_on(t, 5, 8 * 31 + 6), "node0.nvswitch"));  // PXN across rails
 }
 
-TEST_CASE("rails: bad fabric keys are ConfigErrors at file:line:column") {
+TEST_CASE("rails: bad fabric keys (rails, oversubscription, pxn, planes) are ConfigErrors at file:line:column") {
     const std::string good = R"(name: t
 gpu: h100-sxm
 nodes: 4
@@ -220,7 +198,26 @@ links:
     CHECK(parasim_test::config_error_of(
               load, parasim_test::replace_once(parasim_test::replace_once(good, "rail-optimized", "fat-tree"),
                                                "rails: 8\n", "pxn: false\n")) ==
-          "c.yaml:8:6: pxn: applies only to a rail-optimized inter_node");
+          "c.yaml:8:6: pxn: applies only to a rail-optimized inter_node or one with planes > 1");
+    // Planes (docs/network-model.md §3b): a count that divides the NICs, on a two-level fabric only.
+    const std::string planes = parasim_test::replace_once(good, "rails: 8", "planes: 2");
+    CHECK(sim::config::load_cluster(sim::config::load_string(planes, "c.yaml")).planes == 2);
+    CHECK(parasim_test::config_error_of(load, parasim_test::replace_once(good, "rails: 8", "planes: 3")) ==
+          "c.yaml:8:9: planes: 3 planes do not divide the 8 NICs of a node (nics_per_node): every plane takes the "
+          "same number of each node's NICs");
+    CHECK(parasim_test::config_error_of(load, parasim_test::replace_once(good, "rails: 8", "planes: 0")) ==
+          "c.yaml:8:9: planes: 0 is out of range [1, 4096]");
+    CHECK(parasim_test::config_error_of(
+              load, parasim_test::replace_once(parasim_test::replace_once(planes, "rail-optimized", "single-switch"),
+                                               "spine_oversubscription: 2\n", "")) ==
+          "c.yaml:8:9: planes: applies only to a fat-tree or rail-optimized inter_node");
+    // pxn is meaningful on a multi-plane fat tree (the plane change), not only on rails.
+    CHECK_FALSE(sim::config::load_cluster(
+                    sim::config::load_string(
+                        parasim_test::replace_once(parasim_test::replace_once(planes, "rail-optimized", "fat-tree"),
+                                                   "planes: 2\n", "planes: 2\npxn: false\n"),
+                        "c.yaml"))
+                    .pxn);
 }
 
 TEST_SUITE_END();

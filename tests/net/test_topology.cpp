@@ -16,16 +16,6 @@ using namespace net_fixtures;
 using sim::net::IntraNode;
 using sim::net::Topology;
 
-namespace {
-
-std::vector<std::string> vertices_on(const Topology& t, int src, int dst) {
-    std::vector<std::string> out;
-    for (auto id : t.route(src, dst)) out.push_back(t.vertex_name(t.link(id).to));
-    return out;
-}
-
-}  // namespace
-
 TEST_CASE("topology: an NVSwitch node routes every GPU pair through the switch") {
     const Topology t(nvswitch_node(8, gbps(450), Time::ns(600)), 8);
     CHECK(t.gpu_count() == 8);
