@@ -17,6 +17,8 @@ using workload::NormKind;
 using workload::PositionKind;
 
 constexpr std::int64_t kMaxDim = std::int64_t{1} << 40;
+// DeepSeek-V3 trains with depth 1; the report's ablations use up to 2.
+constexpr std::int64_t kMaxMtpLayers = 16;
 
 std::string join(const std::vector<std::string>& v) {
     std::string out;
@@ -191,6 +193,13 @@ ModelSpec load_model(const Node& map) {
     if (attention) m.attention = read_attention(*attention);
     const std::optional<Node> block = r.optional("block");
     if (block && block->as_enum({"sequential", "parallel"}) == "parallel") m.block = BlockLayout::parallel;
+    // Multi-token-prediction modules (DeepSeek-V3 num_nextn_predict_layers);
+    // their layers take ids after the model's own, which must fit.
+    if (auto n = r.optional("mtp_layers")) {
+        m.mtp_layers = n->as_int(0, kMaxMtpLayers);
+        if (m.layers + m.mtp_layers > workload::kMaxLayers)
+            n->fail(fmt::format("layers + mtp_layers exceeds {}", workload::kMaxLayers));
+    }
     if (auto moe = r.optional("moe")) {
         MapReader mr(*moe);
         m.experts = mr.required("experts").as_int(1, workload::kMaxExperts);

@@ -99,6 +99,28 @@ workload::Recompute read_recompute(const Node& n) {
                               : workload::Recompute::full;
 }
 
+workload::RecomputeModules read_recompute_modules(const Node& n, workload::Recompute recompute) {
+    if (recompute != workload::Recompute::selective) n.fail("recompute_modules needs recompute: selective");
+    if (!n.is_sequence() || n.size() == 0) n.fail("expected a list of modules: core_attn, mla_up_proj");
+    workload::RecomputeModules m;
+    m.core_attn = false;
+    for (const Node& e : n.elements()) {
+        const std::string v = e.as_enum({"core_attn", "mla_up_proj"});
+        (v == "core_attn" ? m.core_attn : m.mla_up_proj) = true;
+    }
+    return m;
+}
+
+void check_recompute_modules(const workload::RecomputeModules& m, const workload::ModelSpec& model,
+                             const Node& workload) {
+    if (!m.mla_up_proj || model.is_mla()) return;
+    MapReader r(workload);
+    const auto n = r.optional("recompute_modules");
+    (n ? *n : workload)
+        .fail(fmt::format("recompute module mla_up_proj needs multi-head latent attention (model '{}' has none)",
+                          model.name));
+}
+
 const parallel::IPipelineSchedule& read_schedule(const Node& n) {
     return parallel::pipeline_schedule(n.as_enum(parallel::pipeline_schedule_names()));
 }

@@ -34,6 +34,12 @@ void read_stage_layers(MapReader& r, int& first, int& last);
 workload::Precision read_precision(MapReader& r, bool weight_dtype);
 // `recompute: none | selective | full`.
 workload::Recompute read_recompute(const Node& n);
+// `recompute_modules: [core_attn, mla_up_proj]`, under recompute: selective only.
+workload::RecomputeModules read_recompute_modules(const Node& n, workload::Recompute recompute);
+// mla_up_proj needs a model with multi-head latent attention (Megatron-Core
+// refuses it otherwise); `workload` is the block that holds the list.
+void check_recompute_modules(const workload::RecomputeModules& m, const workload::ModelSpec& model,
+                             const Node& workload);
 // `schedule:` one of the registered pipeline schedules.
 const parallel::IPipelineSchedule& read_schedule(const Node& n);
 

@@ -235,6 +235,7 @@ WorkloadSpec read_workload(const Node& node) {
         w.global_batch = r.required("global_batch").as_int(1, 1 << 30);
         if (auto n = r.optional("micro_batch")) w.micro_batch = n->as_int(1, 1 << 20);
         if (auto n = r.optional("recompute")) w.recompute = read_recompute(*n);
+        if (auto n = r.optional("recompute_modules")) w.recompute_modules = read_recompute_modules(*n, w.recompute);
         if (auto n = r.optional("optimizer")) n->as_enum({"adam"});
         if (auto n = r.optional("host_time_per_batch")) w.host_time_per_batch = n->as_time();
     }
@@ -391,6 +392,7 @@ ScenarioSpec load_scenario(const std::string& path, const std::vector<Override>&
 
     const Node workload_node = r.required("workload");
     s.workload = read_workload(workload_node);
+    check_recompute_modules(s.workload.recompute_modules, s.model, workload_node);
     {
         MapReader wr(workload_node);
         // The stack decides what it fuses unless the scenario says.

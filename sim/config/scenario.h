@@ -45,7 +45,8 @@ struct WorkloadSpec {
     std::int64_t global_batch = 0;  // sequences per iteration
     std::int64_t micro_batch = 1;
     workload::Recompute recompute = workload::Recompute::none;
-    Time host_time_per_batch{};  // input pipeline time per micro-batch, on the host
+    workload::RecomputeModules recompute_modules;  // `recompute_modules:` (recompute: selective)
+    Time host_time_per_batch{};                    // input pipeline time per micro-batch, on the host
     // Mixture of experts: routing (balanced or zipf(s)), capacity factor,
     // grouped GEMM (docs/moe.md); moe_where locates the block (unset when absent).
     workload::MoeRouting moe;

@@ -33,6 +33,11 @@ void emit_training(Emitter& em, PlanBuild& out) {
     const auto items = schedule_items(rs);
     const std::size_t width = em.members.front().size();
     const auto params = workload::count_parameters(m);
+    // The last stage's parameters outside its layers: the head, and the
+    // multi-token-prediction modules' projections and norms (their layers
+    // are buckets of their own, indices m.layers + k).
+    const double head_params =
+        params.lm_head + params.final_norm + static_cast<double>(m.mtp_layers) * params.mtp_module;
     const double wbytes = hw::bytes_per_element(em.opt.precision.weights);
     const double grad_bytes =
         config::gradient_reduce_bytes(sc.profile, wbytes, em.opt.precision.weights == hw::DType::bf16);
@@ -158,16 +163,20 @@ void emit_training(Emitter& em, PlanBuild& out) {
                                   {});
                     gathered[layer] = last_dp[static_cast<std::size_t>(s)];
                 };
-                if (vs == 0) bucket(workload::kEmbeddingLayer, params.embedding);
-                for (int l = a; l < b; ++l) {
+                auto layer_gather = [&](int l) {
                     if (rs.folds_experts()) {
                         layer_collective(s, net::CollectiveOp::all_gather, wbytes, Phase::forward, -1, l, {});
                         gathered[l] = last_dp[static_cast<std::size_t>(s)];
                     } else {
                         bucket(l, layer_params(l));
                     }
+                };
+                if (vs == 0) bucket(workload::kEmbeddingLayer, params.embedding);
+                for (int l = a; l < b; ++l) layer_gather(l);
+                if (vs + 1 == nv) {
+                    bucket(workload::kHeadLayer, head_params);
+                    for (int k = 0; k < m.mtp_layers; ++k) layer_gather(static_cast<int>(m.layers) + k);
                 }
-                if (vs + 1 == nv) bucket(workload::kHeadLayer, params.lm_head + params.final_norm);
             }
     }
     auto wait_gather = [&](int layer, std::vector<std::vector<std::uint32_t>>& pending) {
@@ -207,6 +216,17 @@ void emit_training(Emitter& em, PlanBuild& out) {
                 wait_gather(workload::kHeadLayer, pending);
                 em.emit_ops(s, workload::head_forward(m, it.mb, shape, em.opt, true), Phase::forward, it.mb, -1,
                             pending, last);
+                for (int k = 0; k < m.mtp_layers; ++k) {
+                    const int l = static_cast<int>(m.layers) + k;
+                    wait_gather(l, pending);
+                    if (rs.zero >= 3) {
+                        layer_collective(s, net::CollectiveOp::all_gather, wbytes, Phase::forward, it.mb, l, {});
+                        for (std::size_t i = 0; i < width; ++i)
+                            pending[i].push_back(last_dp[static_cast<std::size_t>(s)][i]);
+                    }
+                    em.emit_ops(s, workload::mtp_forward(m, k, it.mb, shape, em.opt), Phase::forward, it.mb, -1,
+                                pending, last);
+                }
             }
             auto& slot = fwd_out[static_cast<std::size_t>(vs)][static_cast<std::size_t>(it.mb)];
             if (vs + 1 < nv) slot = em.send(s, (s + 1) % p, Bytes::ceil(boundary), Phase::forward, it.mb, -1, last);
@@ -216,9 +236,23 @@ void emit_training(Emitter& em, PlanBuild& out) {
         } else {
             if (vs + 1 < nv) pending = bwd_out[static_cast<std::size_t>(vs + 1)][static_cast<std::size_t>(it.mb)];
             const bool last_mb = ++bwd_count[static_cast<std::size_t>(s)][static_cast<std::size_t>(it.chunk)] == mbs;
-            if (vs + 1 == nv)
+            if (vs + 1 == nv) {
+                // The MTP modules' backward first (their loss gradients reach
+                // the main model's last hidden state through hnorm), deepest first.
+                for (int k = static_cast<int>(m.mtp_layers) - 1; k >= 0; --k) {
+                    const int l = static_cast<int>(m.layers) + k;
+                    if (rs.zero >= 3) {
+                        layer_collective(s, net::CollectiveOp::all_gather, wbytes, Phase::backward, it.mb, l, {});
+                        for (std::size_t i = 0; i < width; ++i)
+                            pending[i].push_back(last_dp[static_cast<std::size_t>(s)][i]);
+                    }
+                    em.emit_ops(s, workload::mtp_backward(m, k, it.mb, shape, em.opt, w.recompute), Phase::backward,
+                                it.mb, -1, pending, last);
+                    if (last_mb || sync_every_mb) layer_bucket(s, it.mb, l, last);
+                }
                 em.emit_ops(s, workload::head_backward(m, it.mb, shape, em.opt), Phase::backward, it.mb, -1, pending,
                             last);
+            }
             // ZeRO-3 re-gathers each layer's parameters for its backward. As
             // PyTorch FSDP does (backward prefetch, BACKWARD_PRE or _POST),
             // the all-gather of the next layer down is issued before this
@@ -256,8 +290,8 @@ void emit_training(Emitter& em, PlanBuild& out) {
                             pending, last);
             const bool sync = last_mb || sync_every_mb;
             if (sync && vs == 0) grad_bucket(s, params.embedding / rs.tp * grad_bytes, it.mb, -1, last);
-            if (sync && vs + 1 == nv && params.lm_head > 0)
-                grad_bucket(s, params.lm_head / rs.tp * grad_bytes, it.mb, -1, last);
+            if (sync && vs + 1 == nv && head_params - params.final_norm > 0)
+                grad_bucket(s, (head_params - params.final_norm) / rs.tp * grad_bytes, it.mb, -1, last);
             stage_end[static_cast<std::size_t>(s)] = last;
             auto& slot = bwd_out[static_cast<std::size_t>(vs)][static_cast<std::size_t>(it.mb)];
             if (vs > 0) slot = em.send(s, (s + p - 1) % p, Bytes::ceil(boundary), Phase::backward, it.mb, -1, last);
@@ -330,7 +364,7 @@ void emit_training(Emitter& em, PlanBuild& out) {
             for (int l = a; l < b; ++l) dense += m.experts > 0 && !m.is_moe_layer(l);
             stage_params += (b - a - dense) * params.per_layer + dense * params.dense_layer;
             if (c * p + s == 0) stage_params += params.embedding;
-            if (c * p + s == nv - 1) stage_params += params.lm_head + params.final_norm;
+            if (c * p + s == nv - 1) stage_params += head_params + static_cast<double>(m.mtp_layers) * params.per_layer;
         }
         stage_params /= rs.tp;
         double local_params = stage_params / (rs.zero >= 1 ? rs.dp * rs.cp : 1);
@@ -339,6 +373,9 @@ void emit_training(Emitter& em, PlanBuild& out) {
             for (int c = 0; c < v; ++c) {
                 const auto [a, b] = em.vstages[static_cast<std::size_t>(c * p + s)];
                 for (int l = a; l < b; ++l) stage_experts += layer_experts(l);
+                if (c * p + s == nv - 1)
+                    for (int k = 0; k < m.mtp_layers; ++k)
+                        stage_experts += layer_experts(static_cast<int>(m.layers) + k);
             }
             stage_params -= stage_experts * experts_per_tp;  // dense only from here
             local_params =

@@ -35,6 +35,7 @@ workload::OperatorOptions operator_options(const config::ScenarioSpec& sc, const
     o.ep = rs.ep;
     o.etp = rs.etp;
     o.moe = sc.workload.moe;
+    o.recompute_modules = sc.workload.recompute_modules;
     o.fp8_dispatch = sc.profile.moe_fp8_dispatch && sc.workload.precision.compute == hw::DType::fp8;
     o.decode_attention_issue = sc.profile.decode_attention_issue;
     return o;
@@ -240,6 +241,11 @@ hw::MemoryBreakdown stage_memory(const config::ScenarioSpec& sc, const ResolvedS
         first = first || v == 0;
         last = last || v + 1 == vstages.size();
     }
+    // A training step's multi-token-prediction modules live on the last
+    // stage: their layers count as the stage's (weights, experts and
+    // activations), their projections and norms with the head.
+    const bool training = sc.workload.mode == Mode::training;
+    if (last && training) layers += static_cast<int>(m.mtp_layers);
     const int moe_layers = layers - dense_layers;
     double weight_bytes = moe_layers * workload::layer_weight_bytes(m, opt).as_double() +
                           dense_layers * workload::layer_weight_bytes(m, opt, 0).as_double();
@@ -251,8 +257,12 @@ hw::MemoryBreakdown stage_memory(const config::ScenarioSpec& sc, const ResolvedS
     if (first) weight_bytes += workload::embedding_weight_bytes(m, opt).as_double();
     if (last) {
         weight_bytes += workload::head_weight_bytes(m, opt).as_double();
-        // A tied head on another stage than the embedding keeps its own copy.
-        if (m.tied_embeddings && !first) weight_bytes += workload::embedding_weight_bytes(m, opt).as_double();
+        const bool mtp = training && m.mtp_layers > 0;
+        if (mtp) weight_bytes += workload::mtp_module_weight_bytes(m, opt).as_double();
+        // A tied head, or MTP modules (which embed tokens too; Megatron-Core
+        // builds the embedding on the last stage for them), on another stage
+        // than the embedding keep their own copy of the table.
+        if ((m.tied_embeddings || mtp) && !first) weight_bytes += workload::embedding_weight_bytes(m, opt).as_double();
     }
     hw::MemoryBreakdown b;
     const auto sh = shapes_for(sc, rs.microbatch_sizes.front());

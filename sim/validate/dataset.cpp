@@ -122,7 +122,7 @@ workload::ModelSpec read_model(const Node& node, const std::string& id, std::int
     YAML::Node map(YAML::NodeType::Map);
     map["name"] = id;
     for (const char* key : {"layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "ffn_kind", "vocab", "max_seq",
-                            "norm", "position", "bias", "tied_embeddings"}) {
+                            "norm", "position", "bias", "tied_embeddings", "mtp_layers"}) {
         if (auto n = r.optional(key)) map[key] = n->yaml();
     }
     std::optional<Node> experts = r.optional("experts"), top_k = r.optional("top_k");
@@ -185,6 +185,8 @@ config::WorkloadSpec read_workload(const Node& node, Kind kind, std::vector<std:
             w.recompute = workload::Recompute::none;
             defaults.push_back("recompute=none");
         }
+        if (auto n = r.optional("recompute_modules"))
+            w.recompute_modules = config::read_recompute_modules(*n, w.recompute);
         if (auto n = r.optional("dropout")) w.dropout = config::read_dropout(*n);
         else defaults.push_back("dropout=0");
     } else {
@@ -400,6 +402,7 @@ Point read_point(const Node& node) {
                 p.kind == Kind::training ? p.workload.seq_len : p.workload.prompt_tokens + p.workload.output_tokens;
         }
         p.model = read_model(*model, p.id, max_seq);
+        config::check_recompute_modules(p.workload.recompute_modules, p.model, *workload);
         p.parallelism = read_parallelism(parallelism, p, p.defaults);
     } else {
         for (const auto* extra : {&model, &workload, &parallelism})

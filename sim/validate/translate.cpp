@@ -362,6 +362,7 @@ std::string scenario_yaml(const Point& p, const Setup& s) {
             moe += fmt::format(", groups: {}, group_limit: {}", m.expert_groups, m.expert_group_limit);
         y += "  moe: {" + moe + "}\n";
     }
+    if (m.mtp_layers > 0) y += fmt::format("  mtp_layers: {}\n", m.mtp_layers);
     const bool training = w.mode == config::Mode::training;
     const bool serving = p.kind == Kind::serving;
     y += fmt::format("workload:\n  mode: {}\n  dtype: {}\n  weight_dtype: {}\n  kv_dtype: {}\n  flash_attention: {}\n",
@@ -379,6 +380,12 @@ std::string scenario_yaml(const Point& p, const Setup& s) {
                                                                          : "full";
         y += fmt::format("  seq_len: {}\n  global_batch: {}\n  micro_batch: {}\n  recompute: {}\n", w.seq_len,
                          w.global_batch, w.micro_batch, rc);
+        const workload::RecomputeModules& rm = w.recompute_modules;
+        if (w.recompute == workload::Recompute::selective && (!rm.core_attn || rm.mla_up_proj)) {
+            std::string mods = rm.core_attn ? "core_attn" : "";
+            if (rm.mla_up_proj) mods += std::string(mods.empty() ? "" : ", ") + "mla_up_proj";
+            y += "  recompute_modules: [" + mods + "]\n";
+        }
     } else if (serving) {
         y += fmt::format("  serving: {}\n", p.serving_yaml);
     } else {

@@ -99,6 +99,12 @@ Bytes head_weight_bytes(const ModelSpec& m, const OperatorOptions& opt) {
     return whole_bytes((matrix + norm_params(m)) * hw::bytes_per_element(opt.precision.weights));
 }
 
+Bytes mtp_module_weight_bytes(const ModelSpec& m, const OperatorOptions& opt) {
+    const double h = as_d(m.hidden);
+    const double module = 2.0 * h * as_d(ceil_div(m.hidden, opt.tp)) + 3.0 * norm_params(m);  // eh_proj, 3 norms
+    return whole_bytes(as_d(m.mtp_layers) * module * hw::bytes_per_element(opt.precision.weights));
+}
+
 Bytes layer_kv_bytes(const ModelSpec& m, std::int64_t batch, std::int64_t context, const OperatorOptions& opt) {
     // MLA caches the compressed latent and the shared rope key per token,
     // the same on every TP rank (DeepSeek-V2 section 2.1.2).
@@ -170,6 +176,8 @@ Bytes layer_activation_bytes(const ModelSpec& m, const PassShape& shape, const O
         const double dq = as_d(x->qk_head_dim()), dv = as_d(x->v_head_dim);
         latents = ab * (2 * as_d(x->q_lora_rank) + as_d(x->cache_width()) + as_d(x->kv_lora_rank));
         split = ab * a_p * (2 * dq + 2 * dv) + mlp;
+        // mla_up_proj recompute keeps only the core's output of Q, K, V, O.
+        if (recompute == Recompute::selective && opt.recompute_modules.mla_up_proj) split = ab * a_p * dv + mlp;
     }
     const double router = m.experts > 0 ? ab * as_d(m.experts) : 0.0;
     const bool scores_stored = !opt.flash_attention && recompute == Recompute::none;

@@ -40,6 +40,10 @@ Bytes embedding_weight_bytes(const ModelSpec& m, const OperatorOptions& opt);
 // tied (a tied head on another pipeline stage than the embedding holds a copy
 // of the embedding table: add embedding_weight_bytes there).
 Bytes head_weight_bytes(const ModelSpec& m, const OperatorOptions& opt);
+// Bytes of the multi-token-prediction modules' projections (2h x h / tp) and
+// norms (enorm, hnorm, final) on one TP shard, all mtp_layers of them; their
+// transformer layers count as layers (layer_weight_bytes).
+Bytes mtp_module_weight_bytes(const ModelSpec& m, const OperatorOptions& opt);
 // Transient memory besides stored activations, weights and KV cache: a fixed
 // library workspace (cuBLAS, 32 MiB) plus the largest short-lived tensor: the
 // logits (+ FP32 softmax in training) or, in inference, one layer's live

@@ -65,7 +65,7 @@ void gqa_block_forward(const Dims& x, std::vector<Operator>& ops) {
 }
 
 void gqa_block_backward(const Dims& x, std::vector<Operator>& ops, Recompute recompute) {
-    if (recompute == Recompute::selective) recompute_attention_core(x, ops);
+    if (recompute == Recompute::selective && x.o->recompute_modules.core_attn) recompute_attention_core(x, ops);
     attention_backward(x, ops);
     if (x.m->qk_norm()) ops.push_back(qk_norm_op(x, true));
     const Linear qkv = qkv_linear(x);

@@ -185,16 +185,25 @@ void mla_block_forward(const Dims& x, std::vector<Operator>& ops) {
 void mla_block_backward(const Dims& x, std::vector<Operator>& ops, Recompute recompute) {
     const MlaAttention& a = *x.mla;
     if (x.absorbed) throw InternalError("the absorbed MLA path is an inference path: no backward");
-    if (recompute == Recompute::selective) recompute_attention_core(x, ops);
-    attention_backward(x, ops);
     const Linear kv_up = kv_up_linear(x), kv_down = kv_down_linear(x);
+    const QPath q = q_path(x);
+    if (recompute == Recompute::selective && x.o->recompute_modules.mla_up_proj) {
+        // mla_up_proj: the up projections run again from the kept (normed)
+        // latents before the core's backward needs their outputs; a plain q
+        // projection (q_lora_rank 0) is not one of them.
+        if (q.low_rank) ops.push_back(linear_forward(x, q.up));
+        ops.push_back(linear_forward(x, kv_up));
+        for (auto it = ops.end() - (q.low_rank ? 2 : 1); it != ops.end(); ++it)
+            it->kernel.name = "recompute_" + it->kernel.name;
+    }
+    if (recompute == Recompute::selective && x.o->recompute_modules.core_attn) recompute_attention_core(x, ops);
+    attention_backward(x, ops);
     ops.push_back(linear_dgrad(x, kv_up));
     ops.push_back(linear_wgrad(x, kv_up));
     ops.push_back(latent_norm_backward(x, "kv_norm_bwd", wslot::kv_norm, a.kv_lora_rank, aslot::kv_latent,
                                        aslot::kv_latent_norm));
     ops.push_back(linear_dgrad(x, kv_down));
     ops.push_back(linear_wgrad(x, kv_down));
-    const QPath q = q_path(x);
     ops.push_back(linear_dgrad(x, q.up));
     ops.push_back(linear_wgrad(x, q.up));
     if (q.low_rank) {

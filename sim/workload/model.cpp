@@ -87,6 +87,10 @@ ParamCount count_parameters(const ModelSpec& m) {
     c.total = layers_total + c.embedding + c.lm_head + c.final_norm;
     c.total_active = layers_active + c.embedding + c.lm_head + c.final_norm;
     c.flop_params = layers_active + table + c.final_norm;
+    if (m.mtp_layers > 0) {
+        c.mtp_module = 2.0 * h * h + 3.0 * norm_params(m);  // eh_proj; enorm, hnorm, final norm
+        c.mtp = static_cast<double>(m.mtp_layers) * (c.per_layer + c.mtp_module);
+    }
     return c;
 }
 

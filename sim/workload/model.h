@@ -95,6 +95,13 @@ struct ModelSpec {
     // EP, a group on a node bounds the nodes a token reaches (docs/moe.md 3a).
     std::int64_t expert_groups = 0;
     std::int64_t expert_group_limit = 0;
+    // Multi-token prediction (DeepSeek-V3 section 2.2): depth D of the MTP
+    // modules a training step runs after the main model on the last
+    // pipeline stage, each an embedding gather, two norms, a 2h -> h
+    // projection, one transformer layer (index layers + k) and the shared
+    // output head with its loss (docs/workload-model.md, "Multi-token
+    // prediction"). 0: none. Inference ignores them.
+    std::int64_t mtp_layers = 0;
     const MlaAttention* mla() const { return std::get_if<MlaAttention>(&attention); }
     bool is_mla() const { return mla() != nullptr; }
     bool qk_norm() const {
@@ -123,6 +130,11 @@ struct ParamCount {
     // matrix (tied or not). Excludes the embedding gathers, which cost no
     // FLOPs. This is the N of the 6N / 2N FLOP rules below.
     double flop_params = 0;
+    // The multi-token-prediction modules (training only; not in total): per
+    // module one transformer layer (per_layer), the 2h x h projection and
+    // three norms; the embedding and the output head are the model's own.
+    double mtp_module = 0;  // one module's own parameters besides its layer
+    double mtp = 0;         // mtp_layers x (layer + mtp_module)
 };
 
 ParamCount count_parameters(const ModelSpec& m);

@@ -134,6 +134,7 @@ void moe_forward(const Dims& layer, std::vector<Operator>& ops) {
     const Dims xe = expert_dims(x, x.m->expert_ffn());
     const double T = static_cast<double>(x.T), k = static_cast<double>(x.m->top_k);
     const double E = static_cast<double>(x.m->experts), h = static_cast<double>(x.h);
+    const bool quantize_once = x.o->fp8_dispatch && !x.o->inference && hw::is_low_precision(x.o->precision.compute);
     ops.push_back(linear_forward(x, router_linear(x)));
     const double idx = T * k * 8.0;  // expert index (int32) and gate weight (fp32) per routed token
     ops.push_back(elementwise(x, "router_topk", kSoftmaxFlops * T * E, T * E * x.ab, idx,
@@ -150,8 +151,17 @@ void moe_forward(const Dims& layer, std::vector<Operator>& ops) {
         dispatch.push_back(use(ids.in, slice(n), true));
         std::vector<Operator> eo;
         mlp_forward(xe, ids, eo);
+        eo.front().input_quantized = quantize_once;  // the up projection reads the dispatched FP8 rows
         experts.push_back(std::move(eo));
         combine.push_back(use(ids.out, slice(n)));
+    }
+    if (quantize_once) {
+        // FP8 dispatch in training (docs/moe.md 3b): each token is quantized
+        // once, before the exchange (1 byte an element and a scale per 128),
+        // not once per routed copy at its expert.
+        const double q = T * h * kFp8DispatchBytesPerElement;
+        ops.push_back(elementwise(x, "moe_dispatch_quant", T * h, full_act(x), q,
+                                  {use(gathered_if_sp(x, x.act(aslot::norm2)), full_act(x))}));
     }
     ops.push_back(elementwise(x, "moe_dispatch", 0, full_act(x) + idx, T * k * h * x.ab, std::move(dispatch)));
     // Shared experts: every token, on this GPU, before the exchange (no

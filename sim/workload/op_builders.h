@@ -68,6 +68,9 @@ inline constexpr int qkv = 0, out = 1, mlp_up = 2, mlp_down = 3, norm1 = 4, norm
 // The absorbed decode path reads kv_up's two halves apart: W_UK under kv_up,
 // W_UV under w_uv.
 inline constexpr int q_down = 7, q_up = 8, kv_down = 9, kv_up = 10, q_norm = 11, kv_norm = 12, w_uv = 13;
+// Multi-token prediction (mtp_ops.cpp): the 2h -> h projection, and enorm and
+// hnorm (one slot: h weights each).
+inline constexpr int mtp_eh = 14, mtp_norms = 15;
 inline constexpr int expert = 16;                  // expert e: up 16 + 2e, down 17 + 2e
 inline constexpr int table = 0, position = 1;      // kEmbeddingLayer
 inline constexpr int lm_head = 0, final_norm = 1;  // kHeadLayer
@@ -87,6 +90,8 @@ inline constexpr int attn_drop_mask = 27, mlp_drop_mask = 28;  // hidden dropout
 // mla_dx: the kv path's share of the norm's output gradient, added to the q path's.
 inline constexpr int q_latent = 29, q_latent_norm = 30, kv_latent = 31, kv_latent_norm = 32, q_absorbed = 33,
                      o_latent = 34, mla_dx = 35;
+// Multi-token prediction: the concatenated [enorm, hnorm] outputs and the projection's output columns.
+inline constexpr int mtp_cat = 36, mtp_eh = 37;
 inline constexpr int final_norm = 1, logits = 2, loss = 3, tokens = 4;  // kHeadLayer
 inline constexpr int expert = 64;  // expert e: 64 + 8e + {0 in, 1 gate, 2 up, 3 silu, 4 act, 5 out}
 }  // namespace aslot

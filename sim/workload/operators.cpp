@@ -387,7 +387,8 @@ void backward_ops(const Dims& x, std::vector<Operator>& ops, Recompute recompute
 }
 
 void check_layer(const ModelSpec& m, std::int64_t layer) {
-    if (layer < 0 || layer >= m.layers) {
+    // The multi-token-prediction modules' layers follow the model's own (mtp_ops.cpp).
+    if (layer < 0 || layer >= m.layers + m.mtp_layers) {
         throw InternalError(fmt::format("layer {} is outside model '{}' ({} layers)", layer, m.name, m.layers));
     }
 }
@@ -521,8 +522,13 @@ std::vector<Operator> with_low_precision_casts(std::vector<Operator> ops, const 
         if (k.kind == KernelKind::gemm && k.dtype == opt.precision.compute && !op.is_weight_grad) {
             const double elems = static_cast<double>(k.m) * static_cast<double>(k.k) *
                                  static_cast<double>(std::max<std::int64_t>(1, k.batch));
-            out.push_back(make_op(k.name + "_cast_transpose", KernelKind::elementwise, activation_dtype(opt.precision),
-                                  elems, elems * ab, 2 * elems * qb, {}));
+            if (op.input_quantized) {
+                out.push_back(make_op(k.name + "_transpose", KernelKind::elementwise, opt.precision.compute, 0,
+                                      elems * qb, elems * qb, {}));
+            } else {
+                out.push_back(make_op(k.name + "_cast_transpose", KernelKind::elementwise,
+                                      activation_dtype(opt.precision), elems, elems * ab, 2 * elems * qb, {}));
+            }
         }
         out.push_back(std::move(op));
     }

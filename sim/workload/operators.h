@@ -14,6 +14,14 @@
 namespace sim::workload {
 
 enum class Recompute { none, selective, full };
+// What Recompute::selective recomputes (Megatron-Core --recompute-modules):
+// the attention core (core_attn, the default) and MLA's q and kv up
+// projections (mla_up_proj: their outputs, the per-head queries, keys and
+// values, are not kept; docs/workload-model.md, "Selective recompute").
+struct RecomputeModules {
+    bool core_attn = true;
+    bool mla_up_proj = false;
+};
 
 struct Precision {
     hw::DType compute = hw::DType::bf16;  // matmul inputs
@@ -67,6 +75,7 @@ struct OperatorOptions {
     int etp = 0;
     int expert_tp() const { return etp > 0 ? etp : tp; }
     MoeRouting moe;
+    RecomputeModules recompute_modules;  // under Recompute::selective
     // The tokens going to the experts (dispatch, and the output gradients in
     // the backward) travel in FP8 with a scale per 128 elements; the
     // combines stay in the activation type (docs/moe.md section 3b).
@@ -109,6 +118,11 @@ struct Operator {
     // bytes per rank, precedes the kernel (token dispatch or combine, and
     // their backward); zero when none.
     Bytes ep_a2a_bytes;
+    // Low-precision training: this GEMM's activation operand arrives already
+    // quantized (the FP8-dispatched tokens of a routed expert's up
+    // projection, quantized once per token before the exchange): no
+    // cast-transpose, only the transposed copy for the weight gradient.
+    bool input_quantized = false;
 };
 
 // Unique tensor ids, so that the L2 model sees the same weight of the same
@@ -136,6 +150,14 @@ std::vector<Operator> head_forward(const ModelSpec& m, std::int64_t microbatch, 
                                    const OperatorOptions& opt, bool training);
 std::vector<Operator> head_backward(const ModelSpec& m, std::int64_t microbatch, const PassShape& shape,
                                     const OperatorOptions& opt);
+// Multi-token-prediction module `depth` (0 <= depth < m.mtp_layers) of a
+// training step, after the main head on the last stage (mtp_ops.cpp):
+// embedding gather, enorm and hnorm, eh_proj, the layer m.layers + depth and
+// the shared head with its loss; and its backward, in reverse.
+std::vector<Operator> mtp_forward(const ModelSpec& m, std::int64_t depth, std::int64_t microbatch,
+                                  const PassShape& shape, const OperatorOptions& opt);
+std::vector<Operator> mtp_backward(const ModelSpec& m, std::int64_t depth, std::int64_t microbatch,
+                                   const PassShape& shape, const OperatorOptions& opt, Recompute recompute);
 // Backward of the embedding gather: the scatter-add of the weight gradient.
 std::vector<Operator> embedding_backward(const ModelSpec& m, std::int64_t microbatch, const PassShape& shape,
                                          const OperatorOptions& opt);

@@ -269,7 +269,8 @@ TEST_CASE("kv_heads not dividing heads is refused at the kv_heads line") {
 TEST_CASE("model file errors: unknown keys, bad enums, bad numbers, MoE") {
     CHECK(error_of(std::string(kLlamaLike) + "hiden_act: silu\n") ==
           "bad.yaml:14:1: unknown key 'hiden_act' (valid keys: attention, bias, block, ffn, ffn_kind, head_dim, heads, "
-          "hidden, kv_heads, layers, max_seq, moe, name, norm, position, rotary_dim, source, tied_embeddings, vocab)");
+          "hidden, kv_heads, layers, max_seq, moe, mtp_layers, name, norm, position, rotary_dim, source, "
+          "tied_embeddings, vocab)");
     CHECK(error_of(std::string(kLlamaLike) + "kv_head: 2\n") ==
           "bad.yaml:14:1: unknown key 'kv_head' (did you mean 'kv_heads'?)");
     std::string text = kLlamaLike;

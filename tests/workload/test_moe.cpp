@@ -221,4 +221,45 @@ TEST_CASE("MoE inference workspace counts the experts' inputs, not the dense ffn
     CHECK(workspace_bytes(mixed, s, o, false).as_double() - w == doctest::Approx(1000.0 * 2 * 3 * 64));
 }
 
+TEST_CASE("FP8 dispatch in FP8 training: each token quantized once before the exchange, not each routed copy") {
+    // Mixtral, ep 8, balanced, 1000 tokens: 8 x 1000 x 2 / 8 = 2000 copies
+    // reach the straggler's one expert, whose grouped up GEMM reads 2000 x
+    // 4096 = 8 192 000 elements.
+    const ModelSpec m = mixtral();
+    OperatorOptions o;
+    o.ep = 8;
+    o.moe.grouped_gemm = true;
+    o.precision.compute = sim::hw::DType::fp8;
+    const PassShape s{1, 1000, 1000};
+    const auto named = [](const std::vector<Operator>& ops, const std::string& name) -> const Operator* {
+        for (const auto& op : ops)
+            if (op.kernel.name == name) return &op;
+        return nullptr;
+    };
+    // Without FP8 dispatch: a cast-transpose of every routed copy (2 bytes
+    // read, two 1-byte copies written a copy), no quantization before the exchange.
+    const auto plain = layer_forward(m, 0, 0, s, o);
+    const Operator* cast = named(plain, "grouped_expert_up_cast_transpose");
+    REQUIRE(cast != nullptr);
+    CHECK(cast->kernel.bytes_read.value == 16'384'000u);
+    CHECK(cast->kernel.bytes_written.value == 16'384'000u);
+    CHECK(named(plain, "moe_dispatch_quant") == nullptr);
+    // With it: the rank's 1000 tokens quantized once (8 192 000 bytes read,
+    // 1000 x 4096 x 1.03125 = 4 224 000 written), and at the expert only the
+    // transposed copy of the FP8 rows (1 byte read and written a copy).
+    o.fp8_dispatch = true;
+    const auto fwd = layer_forward(m, 0, 0, s, o);
+    CHECK(named(fwd, "grouped_expert_up_cast_transpose") == nullptr);
+    const Operator* quant = named(fwd, "moe_dispatch_quant");
+    REQUIRE(quant != nullptr);
+    CHECK(quant->kernel.bytes_read.value == 8'192'000u);
+    CHECK(quant->kernel.bytes_written.value == 4'224'000u);
+    const Operator* tr = named(fwd, "grouped_expert_up_transpose");
+    REQUIRE(tr != nullptr);
+    CHECK(tr->kernel.bytes_read.value == 8'192'000u);
+    CHECK(tr->kernel.bytes_written.value == 8'192'000u);
+    // The other GEMMs' casts are unchanged (the shared-less Mixtral: attention, router, expert down).
+    CHECK(named(fwd, "grouped_expert_down_cast_transpose") != nullptr);
+}
+
 TEST_SUITE_END();
