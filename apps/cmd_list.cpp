@@ -153,11 +153,12 @@ int cmd_list(const Args& args) {
                                   : fmt::format("{:g} us {}{}", us, per, mark(from));
             };
             if (!p.serving_sequence_overhead_from.kind.empty() || !p.serving_request_overhead_from.kind.empty() ||
-                !p.serving_token_overhead_from.kind.empty())
+                !p.serving_token_overhead_from.kind.empty() || !p.serving_request_latency_from.kind.empty())
                 fmt::print(
-                    "{:<16} serving host time: {}, {}, {}\n", "",
+                    "{:<16} serving host time: {}, {}, {}, {}\n", "",
                     host("per sequence per iteration", p.serving_sequence_overhead, p.serving_sequence_overhead_from),
-                    host("per request", p.serving_request_overhead, p.serving_request_overhead_from),
+                    host("of intake work per request", p.serving_request_overhead, p.serving_request_overhead_from),
+                    host("of latency per request", p.serving_request_latency, p.serving_request_latency_from),
                     host("per output token", p.serving_token_overhead, p.serving_token_overhead_from));
         }
         return 0;

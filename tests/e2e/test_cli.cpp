@@ -639,15 +639,15 @@ TEST_CASE("list --help exits 0; list clusters and models say size, fabric, param
 TEST_CASE("list software prints a profile's serving host times on a second line, and only for profiles with them") {
     const auto r = parasim("list software");
     REQUIRE(r.code == 0);
-    // topologies/software/vllm.yaml: serving {sequence_overhead 80 us, request_overhead 20 ms}, both fitted, no
-    // token_overhead (docs/serving.md, "Host time of the serving engine").
+    // topologies/software/vllm.yaml: serving {sequence_overhead 60 us, request_overhead 15 ms, request_latency
+    // 20 ms}, all fitted, no token_overhead (docs/serving.md, "Host time of the serving engine").
     const auto vllm = r.out.find("\nvllm ");
     REQUIRE(vllm != std::string::npos);
     const auto next = r.out.find('\n', vllm + 1);
     CHECK(r.out.substr(next + 1, r.out.find('\n', next + 1) - next - 1) ==
           std::string(17, ' ') +
-              "serving host time: 80 us per sequence per iteration (fitted), 20 ms per request (fitted), none per "
-              "output token");
+              "serving host time: 60 us per sequence per iteration (fitted), 15 ms of intake work per request "
+              "(fitted), 20 ms of latency per request (fitted), none per output token");
     // tensorrt-llm has no serving block: its line is followed by the next profile's.
     const auto trt = r.out.find("\ntensorrt-llm ");
     REQUIRE(trt != std::string::npos);
