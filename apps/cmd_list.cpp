@@ -146,6 +146,22 @@ int cmd_list(const Args& args) {
                        n, p.kernel_issue.seconds() * 1e6, mark(p.kernel_issue_from), p.launch_queue_depth,
                        p.kernel_efficiency, mark(p.kernel_efficiency_from), p.fuse_elementwise ? "fused" : "unfused",
                        decode, p.description);
+            // The serving host times (docs/serving.md, "Host time of the serving
+            // engine"), on a second line, only for a profile with a `serving:` block.
+            const auto host = [&](const char* per, sim::Time t, const sim::config::Provenance& from) {
+                if (from.kind.empty()) return fmt::format("none {}", per);
+                const double us = t.seconds() * 1e6;
+                return us >= 1000 ? fmt::format("{:g} ms {}{}", us / 1000, per, mark(from))
+                                  : fmt::format("{:g} us {}{}", us, per, mark(from));
+            };
+            if (!p.serving_sequence_overhead_from.kind.empty() || !p.serving_request_overhead_from.kind.empty() ||
+                !p.serving_token_overhead_from.kind.empty() || !p.serving_request_latency_from.kind.empty())
+                fmt::print(
+                    "{:<16} serving host time: {}, {}, {}, {}\n", "",
+                    host("per sequence per iteration", p.serving_sequence_overhead, p.serving_sequence_overhead_from),
+                    host("of intake work per request", p.serving_request_overhead, p.serving_request_overhead_from),
+                    host("of latency per request", p.serving_request_latency, p.serving_request_latency_from),
+                    host("per output token", p.serving_token_overhead, p.serving_token_overhead_from));
         }
         return 0;
     }

@@ -93,6 +93,7 @@ SoftwareProfile load_software_profile(const Node& root, const std::string& expec
         host_time("sequence_overhead", p.serving_sequence_overhead, p.serving_sequence_overhead_from);
         host_time("request_overhead", p.serving_request_overhead, p.serving_request_overhead_from);
         host_time("token_overhead", p.serving_token_overhead, p.serving_token_overhead_from);
+        host_time("request_latency", p.serving_request_latency, p.serving_request_latency_from);
         sv.finish();
     }
     {

@@ -122,11 +122,12 @@ private:
     std::size_t released_ = 0, arrived_ = 0, done_ = 0;
     std::uint64_t routed_front_ = 0, routed_decode_ = 0;
     // The software profile's serving host times (docs/serving.md, "Host time
-    // of the serving engine"); the front end is one FIFO server whose work
-    // ends at frontend_free_.
-    Time sequence_cost_{}, request_cost_{}, token_cost_{};
-    bool frontend_ = false;
-    Time frontend_free_{};
+    // of the serving engine"): the front end's request intake and its token
+    // streaming are two FIFO servers, whose work ends at intake_free_ and
+    // stream_free_; request_latency_ delays a request without occupying either.
+    Time sequence_cost_{}, request_cost_{}, token_cost_{}, request_latency_{};
+    bool delayed_intake_ = false;
+    Time intake_free_{}, stream_free_{};
     // Replica 0's timeline (simulator.h says how it thins).
     std::vector<TimelinePoint> timeline_;
     std::uint64_t stride_ = 1;
@@ -182,7 +183,8 @@ Loop::Loop(const LoopSetup& setup, const std::vector<Request>& requests, ServeRe
     sequence_cost_ = profile.serving_sequence_overhead;
     request_cost_ = profile.serving_request_overhead;
     token_cost_ = profile.serving_token_overhead;
-    frontend_ = request_cost_ > Time{} || token_cost_ > Time{};
+    request_latency_ = profile.serving_request_latency;
+    delayed_intake_ = request_cost_ > Time{} || request_latency_ > Time{};
     released_ = closed_ ? std::min<std::size_t>(n, static_cast<std::size_t>(sv_.concurrency)) : n;
 }
 
@@ -203,27 +205,33 @@ Time Loop::host_time(Time each, std::size_t count) const {
 }
 
 // A request reaches the engine once the front end has taken it in: after the
-// work queued before it, plus request_overhead. Without a front end cost it
-// arrives at once (the loop as before, event for event).
+// intake work queued before it, plus request_overhead, plus request_latency.
+// Without an intake cost or latency it arrives at once (the loop as before,
+// event for event).
 void Loop::intake(std::uint32_t id) {
-    if (!frontend_) {
+    if (!delayed_intake_) {
         if (!closed_) ++arrived_;
         arrive(id);
         return;
     }
-    frontend_free_ = std::max(frontend_free_, sim_.now()) + request_cost_;
-    sim_.schedule_at(frontend_free_, [this, id] {
+    Time at = sim_.now();
+    if (request_cost_ > Time{}) at = intake_free_ = std::max(intake_free_, at) + request_cost_;
+    at += request_latency_;
+    sim_.schedule_at(at, [this, id] {
         if (!closed_) ++arrived_;
         arrive(id);
     });
 }
 
 // The tokens an iteration sampled reach their clients once the front end has
-// streamed them: after the work queued before, plus token_overhead each.
+// streamed them: after the streaming work queued before, plus token_overhead
+// each. Request intake does not delay them: the API server's event loop
+// interleaves a request's intake with other requests' streaming at its await
+// points, so a token never waits for every queued intake (docs/serving.md).
 Time Loop::deliver(std::int64_t tokens) {
-    if (!frontend_ || tokens == 0) return sim_.now();
-    frontend_free_ = std::max(frontend_free_, sim_.now()) + host_time(token_cost_, static_cast<std::size_t>(tokens));
-    return frontend_free_;
+    if (token_cost_ == Time{} || tokens == 0) return sim_.now();
+    stream_free_ = std::max(stream_free_, sim_.now()) + host_time(token_cost_, static_cast<std::size_t>(tokens));
+    return stream_free_;
 }
 
 void Loop::arrive(std::uint32_t id) {
@@ -315,7 +323,7 @@ void Loop::finish(std::size_t r) {
     rep.busy_time += t - rep.start;
     std::int64_t fed = 0, to_clients = 0;
     handoffs_.clear();
-    if (frontend_ && rep.role != Role::prefill)
+    if (token_cost_ > Time{} && rep.role != Role::prefill)
         for (const auto& w : rep.work)
             if (seqs_[w.seq].computed + w.tokens == seqs_[w.seq].prompt + seqs_[w.seq].generated) ++to_clients;
     const Time client = deliver(to_clients);
@@ -493,7 +501,7 @@ void Loop::run() {
     if (done_ < n)
         throw InternalError(fmt::format("serving: scheduler {} made no progress at {} s ({} of {} requests done)",
                                         sv_.scheduler->name(), sim_.now().seconds(), done_, n));
-    res_.end_s = std::max(sim_.now(), frontend_free_).seconds();  // the front end may stream after the last event
+    res_.end_s = std::max(sim_.now(), stream_free_).seconds();  // the front end may stream after the last event
     res_.timeline = std::move(timeline_);
     const std::uint64_t first_iterations = reps_.front().stats.iterations;
     if (first_iterations > 0 && (first_iterations - 1) % stride_ != 0) res_.timeline.push_back(last_point_);

@@ -636,6 +636,25 @@ TEST_CASE("list --help exits 0; list clusters and models say size, fabric, param
           std::string::npos);
 }
 
+TEST_CASE("list software prints a profile's serving host times on a second line, and only for profiles with them") {
+    const auto r = parasim("list software");
+    REQUIRE(r.code == 0);
+    // topologies/software/vllm.yaml: serving {sequence_overhead 60 us, request_overhead 15 ms, request_latency
+    // 20 ms}, all fitted, no token_overhead (docs/serving.md, "Host time of the serving engine").
+    const auto vllm = r.out.find("\nvllm ");
+    REQUIRE(vllm != std::string::npos);
+    const auto next = r.out.find('\n', vllm + 1);
+    CHECK(r.out.substr(next + 1, r.out.find('\n', next + 1) - next - 1) ==
+          std::string(17, ' ') +
+              "serving host time: 60 us per sequence per iteration (fitted), 15 ms of intake work per request "
+              "(fitted), 20 ms of latency per request (fitted), none per output token");
+    // tensorrt-llm has no serving block: its line is followed by the next profile's.
+    const auto trt = r.out.find("\ntensorrt-llm ");
+    REQUIRE(trt != std::string::npos);
+    CHECK(r.out.compare(r.out.find('\n', trt + 1) + 1, 17, "tensorrt-llm-0.6 ") == 0);
+    CHECK(r.out.find("serving host time") == r.out.rfind("serving host time"));
+}
+
 TEST_CASE("an unknown --strategy lists the scenario's strategies; an unknown GPU suggests every GPU of its family") {
     const auto r = parasim("run " + kFeasible + " --strategy tp8");
     check_refused(r, "no strategy named 'tp8' in the scenario (did you mean 'tp8-pp2'?); it has: tp8-pp2, layerwise");

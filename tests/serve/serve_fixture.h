@@ -35,6 +35,7 @@ inline sim::config::ScenarioSpec scenario(const std::string& serving, const std:
     sc.profile.serving_sequence_overhead = sim::Time{};
     sc.profile.serving_request_overhead = sim::Time{};
     sc.profile.serving_token_overhead = sim::Time{};
+    sc.profile.serving_request_latency = sim::Time{};
     return sc;
 }
 

@@ -1,9 +1,11 @@
 // The software profile's serving host times (docs/serving.md, "Host time of
 // the serving engine"): a per-sequence cost lengthens every iteration, a
 // per-request cost delays a request's entry into the engine, a per-token
-// cost delays each token's delivery, and the front end is one FIFO server
-// (when it is the bottleneck, tokens leave at its pace). Each answer is
-// exact in picoseconds against the same run without the cost.
+// cost delays each token's delivery, a per-request latency delays a request
+// without queueing, and the front end's intake and streaming are FIFO
+// servers of their own (when one is the bottleneck, requests or tokens leave
+// at its pace). Each answer is exact in picoseconds against the same run
+// without the cost.
 #include "serve_fixture.h"
 
 #include <doctest/doctest.h>
@@ -21,8 +23,9 @@ const std::string kAlone =
     "    prompt_tokens: {distribution: fixed, value: 64}\n"
     "    output_tokens: {distribution: fixed, value: 8}\n    requests: 3\n";
 
-serve_test::Served serve_costed(const std::string& block, Time sequence, Time request, Time token) {
+serve_test::Served serve_costed(const std::string& block, Time sequence, Time request, Time token, Time latency = {}) {
     auto sc = serve_test::scenario(block);
+    sc.profile.serving_request_latency = latency;
     sc.profile.serving_sequence_overhead = sequence;
     sc.profile.serving_request_overhead = request;
     sc.profile.serving_token_overhead = token;
@@ -88,6 +91,37 @@ TEST_CASE("serving host time: a saturated front end streams one token per token 
     const auto& b = queued.result.records[1];
     CHECK(a.first_scheduled_s == doctest::Approx(a.request.arrival_s + 0.050).epsilon(1e-9));
     CHECK(b.first_scheduled_s >= a.request.arrival_s + 0.100);  // behind the first request's 50 ms
+}
+
+TEST_CASE("serving host time: a request latency delays without queueing; intake work does not hold back tokens") {
+    const std::string together =
+        "    arrivals: {process: fixed, rate: 1000000}\n"
+        "    prompt_tokens: {distribution: fixed, value: 64}\n"
+        "    output_tokens: {distribution: fixed, value: 8}\n    requests: 2\n";
+    const auto plain = serve_costed(kAlone, {}, {}, {});
+    // Alone, 20 ms of latency moves everything by 20 ms, as 20 ms of intake work does.
+    const auto alone = serve_costed(kAlone, {}, {}, {}, Time::us(20000));
+    for (std::size_t i = 0; i < 3; ++i) {
+        CHECK(ttft(alone.result.records[i]) - ttft(plain.result.records[i]) == doctest::Approx(0.020).epsilon(1e-6));
+        CHECK(e2e(alone.result.records[i]) - e2e(plain.result.records[i]) == doctest::Approx(0.020).epsilon(1e-6));
+    }
+    // Two requests together (at 0 and 1 us) with 50 ms of latency: both enter
+    // the engine 50 ms after arriving (a latency occupies no server; 50 ms of
+    // work would hold the second until 100 ms, the test above). The first
+    // starts its prefill alone at 50 ms; the second, in 1 us later, starts at
+    // the end of that prefill.
+    REQUIRE(ttft(plain.result.records[0]) < 0.045);
+    const auto late = serve_costed(together, {}, {}, {}, Time::us(50000));
+    const auto& first = late.result.records[0];
+    CHECK(first.first_scheduled_s == doctest::Approx(0.050).epsilon(1e-9));
+    CHECK(late.result.records[1].first_scheduled_s ==
+          doctest::Approx(0.050 + ttft(plain.result.records[0])).epsilon(1e-9));
+    // 50 ms of intake work each and 300 us per token: the first request's
+    // prefill ends before the second's intake does (at 100 ms), and its first
+    // token leaves 300 us after its prefill, not behind that queued intake.
+    const auto both = serve_costed(together, {}, Time::us(50000), Time::us(300));
+    const auto& a = both.result.records[0];
+    CHECK(ttft(a) == doctest::Approx(0.050 + ttft(plain.result.records[0]) + 300e-6).epsilon(1e-9));
 }
 
 TEST_SUITE_END();

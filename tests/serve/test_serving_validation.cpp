@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 namespace {
@@ -18,6 +19,34 @@ namespace {
 namespace fs = std::filesystem;
 
 const fs::path kDir = fs::path(PARASIM_DATA_DIR) / "tests" / "data" / "validation";
+
+// The MAPE by class (0: throughput, 1: median-like, 2: P99) of the serving
+// set's points whose id `keep` accepts; `count` of them are expected.
+struct ByClass {
+    double sum[3] = {0, 0, 0};
+    int n[3] = {0, 0, 0};
+    double mape(int c) const { return sum[c] / n[c]; }
+};
+
+ByClass by_class(const std::function<bool(const std::string&)>& keep, std::size_t count) {
+    const auto dataset = sim::validate::load_dataset((kDir / "serving.yaml").string());
+    sim::validate::ValidateOptions options;
+    for (const auto& p : dataset.points)
+        if (keep(p.id)) options.ids.push_back(p.id);
+    REQUIRE(options.ids.size() == count);
+    ByClass b;
+    for (const auto& o : sim::validate::validate(dataset, options).outcomes) {
+        REQUIRE_MESSAGE(!o.skipped, o.id, ": ", o.reason);
+        const int c = o.statistic == sim::validate::Statistic::none  ? 0
+                      : o.statistic == sim::validate::Statistic::p99 ? 2
+                                                                     : 1;
+        b.sum[c] += std::abs(o.error);
+        ++b.n[c];
+    }
+    return b;
+}
+
+bool starts(const std::string& id, const char* prefix) { return id.rfind(prefix, 0) == 0; }
 
 }  // namespace
 
@@ -48,33 +77,31 @@ TEST_CASE("the published serving throughputs stay within the guarded MAPE") {
 }
 
 TEST_CASE("the vLLM serving points stay within the guarded MAPE per metric class") {
-    // 36 vLLM points of four sources, with the vLLM profile's serving host
-    // times, which were fitted on them (docs/serving.md, "Host time of the
-    // serving engine"): in-sample figures, held at their November 2026
-    // values (5.3%, 24.7%, 7.6%) plus a margin; lowered as the model
-    // improves, never raised to let a change pass.
-    const auto dataset = sim::validate::load_dataset((kDir / "serving.yaml").string());
-    sim::validate::ValidateOptions options;
-    for (const auto& p : dataset.points)
-        if (p.id.rfind("trtllm-", 0) != 0) options.ids.push_back(p.id);
-    REQUIRE(options.ids.size() == 36);
-    const auto report = sim::validate::validate(dataset, options);
-    double sum[3] = {0, 0, 0};
-    int n[3] = {0, 0, 0};
-    for (const auto& o : report.outcomes) {
-        REQUIRE_MESSAGE(!o.skipped, o.id, ": ", o.reason);
-        const int c = o.statistic == sim::validate::Statistic::none  ? 0
-                      : o.statistic == sim::validate::Statistic::p99 ? 2
-                                                                     : 1;
-        sum[c] += std::abs(o.error);
-        ++n[c];
-    }
-    CHECK(n[0] == 12);
-    CHECK(n[1] == 19);
-    CHECK(n[2] == 5);
-    CHECK(sum[0] / n[0] <= 0.06);  // throughput
-    CHECK(sum[1] / n[1] <= 0.26);  // median-like: the issue's 10% is not met
-    CHECK(sum[2] / n[2] <= 0.09);  // P99
+    // The 36 vLLM points of the first four sources, with the vLLM profile's
+    // serving host times, which were fitted on them and on the six kvcached
+    // points (docs/serving.md, "Host time of the serving engine"): in-sample
+    // figures, held at their November 2026 values (5.7%, 25.8%, 5.5%; the
+    // first fit's were 5.3%, 24.7%, 7.6%) plus a margin; lowered as the
+    // model improves, never raised to let a change pass. The six kvcached
+    // points (Poisson and burst arrivals, added later) are held separately.
+    const auto b =
+        by_class([](const std::string& id) { return !starts(id, "trtllm-") && !starts(id, "vllm-0.19-qwen3-"); }, 36);
+    CHECK(b.n[0] == 12);
+    CHECK(b.n[1] == 19);
+    CHECK(b.n[2] == 5);
+    CHECK(b.mape(0) <= 0.06);  // throughput
+    CHECK(b.mape(1) <= 0.26);  // median-like: the issue's 10% is not met
+    CHECK(b.mape(2) <= 0.07);  // P99
+}
+
+TEST_CASE("the kvcached vLLM points (Poisson 16 req/s and 500 at once) stay within their guarded MAPE") {
+    // docs/serving.md, "Validation status": 18.6% (throughput, 2 points) and
+    // 21.6% (mean TTFT and TPOT, 4 points) in November 2026, plus a margin.
+    const auto b = by_class([](const std::string& id) { return starts(id, "vllm-0.19-qwen3-"); }, 6);
+    CHECK(b.n[0] == 2);
+    CHECK(b.n[1] == 4);
+    CHECK(b.mape(0) <= 0.20);  // throughput
+    CHECK(b.mape(1) <= 0.23);  // mean TTFT and TPOT
 }
 
 TEST_SUITE_END();
