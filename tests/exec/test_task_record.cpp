@@ -30,7 +30,7 @@ parallel::Plan plan_of_every_kind() {
         return plan.add(t, deps);
     };
     const std::uint32_t first = kernel(0, k_ten, {});  // task 0
-    parallel::Task host;                                // task 1
+    parallel::Task host;                               // task 1
     host.kind = parallel::TaskKind::host;
     host.stream = parallel::StreamKind::host;
     host.host_time = us(3);
