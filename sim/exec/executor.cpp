@@ -12,6 +12,7 @@
 #include "sim/net/flow_network.h"
 
 #include <algorithm>
+#include <map>
 
 namespace sim::exec {
 
@@ -45,7 +46,8 @@ public:
         result_.task_kind.resize(n);
         result_.task_start.assign(n, Time{});
         result_.task_end.assign(n, Time{});
-        result_.kernel_stats.assign(n, KernelStats{});
+        result_.kernel_stats_index.assign(n, 0);
+        result_.kernel_stats.assign(1, KernelStats{});
         // Successor lists in CSR form, built in succ_begin_ itself (no
         // second array of the plan's size): counts land at d + 2, their
         // prefix sums make succ_begin_[d + 1] the start of d's list while
@@ -308,10 +310,7 @@ private:
         rec.l2_hit_bytes += std::max(0.0, c.l2_request_bytes.as_double() - c.hbm_bytes.as_double());
         rec.hbm_bytes += c.hbm_bytes.as_double();
         rec.flops += k.flops.value;
-        result_.kernel_stats[id] =
-            KernelStats{static_cast<float>(c.l2_request_bytes.as_double()),
-                        static_cast<float>(std::max(0.0, c.l2_request_bytes.as_double() - c.hbm_bytes.as_double())),
-                        static_cast<float>(c.hbm_bytes.as_double()), static_cast<float>(k.flops.value)};
+        result_.kernel_stats_index[id] = m.stats;
         result_.task_kind[id] = c.compute_bound() ? IntervalKind::compute_kernel : IntervalKind::memory_kernel;
         sim_.schedule_after(duration, [this, id, gpu = t.gpu, st = t.stream] { finish(id, gpu, st); });
     }
@@ -334,8 +333,22 @@ private:
             m.kernel = kernel;
             m.hit = hit;
             m.has_duration = {false, false};
+            m.stats = stats_entry(kernel, k, hit, m.cost);
         }
         return m;
+    }
+
+    // The result's entry of (descriptor, hits), added when first seen; looked
+    // up only when the memo computes a cost, which costs far more.
+    std::uint32_t stats_entry(std::uint32_t kernel, const hw::KernelDesc& k, Bytes hit, const hw::KernelCost& c) {
+        const auto [it, added] =
+            stats_at_.try_emplace({kernel, hit.value}, static_cast<std::uint32_t>(result_.kernel_stats.size()));
+        if (added)
+            result_.kernel_stats.push_back(
+                KernelStats{static_cast<float>(c.l2_request_bytes.as_double()),
+                            static_cast<float>(std::max(0.0, c.l2_request_bytes.as_double() - c.hbm_bytes.as_double())),
+                            static_cast<float>(c.hbm_bytes.as_double()), static_cast<float>(k.flops.value)});
+        return it->second;
     }
 
     Time kernel_duration(CostMemo& m, bool contended) {
@@ -452,7 +465,9 @@ private:
         hw::KernelCost cost;
         std::array<Time, 2> duration{};  // [contended]
         std::array<bool, 2> has_duration{};
+        std::uint32_t stats = 0;  // its entry of result_.kernel_stats
     };
+    std::map<std::pair<std::uint32_t, std::uint64_t>, std::uint32_t> stats_at_;  // (descriptor, hit bytes)
     // A power of two up to 4096 entries, about two per descriptor: serving
     // builds an executor for every small plan it prices, and clearing 4096
     // entries each time cost more than the plan's run.

@@ -20,6 +20,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace sim::parallel {
@@ -39,24 +40,35 @@ const char* to_string(Phase p);
 inline constexpr std::uint32_t kNone = UINT32_MAX;
 
 struct Task {
-    // Fields ordered so the record packs into 56 bytes with no padding: a
-    // plan of every GPU holds tens of millions of them.
+    // Fields ordered so the record packs into 40 bytes with no padding: a
+    // plan of every GPU holds tens of millions of them (36.6 M for GPT-3
+    // 175B on 4096 GPUs), and writing them is most of building the plan.
+    // The fields that only one kind uses share storage, so read the member
+    // of the task's kind: a kernel's descriptor, a collective's group or a
+    // transfer's receiver; a host task's duration or another task's size.
+    // The size starts at zero (a union of class types needs it said here).
+    Task() : bytes{} {}
     TaskKind kind = TaskKind::kernel;
     Phase phase = Phase::forward;
     StreamKind stream = StreamKind::compute;
     net::CollectiveOp op = net::CollectiveOp::all_reduce;
-    std::uint32_t gpu = 0;         // local index of the simulated GPU that owns it
-    std::uint32_t kernel = kNone;  // kernel: index into Plan::kernels
-    std::uint32_t group = kNone;   // collective: index into Plan::groups
-    std::uint32_t peer = kNone;    // transfer: real GPU id of the receiver
+    std::uint32_t gpu = 0;  // local index of the simulated GPU that owns it
+    union {
+        std::uint32_t kernel = kNone;  // kernel: index into Plan::kernels
+        std::uint32_t group;           // collective: index into Plan::groups
+        std::uint32_t peer;            // transfer: real GPU id of the receiver
+    };
     std::int32_t microbatch = -1;
-    Bytes bytes;       // transfer / collective size (per rank)
-    Time host_time{};  // host: duration
+    union {
+        Bytes bytes;     // transfer / collective size (per rank)
+        Time host_time;  // host: duration
+    };
     std::int32_t layer = -1;
     std::int32_t step = -1;                      // decode step
     std::uint32_t dep_begin = 0, dep_count = 0;  // into Plan::deps
 };
-static_assert(sizeof(Task) <= 56, "Task grew: every task of an uncollapsed plan pays for it");
+static_assert(sizeof(Task) <= 40, "Task grew: every task of an uncollapsed plan pays for it");
+static_assert(std::is_trivially_copyable_v<Task>, "plans grow their task array with realloc (pod_vector.h)");
 
 struct Group {
     std::vector<int> gpus;               // real GPU ids, rank order

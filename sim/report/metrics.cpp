@@ -80,8 +80,8 @@ RunMetrics compute_metrics(const config::ScenarioSpec& sc, const parallel::PlanB
     }
 
     double l2_req = 0, l2_hit = 0, hbm = 0, flops = 0;
-    for (std::size_t t = 0; t < ex.kernel_stats.size(); ++t) {
-        const auto& k = ex.kernel_stats[t];
+    for (std::size_t t = 0; t < ex.kernel_stats_index.size(); ++t) {
+        const auto& k = ex.kernel_stats_of(t);
         l2_req += weight[t] * k.l2_requested_bytes;
         l2_hit += weight[t] * k.l2_hit_bytes;
         hbm += weight[t] * k.hbm_bytes;

@@ -50,7 +50,9 @@ std::string chrome_trace(const std::string& run_name, const parallel::Plan& plan
                     args += fmt::format(",\"flops\":{},\"bytes\":{}", k.flops.value,
                                         k.bytes_read.value + k.bytes_written.value);
                 } else {
-                    args += fmt::format(",\"bytes\":{}", t.bytes.value);
+                    // A host task moves no bytes (its record's size field holds its duration).
+                    args += fmt::format(",\"bytes\":{}",
+                                        t.kind == parallel::TaskKind::host ? std::uint64_t{0} : t.bytes.value);
                 }
                 add(fmt::format(
                     "{{\"ph\":\"X\",\"name\":{},\"cat\":{},\"pid\":{},\"tid\":{},\"ts\":{:.6f},\"dur\":{:.6f},"

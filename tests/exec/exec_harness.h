@@ -31,6 +31,23 @@ public:
     }
 };
 
+// A plan of `gpus` simulated GPUs (real ids 0..gpus-1) and no tasks yet.
+inline sim::parallel::Plan empty_plan(std::uint32_t gpus) {
+    sim::parallel::Plan plan;
+    for (std::uint32_t g = 0; g < gpus; ++g) plan.simulated_gpus.push_back(static_cast<int>(g));
+    plan.streams.resize(gpus);
+    plan.gpus_represented = static_cast<int>(gpus);
+    return plan;
+}
+
+// A compute-bound descriptor of `us` microseconds at FixedCost.
+inline sim::hw::KernelDesc kernel_desc_us(const std::string& name, double us) {
+    sim::hw::KernelDesc k;
+    k.name = name;
+    k.flops = sim::Flops{us};
+    return k;
+}
+
 // Appends kernel `k` on GPU 0's compute stream after `deps`.
 inline std::uint32_t add_kernel(sim::parallel::Plan& plan, const sim::hw::KernelDesc& k,
                                 const std::vector<std::uint32_t>& deps) {
