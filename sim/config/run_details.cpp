@@ -79,6 +79,20 @@ void read_stage_layers(MapReader& r, int& first, int& last) {
     if (auto n = r.optional("last_stage_layers")) last = static_cast<int>(n->as_int(1, 1 << 20));
 }
 
+void read_training_shape(MapReader& r, WorkloadSpec& w) {
+    w.seq_len = r.required("seq_len").as_int(1, 1 << 24);
+    w.global_batch = r.required("global_batch").as_int(1, 1 << 30);
+    if (auto n = r.optional("micro_batch")) w.micro_batch = n->as_int(1, 1 << 20);
+    if (auto n = r.optional("recompute")) w.recompute = read_recompute(*n);
+    if (auto n = r.optional("recompute_modules")) w.recompute_modules = read_recompute_modules(*n, w.recompute);
+}
+
+void read_inference_shape(MapReader& r, WorkloadSpec& w) {
+    w.batch = r.required("batch").as_int(1, 1 << 24);
+    w.prompt_tokens = r.required("prompt_tokens").as_int(1, 1 << 24);
+    w.output_tokens = r.required("output_tokens").as_int(1, 1 << 24);
+}
+
 workload::Precision read_precision(MapReader& r, bool weight_dtype) {
     const std::vector<std::string> dtypes = hw::dtype_names();
     const auto dtype = [&](const Node& n) { return *hw::parse_dtype(n.as_enum(dtypes)); };

@@ -1,7 +1,10 @@
-// Readers for what a run's software actually did, shared by the scenario
-// loader and the validation dataset loader (one parser per field, so the two
-// formats cannot drift): the attention kernel, dropout, the communication
-// overlaps, the uneven pipeline split and the software stack.
+// Readers shared by the scenario loader and the validation dataset loader
+// (one parser per field, so the two formats cannot drift): what a run's
+// software did (the attention kernel, dropout, the communication overlaps,
+// the software stack), the run's shape (batch and sequence keys) and the
+// parallelism keys a scenario's strategy and a point's `parallelism` have
+// in common. Where the two schemas differ, and why: docs/architecture.md,
+// "Validation datasets and scenarios".
 #pragma once
 
 #include "sim/config/scenario.h"
@@ -42,5 +45,31 @@ void check_recompute_modules(const workload::RecomputeModules& m, const workload
                              const Node& workload);
 // `schedule:` one of the registered pipeline schedules.
 const parallel::IPipelineSchedule& read_schedule(const Node& n);
+
+// A training run's shape: seq_len and global_batch (required), micro_batch
+// and recompute (optional: WorkloadSpec's defaults, 1 and none), and
+// recompute_modules (selective recompute only).
+void read_training_shape(MapReader& r, WorkloadSpec& w);
+// An inference run's shape: batch, prompt_tokens and output_tokens (required).
+void read_inference_shape(MapReader& r, WorkloadSpec& w);
+
+// The parallelism keys both formats give alike, each optional, into a
+// StrategySpec or a validation ParallelismSpec: tp, cp, ep, etp, sp, zero,
+// schedule, virtual_stages, overlap, first_stage_layers and
+// last_stage_layers. What depends on the format (pp and dp, defaults, the
+// schedule's rules) is the caller's.
+template <class Spec>
+void read_shared_parallelism(MapReader& r, Spec& s) {
+    if (auto n = r.optional("tp")) s.tp = static_cast<int>(n->as_int(1, 1 << 20));
+    if (auto n = r.optional("cp")) s.cp = static_cast<int>(n->as_int(1, 1 << 20));
+    if (auto n = r.optional("ep")) s.ep = static_cast<int>(n->as_int(1, workload::kMaxExperts));
+    if (auto n = r.optional("etp")) s.etp = static_cast<int>(n->as_int(1, 1 << 20));
+    if (auto n = r.optional("sp")) s.sp = n->as_bool();
+    if (auto n = r.optional("zero")) s.zero = static_cast<int>(n->as_int(0, 3));
+    if (auto n = r.optional("schedule")) s.schedule = &read_schedule(*n);
+    if (auto n = r.optional("virtual_stages")) s.virtual_stages = static_cast<int>(n->as_int(1, 1024));
+    if (auto n = r.optional("overlap")) s.overlap = read_overlap(*n);
+    read_stage_layers(r, s.first_stage_layers, s.last_stage_layers);
+}
 
 }  // namespace sim::config

@@ -225,17 +225,11 @@ WorkloadSpec read_workload(const Node& node) {
         w.output_tokens = 1;
         w.decode_steps_simulated = 0;
     } else if (w.mode == Mode::inference) {
-        w.batch = r.required("batch").as_int(1, 1 << 24);
-        w.prompt_tokens = r.required("prompt_tokens").as_int(1, 1 << 24);
-        w.output_tokens = r.required("output_tokens").as_int(1, 1 << 24);
+        read_inference_shape(r, w);
         if (auto n = r.optional("decode_steps_simulated"))
             w.decode_steps_simulated = static_cast<int>(n->as_int(0, 4096));
     } else {
-        w.seq_len = r.required("seq_len").as_int(1, 1 << 24);
-        w.global_batch = r.required("global_batch").as_int(1, 1 << 30);
-        if (auto n = r.optional("micro_batch")) w.micro_batch = n->as_int(1, 1 << 20);
-        if (auto n = r.optional("recompute")) w.recompute = read_recompute(*n);
-        if (auto n = r.optional("recompute_modules")) w.recompute_modules = read_recompute_modules(*n, w.recompute);
+        read_training_shape(r, w);
         if (auto n = r.optional("optimizer")) n->as_enum({"adam"});
         if (auto n = r.optional("host_time_per_batch")) w.host_time_per_batch = n->as_time();
     }
@@ -248,16 +242,9 @@ StrategySpec read_strategy(const Node& node, std::size_t index) {
     StrategySpec s;
     s.where = node.location();
     s.name = r.optional("name") ? r.required("name").as_string() : fmt::format("strategy-{}", index + 1);
-    if (auto n = r.optional("tp")) s.tp = static_cast<int>(n->as_int(1, 1 << 20));
-    if (auto n = r.optional("cp")) s.cp = static_cast<int>(n->as_int(1, 1 << 20));
-    if (auto n = r.optional("ep")) s.ep = static_cast<int>(n->as_int(1, workload::kMaxExperts));
-    if (auto n = r.optional("etp")) s.etp = static_cast<int>(n->as_int(1, 1 << 20));
+    read_shared_parallelism(r, s);
     if (auto n = r.optional("pp")) s.pp = positive_or_auto(*n, 1 << 20);
     if (auto n = r.optional("dp")) s.dp = positive_or_auto(*n, 1 << 24);
-    if (auto n = r.optional("sp")) s.sp = n->as_bool();
-    if (auto n = r.optional("zero")) s.zero = static_cast<int>(n->as_int(0, 3));
-    if (auto n = r.optional("schedule")) s.schedule = &read_schedule(*n);
-    if (auto n = r.optional("virtual_stages")) s.virtual_stages = static_cast<int>(n->as_int(1, 1024));
     if (auto n = r.optional("microbatches")) s.microbatches = positive_or_auto(*n, 1 << 24);
     if (auto n = r.optional("placement")) {
         const std::string p = n->as_enum({"tp-first", "pp-first", "pp-last"});
@@ -272,8 +259,6 @@ StrategySpec read_strategy(const Node& node, std::size_t index) {
         for (auto& a : net::collective_algorithm_names(net::CollectiveOp::all_reduce)) names.push_back(std::move(a));
         s.collective = n->as_enum(names);
     }
-    if (auto n = r.optional("overlap")) s.overlap = read_overlap(*n);
-    read_stage_layers(r, s.first_stage_layers, s.last_stage_layers);
     if (auto n = r.optional("partition")) {
         MapReader p(*n);
         s.partition = &parallel::partitioner(p.required("method").as_enum(parallel::partitioner_names()));

@@ -21,8 +21,9 @@ void emit_inference(Emitter& em, PlanBuild& out) {
     out.decode_steps = steps;
     const std::int64_t mid = std::max<std::int64_t>(1, w.output_tokens / 2);
     out.decode_context_first = w.prompt_tokens + std::max<std::int64_t>(1, mid - steps / 2);
-    std::vector<std::uint32_t> prefill_end(static_cast<std::size_t>(m)), step_end(static_cast<std::size_t>(m));
+    PerIndex<std::uint32_t> prefill_end(m), step_end(m);  // per micro-batch
     const std::size_t width = em.members.front().size();
+    const PerIndex<std::int64_t> sequences(rs.microbatch_sizes);  // per micro-batch
 
     // A pass walks every virtual stage in order (virtual stage vs runs on
     // stage vs mod pp); inference has no backward to interleave with, so the
@@ -41,20 +42,17 @@ void emit_inference(Emitter& em, PlanBuild& out) {
     };
 
     for (int j = 0; j < m; ++j) {
-        const workload::PassShape shape{rs.microbatch_sizes[static_cast<std::size_t>(j)], w.prompt_tokens,
-                                        w.prompt_tokens};
-        prefill_end[static_cast<std::size_t>(j)] =
-            run_pass(Phase::prefill, j, shape, -1, std::vector<std::vector<std::uint32_t>>(width));
-        out.plan.markers.push_back(prefill_end[static_cast<std::size_t>(j)]);
+        const workload::PassShape shape{sequences[j], w.prompt_tokens, w.prompt_tokens};
+        prefill_end[j] = run_pass(Phase::prefill, j, shape, -1, std::vector<std::vector<std::uint32_t>>(width));
+        out.plan.markers.push_back(prefill_end[j]);
     }
     for (int k = 0; k < steps; ++k) {
         for (int j = 0; j < m; ++j) {
             const std::int64_t ctx = out.decode_context_first + k;
-            const workload::PassShape shape{rs.microbatch_sizes[static_cast<std::size_t>(j)], 1, ctx};
+            const workload::PassShape shape{sequences[j], 1, ctx};
             // The sampled token of the previous pass returns to the first
             // stage (token ids, 4 bytes per sequence).
-            const std::uint32_t prev =
-                k == 0 ? prefill_end[static_cast<std::size_t>(j)] : step_end[static_cast<std::size_t>(j)];
+            const std::uint32_t prev = k == 0 ? prefill_end[j] : step_end[j];
             std::vector<std::vector<std::uint32_t>> entry(width);
             if (pp > 1) {
                 std::vector<std::uint32_t> lasts(width, prev);
@@ -63,8 +61,8 @@ void emit_inference(Emitter& em, PlanBuild& out) {
             } else {
                 for (auto& e : entry) e.push_back(prev);
             }
-            step_end[static_cast<std::size_t>(j)] = run_pass(Phase::decode, j, shape, k, entry);
-            out.plan.markers.push_back(step_end[static_cast<std::size_t>(j)]);
+            step_end[j] = run_pass(Phase::decode, j, shape, k, entry);
+            out.plan.markers.push_back(step_end[j]);
         }
     }
 }
@@ -133,7 +131,7 @@ PlanBuild build_plan(const config::ScenarioSpec& sc, const config::StrategySpec&
                effective,
                operator_options(sc, out.strategy),
                out.plan,
-               vstages,
+               PerIndex<LayerRange>(vstages),
                {},
                {},
                spec.collective,

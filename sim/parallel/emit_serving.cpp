@@ -31,7 +31,7 @@ std::vector<Operator> iteration_ops(const Emitter& em, int vs, const IterationBa
     const workload::PassShape flat{1, tokens, tokens + 1};
     std::vector<Operator> ops;
     if (vs == 0) ops = workload::embedding_forward(sc.model, 0, flat, opt);
-    const auto range = em.vstages[static_cast<std::size_t>(vs)];
+    const auto range = em.vstages[vs];
     for (int l = range.first; l < range.second; ++l) {
         for (auto& op : workload::layer_forward(sc.model, l, 0, flat, opt)) {
             if (op.kernel.kind != hw::KernelKind::attention) {
@@ -58,7 +58,16 @@ Plan build_iteration_plan(const config::ScenarioSpec& sc, const PlanBuild& base,
     auto opt = operator_options(sc, base.strategy);
     opt.inference = true;
     const auto& rs = base.strategy;
-    Emitter em{sc, rs, options, opt, plan, rs.virtual_stage_layers, {}, {}, base.spec.collective, base.spec.placement,
+    Emitter em{sc,
+               rs,
+               options,
+               opt,
+               plan,
+               PerIndex<LayerRange>(rs.virtual_stage_layers),
+               {},
+               {},
+               base.spec.collective,
+               base.spec.placement,
                {}};
     em.setup();
     const bool decode_only = std::all_of(batch.groups.begin(), batch.groups.end(),

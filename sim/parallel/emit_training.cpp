@@ -13,12 +13,15 @@ namespace sim::parallel {
 namespace {
 
 // Each stage's items, in the order the strategy's schedule runs them.
-std::vector<std::vector<ScheduleItem>> schedule_items(const ResolvedStrategy& rs) {
+PerIndex<std::vector<ScheduleItem>> schedule_items(const ResolvedStrategy& rs) {
     const PipelineShape shape{rs.pp, rs.microbatches, rs.virtual_stages};
-    std::vector<std::vector<ScheduleItem>> out;
-    for (int s = 0; s < rs.pp; ++s) out.push_back(rs.schedule->items(shape, s));
+    PerIndex<std::vector<ScheduleItem>> out(rs.pp);
+    for (int s = 0; s < rs.pp; ++s) out[s] = rs.schedule->items(shape, s);
     return out;
 }
+
+// Per member of a stage, the tasks a receiving stage waits for.
+using PerMember = std::vector<std::vector<std::uint32_t>>;
 
 }  // namespace
 
@@ -48,16 +51,12 @@ void emit_training(Emitter& em, PlanBuild& out) {
     const int shard_passes = rs.zero >= 2 && rs.dp * rs.cp > 1 ? sc.profile.grad_shard_passes : 0;
     const double boundary = em.boundary_per_rank(shape);
 
-    // fwd_done[vs][mb] / bwd_done[vs][mb]: per member, the task the next stage waits for.
-    std::vector<std::vector<std::vector<std::vector<std::uint32_t>>>> fwd_out(
-        static_cast<std::size_t>(nv),
-        std::vector<std::vector<std::vector<std::uint32_t>>>(static_cast<std::size_t>(mbs)));
+    // fwd_out[vs][mb] / bwd_out[vs][mb]: per member, the task the next stage waits for.
+    PerIndex<PerIndex<PerMember>> fwd_out(nv, PerIndex<PerMember>(mbs));
     auto bwd_out = fwd_out;
-    std::vector<std::vector<int>> bwd_count(static_cast<std::size_t>(p),
-                                            std::vector<int>(static_cast<std::size_t>(v), 0));
-    std::vector<std::vector<std::uint32_t>> host_task(static_cast<std::size_t>(mbs));
-    std::vector<std::vector<std::uint32_t>> last_dp(static_cast<std::size_t>(p),
-                                                    std::vector<std::uint32_t>(width, kNone));
+    PerIndex<PerIndex<int>> bwd_count(p, PerIndex<int>(v, 0));  // [stage][chunk]: backward passes emitted
+    PerIndex<std::vector<std::uint32_t>> host_task(mbs);        // [mb]: per member
+    PerIndex<std::vector<std::uint32_t>> last_dp(p, std::vector<std::uint32_t>(width, kNone));  // [stage]: per member
 
     // Over the dp x cp group of each TP rank; experts: over the expert-data-
     // parallel groups (dp x cp / ep ranks each) that have simulated members.
@@ -65,7 +64,7 @@ void emit_training(Emitter& em, PlanBuild& out) {
                                   const std::vector<std::uint32_t>& after, bool experts) {
         const int ranks = experts ? rs.edp() : rs.dp * rs.cp;
         if (ranks <= 1 || bytes <= 0) return;
-        const auto& mem = em.members[static_cast<std::size_t>(s)];
+        const auto& mem = em.members[s];
         const int tps = experts ? rs.expert_tp() : em.options.collapse ? 1 : rs.tp;
         const int subs = experts ? rs.ep : 1;
         for (int r = 0; r < tps; ++r)
@@ -93,7 +92,7 @@ void emit_training(Emitter& em, PlanBuild& out) {
                     if (in_group(mem[i]) && !after.empty()) deps.push_back(after[i]);
                 const auto id = em.plan.add(t, deps);
                 for (std::size_t i = 0; i < mem.size(); ++i)
-                    if (in_group(mem[i])) last_dp[static_cast<std::size_t>(s)][i] = id;
+                    if (in_group(mem[i])) last_dp[s][i] = id;
             }
     };
     // A transformer layer's parameters on one GPU, dense and experts
@@ -128,13 +127,12 @@ void emit_training(Emitter& em, PlanBuild& out) {
         int layer, mb;
         bool experts;  // over the expert-data-parallel group
     };
-    std::vector<std::vector<Bucket>> deferred(static_cast<std::size_t>(p));
-    std::vector<std::vector<std::uint32_t>> stage_end(static_cast<std::size_t>(p),
-                                                      std::vector<std::uint32_t>(width, kNone));
+    PerIndex<std::vector<Bucket>> deferred(p);
+    PerIndex<std::vector<std::uint32_t>> stage_end(p, std::vector<std::uint32_t>(width, kNone));
     const auto reduce_op = rs.zero >= 1 ? net::CollectiveOp::reduce_scatter : net::CollectiveOp::all_reduce;
     auto grad_bucket = [&](int s, double bytes, int mb, int layer, const std::vector<std::uint32_t>& after) {
         if (rs.overlap.grad_reduce) dp_collective(s, reduce_op, bytes, Phase::backward, mb, layer, after);
-        else deferred[static_cast<std::size_t>(s)].push_back({bytes, layer, mb, false});
+        else deferred[s].push_back({bytes, layer, mb, false});
     };
     // A transformer layer's bucket (bytes per parameter).
     auto layer_bucket = [&](int s, int mb, int layer, const std::vector<std::uint32_t>& after) {
@@ -142,8 +140,8 @@ void emit_training(Emitter& em, PlanBuild& out) {
         if (rs.overlap.grad_reduce) {
             layer_collective(s, reduce_op, grad_bytes, Phase::backward, mb, layer, after);
         } else {
-            deferred[static_cast<std::size_t>(s)].push_back({layer_dense(layer) * grad_bytes, layer, mb, false});
-            deferred[static_cast<std::size_t>(s)].push_back({layer_experts(layer) * grad_bytes, layer, mb, true});
+            deferred[s].push_back({layer_dense(layer) * grad_bytes, layer, mb, false});
+            deferred[s].push_back({layer_experts(layer) * grad_bytes, layer, mb, true});
         }
     };
 
@@ -157,16 +155,16 @@ void emit_training(Emitter& em, PlanBuild& out) {
         for (int s = 0; s < p; ++s)
             for (int c = 0; c < v; ++c) {
                 const int vs = c * p + s;
-                const auto [a, b] = em.vstages[static_cast<std::size_t>(vs)];
+                const auto [a, b] = em.vstages[vs];
                 auto bucket = [&](int layer, double count) {
                     dp_collective(s, net::CollectiveOp::all_gather, count / rs.tp * wbytes, Phase::forward, -1, layer,
                                   {});
-                    gathered[layer] = last_dp[static_cast<std::size_t>(s)];
+                    gathered[layer] = last_dp[s];
                 };
                 auto layer_gather = [&](int l) {
                     if (rs.folds_experts()) {
                         layer_collective(s, net::CollectiveOp::all_gather, wbytes, Phase::forward, -1, l, {});
-                        gathered[l] = last_dp[static_cast<std::size_t>(s)];
+                        gathered[l] = last_dp[s];
                     } else {
                         bucket(l, layer_params(l));
                     }
@@ -187,14 +185,13 @@ void emit_training(Emitter& em, PlanBuild& out) {
 
     auto emit_item = [&](int s, const ScheduleItem& it) {
         const int vs = it.chunk * p + s;
-        const auto [first_layer, end_layer] = em.vstages[static_cast<std::size_t>(vs)];
+        const auto [first_layer, end_layer] = em.vstages[vs];
         std::vector<std::uint32_t> last(width, kNone);
         std::vector<std::vector<std::uint32_t>> pending(width);
         if (it.forward) {
-            if (vs > 0) pending = fwd_out[static_cast<std::size_t>(vs - 1)][static_cast<std::size_t>(it.mb)];
+            if (vs > 0) pending = fwd_out[vs - 1][it.mb];
             if (vs == 0 && w.host_time_per_batch > Time{}) {
-                for (std::size_t i = 0; i < width; ++i)
-                    pending[i].push_back(host_task[static_cast<std::size_t>(it.mb)][i]);
+                for (std::size_t i = 0; i < width; ++i) pending[i].push_back(host_task[it.mb][i]);
             }
             std::vector<Operator> ops;
             if (vs == 0) {
@@ -206,8 +203,7 @@ void emit_training(Emitter& em, PlanBuild& out) {
                 wait_gather(l, pending);
                 if (rs.zero >= 3) {
                     layer_collective(s, net::CollectiveOp::all_gather, wbytes, Phase::forward, it.mb, l, {});
-                    for (std::size_t i = 0; i < width; ++i)
-                        pending[i].push_back(last_dp[static_cast<std::size_t>(s)][i]);
+                    for (std::size_t i = 0; i < width; ++i) pending[i].push_back(last_dp[s][i]);
                 }
                 em.emit_ops(s, workload::layer_forward(m, l, it.mb, shape, em.opt), Phase::forward, it.mb, -1, pending,
                             last);
@@ -221,21 +217,20 @@ void emit_training(Emitter& em, PlanBuild& out) {
                     wait_gather(l, pending);
                     if (rs.zero >= 3) {
                         layer_collective(s, net::CollectiveOp::all_gather, wbytes, Phase::forward, it.mb, l, {});
-                        for (std::size_t i = 0; i < width; ++i)
-                            pending[i].push_back(last_dp[static_cast<std::size_t>(s)][i]);
+                        for (std::size_t i = 0; i < width; ++i) pending[i].push_back(last_dp[s][i]);
                     }
                     em.emit_ops(s, workload::mtp_forward(m, k, it.mb, shape, em.opt), Phase::forward, it.mb, -1,
                                 pending, last);
                 }
             }
-            auto& slot = fwd_out[static_cast<std::size_t>(vs)][static_cast<std::size_t>(it.mb)];
+            auto& slot = fwd_out[vs][it.mb];
             if (vs + 1 < nv) slot = em.send(s, (s + 1) % p, Bytes::ceil(boundary), Phase::forward, it.mb, -1, last);
-            else slot = std::vector<std::vector<std::uint32_t>>(width);
+            else slot = PerMember(width);
             for (std::size_t i = 0; i < width; ++i)
                 if (vs + 1 == nv) slot[i] = {last[i]};
         } else {
-            if (vs + 1 < nv) pending = bwd_out[static_cast<std::size_t>(vs + 1)][static_cast<std::size_t>(it.mb)];
-            const bool last_mb = ++bwd_count[static_cast<std::size_t>(s)][static_cast<std::size_t>(it.chunk)] == mbs;
+            if (vs + 1 < nv) pending = bwd_out[vs + 1][it.mb];
+            const bool last_mb = ++bwd_count[s][it.chunk] == mbs;
             if (vs + 1 == nv) {
                 // The MTP modules' backward first (their loss gradients reach
                 // the main model's last hidden state through hnorm), deepest first.
@@ -243,8 +238,7 @@ void emit_training(Emitter& em, PlanBuild& out) {
                     const int l = static_cast<int>(m.layers) + k;
                     if (rs.zero >= 3) {
                         layer_collective(s, net::CollectiveOp::all_gather, wbytes, Phase::backward, it.mb, l, {});
-                        for (std::size_t i = 0; i < width; ++i)
-                            pending[i].push_back(last_dp[static_cast<std::size_t>(s)][i]);
+                        for (std::size_t i = 0; i < width; ++i) pending[i].push_back(last_dp[s][i]);
                     }
                     em.emit_ops(s, workload::mtp_backward(m, k, it.mb, shape, em.opt, w.recompute), Phase::backward,
                                 it.mb, -1, pending, last);
@@ -262,7 +256,7 @@ void emit_training(Emitter& em, PlanBuild& out) {
             std::vector<std::uint32_t> gather_next;
             auto gather = [&](int layer) {
                 layer_collective(s, net::CollectiveOp::all_gather, wbytes, Phase::backward, it.mb, layer, {});
-                gather_next = last_dp[static_cast<std::size_t>(s)];
+                gather_next = last_dp[s];
             };
             if (rs.zero >= 3 && end_layer > first_layer) gather(end_layer - 1);
             for (int l = end_layer - 1; l >= first_layer; --l) {
@@ -292,8 +286,8 @@ void emit_training(Emitter& em, PlanBuild& out) {
             if (sync && vs == 0) grad_bucket(s, params.embedding / rs.tp * grad_bytes, it.mb, -1, last);
             if (sync && vs + 1 == nv && head_params - params.final_norm > 0)
                 grad_bucket(s, (head_params - params.final_norm) / rs.tp * grad_bytes, it.mb, -1, last);
-            stage_end[static_cast<std::size_t>(s)] = last;
-            auto& slot = bwd_out[static_cast<std::size_t>(vs)][static_cast<std::size_t>(it.mb)];
+            stage_end[s] = last;
+            auto& slot = bwd_out[vs][it.mb];
             if (vs > 0) slot = em.send(s, (s + p - 1) % p, Bytes::ceil(boundary), Phase::backward, it.mb, -1, last);
         }
     };
@@ -307,36 +301,30 @@ void emit_training(Emitter& em, PlanBuild& out) {
                 t.stream = StreamKind::host;
                 t.gpu = mem.local;
                 t.host_time = w.host_time_per_batch;
-                host_task[static_cast<std::size_t>(j)].push_back(em.plan.add(t, {}));
+                host_task[j].push_back(em.plan.add(t, {}));
             }
         }
     }
 
     // Emit the per-stage schedules in an order that respects cross-stage
     // dependencies (a schedule is deadlock-free, so this always progresses).
-    std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
-    std::vector<std::vector<char>> fwd_emitted(static_cast<std::size_t>(nv),
-                                               std::vector<char>(static_cast<std::size_t>(mbs), 0));
+    PerIndex<std::size_t> next(p, 0);
+    PerIndex<PerIndex<char>> fwd_emitted(nv, PerIndex<char>(mbs, 0));
     auto bwd_emitted = fwd_emitted;
     std::size_t remaining = 0;
     for (const auto& v_items : items) remaining += v_items.size();
     while (remaining > 0) {
         bool progress = false;
         for (int s = 0; s < p; ++s) {
-            auto& idx = next[static_cast<std::size_t>(s)];
-            while (idx < items[static_cast<std::size_t>(s)].size()) {
-                const ScheduleItem it = items[static_cast<std::size_t>(s)][idx];
+            auto& idx = next[s];
+            while (idx < items[s].size()) {
+                const ScheduleItem it = items[s][idx];
                 const int vs = it.chunk * p + s;
-                const bool ready =
-                    it.forward
-                        ? (vs == 0 || fwd_emitted[static_cast<std::size_t>(vs - 1)][static_cast<std::size_t>(it.mb)])
-                        : (vs + 1 == nv
-                               ? fwd_emitted[static_cast<std::size_t>(vs)][static_cast<std::size_t>(it.mb)]
-                               : bwd_emitted[static_cast<std::size_t>(vs + 1)][static_cast<std::size_t>(it.mb)]);
+                const bool ready = it.forward ? (vs == 0 || fwd_emitted[vs - 1][it.mb])
+                                              : (vs + 1 == nv ? fwd_emitted[vs][it.mb] : bwd_emitted[vs + 1][it.mb]);
                 if (!ready) break;
                 emit_item(s, it);
-                (it.forward ? fwd_emitted
-                            : bwd_emitted)[static_cast<std::size_t>(vs)][static_cast<std::size_t>(it.mb)] = 1;
+                (it.forward ? fwd_emitted : bwd_emitted)[vs][it.mb] = 1;
                 ++idx;
                 --remaining;
                 progress = true;
@@ -347,19 +335,18 @@ void emit_training(Emitter& em, PlanBuild& out) {
 
     // Without overlap.grad_reduce, the buckets go once the stage's backward is done.
     for (int s = 0; s < p; ++s)
-        for (const auto& b : deferred[static_cast<std::size_t>(s)])
-            dp_collective_over(s, reduce_op, b.bytes, Phase::backward, b.mb, b.layer,
-                               stage_end[static_cast<std::size_t>(s)], b.experts);
+        for (const auto& b : deferred[s])
+            dp_collective_over(s, reduce_op, b.bytes, Phase::backward, b.mb, b.layer, stage_end[s], b.experts);
 
     // Optimizer step after the gradient collectives, then (ZeRO 1 and 2, unless
     // it runs during the forward) the parameter all-gather. ZeRO-3 (FSDP)
     // updates its shard and gathers nothing here: the next forward gathers
     // layer by layer (docs/parallelism.md, "Data parallelism and ZeRO").
     for (int s = 0; s < p; ++s) {
-        const auto& mem = em.members[static_cast<std::size_t>(s)];
+        const auto& mem = em.members[s];
         double stage_params = 0;
         for (int c = 0; c < v; ++c) {
-            const auto [a, b] = em.vstages[static_cast<std::size_t>(c * p + s)];
+            const auto [a, b] = em.vstages[c * p + s];
             int dense = 0;  // leading dense layers of an MoE model in [a, b)
             for (int l = a; l < b; ++l) dense += m.experts > 0 && !m.is_moe_layer(l);
             stage_params += (b - a - dense) * params.per_layer + dense * params.dense_layer;
@@ -371,7 +358,7 @@ void emit_training(Emitter& em, PlanBuild& out) {
         double stage_experts = 0;  // expert parameters on this GPU (EP only)
         if (rs.folds_experts()) {
             for (int c = 0; c < v; ++c) {
-                const auto [a, b] = em.vstages[static_cast<std::size_t>(c * p + s)];
+                const auto [a, b] = em.vstages[c * p + s];
                 for (int l = a; l < b; ++l) stage_experts += layer_experts(l);
                 if (c * p + s == nv - 1)
                     for (int k = 0; k < m.mtp_layers; ++k)
@@ -390,7 +377,7 @@ void emit_training(Emitter& em, PlanBuild& out) {
             t.stream = StreamKind::compute;
             t.gpu = mem[i].local;
             t.kernel = opt_kernel;
-            opt_task[i] = em.plan.add(t, {last_dp[static_cast<std::size_t>(s)][i]});
+            opt_task[i] = em.plan.add(t, {last_dp[s][i]});
         }
         if (rs.zero >= 1 && rs.zero < 3 && !gather_in_forward) {
             dp_collective(s, net::CollectiveOp::all_gather, stage_params * wbytes, Phase::optimizer, -1, -1, opt_task);

@@ -5,6 +5,7 @@
 // builder.cpp (inference) and emit_training.cpp (training) drive it.
 #pragma once
 
+#include "sim/parallel/index.h"
 #include "sim/parallel/strategy.h"
 #include "sim/workload/footprint.h"
 
@@ -25,22 +26,22 @@ struct Emitter {
     const BuildOptions& options;
     workload::OperatorOptions opt;
     Plan& plan;
-    std::vector<LayerRange> vstages;  // layer range of each virtual stage
+    PerIndex<LayerRange> vstages;  // layer range of each virtual stage
     // members[s] = simulated GPUs of stage s as (dp replica, cp rank, tp rank, local id)
     struct Member {
         int d, c, r;
         std::uint32_t local;
     };
-    std::vector<std::vector<Member>> members;
+    PerIndex<std::vector<Member>> members;
     std::map<std::tuple<int, int, int>, std::uint32_t> group_cache;  // (kind, stage, index) -> group
     std::string collective_algorithm = "auto";
 
     Placement placement = Placement::tp_first;
-    std::vector<std::vector<std::size_t>> cp_next;  // cp_next[s][i]: member index of i's successor on the CP ring
+    PerIndex<std::vector<std::size_t>> cp_next;  // cp_next[s][i]: member index of i's successor on the CP ring
     // tp_members[s][d * cp + c]: indices into members[s] of the TP group of
     // replica d, CP rank c, in member order (a TP collective visits its
     // group's members, not the whole stage: dp x tp per collective otherwise).
-    std::vector<std::vector<std::vector<std::uint32_t>>> tp_members = {};
+    PerIndex<PerIndex<std::vector<std::uint32_t>>> tp_members = {};
 
     // GPU id of DP replica d, stage s, CP rank c, TP rank r. tp-first: TP
     // ranks, then CP ranks, are consecutive (a cp group stays in a node when
@@ -56,7 +57,7 @@ struct Emitter {
     }
 
     void setup() {
-        members.assign(static_cast<std::size_t>(rs.pp), {});
+        members = PerIndex<std::vector<Member>>(rs.pp);
         const int dps = options.collapse ? 1 : rs.dp;
         const int tps = options.collapse ? 1 : rs.tp;
         // CP ranks exchange K/V every layer, so all of them are simulated
@@ -67,11 +68,11 @@ struct Emitter {
                     for (int r = 0; r < tps; ++r) {
                         const auto local = static_cast<std::uint32_t>(plan.simulated_gpus.size());
                         plan.simulated_gpus.push_back(real(d, s, c, r));
-                        members[static_cast<std::size_t>(s)].push_back(Member{d, c, r, local});
+                        members[s].push_back(Member{d, c, r, local});
                     }
         // Ring neighbour: the member of the same stage, replica and TP rank on the next CP rank.
-        cp_next.assign(members.size(), {});
-        for (std::size_t s = 0; s < members.size(); ++s) {
+        cp_next = PerIndex<std::vector<std::size_t>>(rs.pp);
+        for (int s = 0; s < rs.pp; ++s) {
             const auto& mem = members[s];
             std::map<std::tuple<int, int, int>, std::size_t> index;  // (d, c, r) -> member
             for (std::size_t i = 0; i < mem.size(); ++i)
@@ -80,12 +81,11 @@ struct Emitter {
             for (std::size_t i = 0; i < mem.size(); ++i)
                 cp_next[s][i] = index.at(std::make_tuple(mem[i].d, (mem[i].c + 1) % rs.cp, mem[i].r));
         }
-        tp_members.assign(members.size(),
-                          std::vector<std::vector<std::uint32_t>>(static_cast<std::size_t>(dps * rs.cp)));
-        for (std::size_t s = 0; s < members.size(); ++s)
+        tp_members =
+            PerIndex<PerIndex<std::vector<std::uint32_t>>>(rs.pp, PerIndex<std::vector<std::uint32_t>>(dps * rs.cp));
+        for (int s = 0; s < rs.pp; ++s)
             for (std::size_t i = 0; i < members[s].size(); ++i)
-                tp_members[s][static_cast<std::size_t>(members[s][i].d * rs.cp + members[s][i].c)].push_back(
-                    static_cast<std::uint32_t>(i));
+                tp_members[s][members[s][i].d * rs.cp + members[s][i].c].push_back(static_cast<std::uint32_t>(i));
         plan.streams.resize(plan.simulated_gpus.size());
         plan.gpus_represented = sc.gpus;
     }
@@ -141,7 +141,7 @@ struct Emitter {
                 const int q = i / rs.tp;
                 g.gpus.push_back(real(q / rs.cp, s, q % rs.cp, i % rs.tp));
             }
-            for (const auto& mem : members[static_cast<std::size_t>(s)]) {
+            for (const auto& mem : members[s]) {
                 const auto f = expert_rank(mem);
                 if ((kind == 2 ? f.etp * rs.edp() + f.edp : f.etp * rs.ep + f.ep) == idx)
                     g.members.push_back(mem.local);
@@ -150,7 +150,7 @@ struct Emitter {
             for (int d = 0; d < rs.dp; ++d)
                 for (int c = 0; c < rs.cp; ++c) g.gpus.push_back(real(d, s, c, idx));
         }
-        for (const auto& mem : members[static_cast<std::size_t>(s)])
+        for (const auto& mem : members[s])
             if ((kind == 0 && mem.d * rs.cp + mem.c == idx) || (kind == 1 && mem.r == idx))
                 g.members.push_back(mem.local);
         const auto id = plan.add_group(std::move(g));
@@ -180,7 +180,7 @@ struct Emitter {
     // for; on return it holds the last task of each member's chain.
     void emit_ops(int s, const std::vector<Operator>& ops, Phase ph, int mb, int step,
                   std::vector<std::vector<std::uint32_t>>& pending, std::vector<std::uint32_t>& last) {
-        const auto& mem = members[static_cast<std::size_t>(s)];
+        const auto& mem = members[s];
         const bool tp_on = rs.tp > 1;
         std::vector<std::uint32_t> ring_in(mem.size(), kNone);  // the task that made the chunk a member forwards next
         // Asynchronous TP communication in the backward (Overlap::tp_backward):
@@ -260,7 +260,7 @@ struct Emitter {
     // `last` stands for everything again (sends and gradient buckets follow it).
     void join(int s, const std::vector<std::uint32_t>& others, Phase ph, int mb, int step,
               std::vector<std::vector<std::uint32_t>>& pending, std::vector<std::uint32_t>& last) {
-        const auto& mem = members[static_cast<std::size_t>(s)];
+        const auto& mem = members[s];
         for (std::size_t i = 0; i < mem.size(); ++i) {
             Task t = base(ph, mb, -1, step);
             t.kind = TaskKind::transfer;
@@ -280,8 +280,8 @@ struct Emitter {
     // present, so the overlap comes out of the simulation.
     void ring_step(int s, Bytes bytes, Phase ph, int mb, int step, std::vector<std::uint32_t>& ring_in,
                    std::vector<std::vector<std::uint32_t>>& pending) {
-        const auto& mem = members[static_cast<std::size_t>(s)];
-        const auto& next = cp_next[static_cast<std::size_t>(s)];
+        const auto& mem = members[s];
+        const auto& next = cp_next[s];
         std::vector<std::uint32_t> sent(mem.size());
         for (std::size_t i = 0; i < mem.size(); ++i) {
             Task t = base(ph, mb, -1, step);
@@ -312,7 +312,7 @@ struct Emitter {
                 t.group = tp_group(s, d, c);
                 t.op = cop;
                 t.bytes = bytes;
-                const auto& who = tp_members[static_cast<std::size_t>(s)][static_cast<std::size_t>(d * rs.cp + c)];
+                const auto& who = tp_members[s][d * rs.cp + c];
                 deps.clear();
                 for (const std::uint32_t i : who) {
                     deps.push_back(last[i]);
@@ -333,7 +333,7 @@ struct Emitter {
     // blocks the compute that follows (no DeepEP-style overlap is modelled).
     void ep_all_to_all(int s, Bytes bytes, Phase ph, int mb, int step, std::vector<std::vector<std::uint32_t>>& pending,
                        std::vector<std::uint32_t>& last) {
-        const auto& mem = members[static_cast<std::size_t>(s)];
+        const auto& mem = members[s];
         std::map<std::pair<int, int>, std::vector<std::size_t>> by_group;  // (expert-TP rank, EDP rank) -> members
         for (std::size_t i = 0; i < mem.size(); ++i) {
             const auto f = expert_rank(mem[i]);
@@ -382,7 +382,7 @@ struct Emitter {
 
     void emit_overlapped(int s, const Operator& op, Phase ph, int mb, int step,
                          std::vector<std::vector<std::uint32_t>>& pending, std::vector<std::uint32_t>& last) {
-        const auto& mem = members[static_cast<std::size_t>(s)];
+        const auto& mem = members[s];
         const int chunks = static_cast<int>(std::min<std::int64_t>(rs.tp, op.kernel.m));
         const std::uint32_t kernel_id = plan.add_kernel(kernel_chunk(op.kernel, chunks));
         // Bytes of one ring step: one rank's shard of the activation.
@@ -443,8 +443,8 @@ struct Emitter {
     // counterpart on stage `to`; returns, per member of `to`, the transfer it waits for.
     std::vector<std::vector<std::uint32_t>> send(int from, int to, Bytes bytes, Phase ph, int mb, int step,
                                                  const std::vector<std::uint32_t>& last) {
-        const auto& src = members[static_cast<std::size_t>(from)];
-        const auto& dst = members[static_cast<std::size_t>(to)];
+        const auto& src = members[from];
+        const auto& dst = members[to];
         std::vector<std::vector<std::uint32_t>> out(dst.size());
         for (std::size_t i = 0; i < src.size(); ++i) {
             if (from == to) {
@@ -470,8 +470,7 @@ struct Emitter {
             auto e = workload::embedding_forward(m, mb, shape, opt);
             ops.insert(ops.end(), e.begin(), e.end());
         }
-        for (int l = vstages[static_cast<std::size_t>(vs)].first; l < vstages[static_cast<std::size_t>(vs)].second;
-             ++l) {
+        for (int l = vstages[vs].first; l < vstages[vs].second; ++l) {
             auto f = workload::layer_forward(m, l, mb, shape, opt);
             ops.insert(ops.end(), f.begin(), f.end());
         }

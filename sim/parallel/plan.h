@@ -33,6 +33,8 @@ enum class TaskKind : std::uint8_t { kernel, transfer, collective, host };
 // all-reduce); the input pipeline on the host.
 enum class StreamKind : std::uint8_t { compute = 0, tp_comm = 1, dp_comm = 2, p2p = 3, host = 4 };
 inline constexpr std::size_t kStreamCount = 5;
+// A stream's slot in a GPU's array of streams.
+constexpr std::size_t stream_index(StreamKind s) { return static_cast<std::size_t>(s); }
 const char* to_string(StreamKind s);
 enum class Phase : std::uint8_t { forward, backward, optimizer, prefill, decode, input };
 const char* to_string(Phase p);

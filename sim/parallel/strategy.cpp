@@ -4,6 +4,7 @@
 
 #include "sim/core/checked.h"
 #include "sim/core/error.h"
+#include "sim/parallel/index.h"
 #include "sim/workload/footprint.h"
 
 #include <algorithm>
@@ -194,7 +195,7 @@ Resolution try_resolve_degrees(const config::ScenarioSpec& sc, const config::Str
             return refused(fmt::format("microbatches={} contradicts global_batch / (dp x micro_batch) = {}",
                                        spec.microbatches, mbs));
         rs.microbatches = static_cast<int>(mbs);
-        rs.microbatch_sizes.assign(static_cast<std::size_t>(mbs), w.micro_batch);
+        rs.microbatch_sizes.assign(as_index(rs.microbatches), w.micro_batch);  // mbs <= global_batch < 2^30
         if (rs.schedule->uses_virtual_stages() && mbs % pp != 0)
             return refused(
                 fmt::format("{} needs micro-batches ({}) to be a multiple of pp={}", rs.schedule->name(), mbs, pp));

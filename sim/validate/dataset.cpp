@@ -171,29 +171,14 @@ config::WorkloadSpec read_workload(const Node& node, Kind kind, std::vector<std:
     config::apply_attention(w, attention, flash);
     if (!flash && !attention) defaults.push_back("flash_attention=true");
     if (kind == Kind::training) {
-        w.seq_len = r.required("seq_len").as_int(1, 1 << 24);
-        w.global_batch = r.required("global_batch").as_int(1, 1 << 30);
-        if (auto n = r.optional("micro_batch")) {
-            w.micro_batch = n->as_int(1, 1 << 20);
-        } else {
-            w.micro_batch = 1;
-            defaults.push_back("micro_batch=1");
-        }
-        if (auto n = r.optional("recompute")) {
-            w.recompute = config::read_recompute(*n);
-        } else {
-            w.recompute = workload::Recompute::none;
-            defaults.push_back("recompute=none");
-        }
-        if (auto n = r.optional("recompute_modules"))
-            w.recompute_modules = config::read_recompute_modules(*n, w.recompute);
+        config::read_training_shape(r, w);
+        if (!r.has("micro_batch")) defaults.push_back("micro_batch=1");
+        if (!r.has("recompute")) defaults.push_back("recompute=none");
         if (auto n = r.optional("dropout")) w.dropout = config::read_dropout(*n);
         else defaults.push_back("dropout=0");
     } else {
         if (auto n = r.optional("dropout")) n->fail("dropout applies to training points only");
-        w.batch = r.required("batch").as_int(1, 1 << 24);
-        w.prompt_tokens = r.required("prompt_tokens").as_int(1, 1 << 24);
-        w.output_tokens = r.required("output_tokens").as_int(1, 1 << 24);
+        config::read_inference_shape(r, w);
     }
     r.finish();
     return w;
@@ -219,11 +204,13 @@ ParallelismSpec read_parallelism(const std::optional<Node>& node, const Point& p
         s.where = p.where;
     }
     const auto get = [&](const char* key) { return r ? r->optional(key) : std::nullopt; };
-    if (auto n = get("tp")) s.tp = static_cast<int>(n->as_int(1, 1 << 20));
+    const auto has = [&](const char* key) { return r && r->has(key); };
+    if (auto n = get("overlap"); n && !training) n->fail("overlap applies to training points only");
+    // The keys a scenario's strategy reads alike (config/run_details.h); what
+    // follows is this format's own: pp and dp are numbers (no `auto`), and
+    // every default is recorded in the point.
+    if (r) config::read_shared_parallelism(*r, s);
     if (auto n = get("pp")) s.pp = static_cast<int>(n->as_int(1, 1 << 20));
-    if (auto n = get("cp")) s.cp = static_cast<int>(n->as_int(1, 1 << 20));
-    if (auto n = get("ep")) s.ep = static_cast<int>(n->as_int(1, 1 << 20));
-    if (auto n = get("etp")) s.etp = static_cast<int>(n->as_int(1, 1 << 20));
     // A product of degrees that does not match the GPUs is a published point
     // parasim skips (translate.cpp); one past the most GPUs a run may have is
     // an error here, which also keeps every later product within an int.
@@ -241,24 +228,13 @@ ParallelismSpec read_parallelism(const std::optional<Node>& node, const Point& p
         s.dp = p.hardware.gpus % others == 0 ? p.hardware.gpus / others : 0;  // 0: cannot be formed
         if (s.dp > 1) defaults.push_back(fmt::format("dp={} (gpus / (tp x pp x cp))", s.dp));
     }
-    if (auto n = get("sp")) {
-        s.sp = n->as_bool();
-    } else if (training && s.tp > 1) {
-        defaults.push_back("sp=false");
-    }
-    if (auto n = get("zero")) {
-        s.zero = static_cast<int>(n->as_int(0, 3));
-    } else if (training && s.dp > 1) {
-        defaults.push_back("zero=0");
-    }
-    std::optional<Node> schedule = get("schedule");
-    std::optional<Node> vstages = get("virtual_stages");
-    if (vstages) s.virtual_stages = static_cast<int>(vstages->as_int(1, 1024));
+    if (!has("sp") && training && s.tp > 1) defaults.push_back("sp=false");
+    if (!has("zero") && training && s.dp > 1) defaults.push_back("zero=0");
+    const std::optional<Node> schedule = get("schedule"), vstages = get("virtual_stages");
     // Megatron-LM runs its interleaved schedule whenever virtual stages are
     // set, so a point that gives them and no schedule ran that one.
     const parallel::IPipelineSchedule& interleaved = parallel::pipeline_schedule("interleaved-1f1b");
     if (schedule) {
-        s.schedule = &config::read_schedule(*schedule);
         if (!s.schedule->uses_virtual_stages() && s.virtual_stages > 1)
             vstages->fail(fmt::format("virtual_stages={} needs schedule {}, not {}", s.virtual_stages,
                                       interleaved.name(), s.schedule->name()));
@@ -274,13 +250,8 @@ ParallelismSpec read_parallelism(const std::optional<Node>& node, const Point& p
     }
     if (s.schedule->uses_virtual_stages() && s.virtual_stages < 2)
         (vstages ? *vstages : *schedule).fail(fmt::format("schedule {} needs virtual_stages >= 2", s.schedule->name()));
-    if (auto n = get("overlap")) {
-        if (!training) n->fail("overlap applies to training points only");
-        s.overlap = config::read_overlap(*n);
-    } else if (training && (s.tp > 1 || s.dp > 1 || s.cp > 1)) {
+    if (!has("overlap") && training && (s.tp > 1 || s.dp > 1 || s.cp > 1))
         defaults.push_back("overlap={grad_reduce, tp_backward}");
-    }
-    if (r) config::read_stage_layers(*r, s.first_stage_layers, s.last_stage_layers);
     if (r) r->finish();
     return s;
 }

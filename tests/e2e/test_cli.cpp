@@ -159,7 +159,10 @@ TEST_CASE("every command shares one command line: its input, --format list and n
     CHECK(jobs.err == "parasim: --jobs must be at least 0, not -2\n");
 }
 
-TEST_CASE("the published partitioning experiment reports both strategies out of memory with the KV cache") {
+// Whether the published setting is out of memory, and why (the KV cache),
+// is tests/parallel's "the published partitioning setting is out of
+// memory"; here, that run writes its verdict and exits 0.
+TEST_CASE("an out-of-memory run exits 0 and writes its verdict: infeasible, oom, the note, no throughput") {
     const auto r = parasim("run " + kRoot + "/scenarios/partitioning-16xh100.yaml --format json");
     REQUIRE(r.code == 0);
     const auto doc = json(r.out);
@@ -168,8 +171,7 @@ TEST_CASE("the published partitioning experiment reports both strategies out of 
     for (const auto& run : doc["runs"]) {
         CHECK(run["feasible"].as<bool>() == false);
         CHECK(run["memory"]["oom"].as<bool>() == true);
-        const double kv = run["memory"]["breakdown"]["kv_cache"].as<double>();
-        CHECK(kv > run["memory"]["capacity_bytes"].as<double>());
+        CHECK(run["note"].as<std::string>().find("KV cache") != std::string::npos);
         CHECK(run["metrics"]["tokens_per_s"].IsNull());
     }
 }

@@ -1,7 +1,10 @@
-// Small clusters built in code for the net tests, and route checks.
+// Small clusters built in code for the net tests, route checks, the
+// collective requests they send, and the per-link record two runs of the
+// flow network are compared on (repeated and reused steps).
 #pragma once
 
 #include "sim/core/simulation.h"
+#include "sim/net/collective.h"
 #include "sim/net/flow_network.h"
 #include "sim/net/topology.h"
 
@@ -9,7 +12,9 @@
 
 #include <algorithm>
 #include <functional>
+#include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace net_fixtures {
@@ -35,6 +40,13 @@ inline ClusterSpec nvswitch_node(int gpus, Bandwidth nvlink, Time latency) {
     c.intra_node = sim::net::IntraNode::nvswitch;
     c.pcie_switches_per_node = 1;
     set_link(c, LinkClass::nvlink, nvlink, latency);
+    return c;
+}
+
+// Two GPUs joined by one NVLink each way (a 2-GPU mesh gives each pair the full rate).
+inline ClusterSpec two_gpu_link(Bandwidth bw, Time latency) {
+    auto c = nvswitch_node(2, bw, latency);
+    c.intra_node = sim::net::IntraNode::nvlink_mesh;
     return c;
 }
 
@@ -71,6 +83,66 @@ inline ClusterSpec fat_tree(int gpus_per_node, int nics_per_node, int pcie_switc
     set_link(c, LinkClass::pcie, gbps(63), Time::us(1));
     set_link(c, LinkClass::network, gbps(50), Time::ns(2700));
     return c;
+}
+
+// `gpus` GPUs of DGX-like nodes (8 GPUs and 8 NICs a node, 4 PCIe switches,
+// 64-port leaves): the multi-node cluster of the MoE token-exchange tests.
+inline sim::net::Topology eight_gpu_nodes(int gpus) { return sim::net::Topology(fat_tree(8, 8, 4, 64), gpus); }
+
+// GPUs 0 .. n-1.
+inline std::vector<int> first_gpus(int n) {
+    std::vector<int> v(static_cast<std::size_t>(n));
+    std::iota(v.begin(), v.end(), 0);
+    return v;
+}
+
+inline sim::net::CollectiveRequest request(sim::net::CollectiveOp op, std::vector<int> gpus, sim::Bytes size,
+                                           std::string algo = "auto") {
+    sim::net::CollectiveRequest r;
+    r.op = op;
+    r.gpus = std::move(gpus);
+    r.size = size;
+    r.algorithm = std::move(algo);
+    return r;
+}
+
+// An MoE token exchange (dispatch or combine) over GPUs 0 .. gpus-1.
+inline sim::net::CollectiveRequest token_exchange(int gpus, sim::Bytes size, sim::net::TokenRouting tokens,
+                                                  std::string algo = "auto") {
+    auto r = request(sim::net::CollectiveOp::all_to_all, first_gpus(gpus), size, std::move(algo));
+    r.tokens = tokens;
+    return r;
+}
+
+// What the flow network booked on each link by the end of a run.
+struct LinkRecord {
+    std::vector<double> bytes;
+    std::vector<Time> busy;
+    double max_load = 0;
+};
+
+inline LinkRecord record_links(const sim::net::FlowNetwork& net, const sim::net::Topology& t) {
+    LinkRecord out;
+    for (sim::net::LinkId id = 0; id < t.link_count(); ++id) {
+        out.bytes.push_back(net.link_bytes(id));
+        out.busy.push_back(net.link_busy_time(id));
+    }
+    out.max_load = net.max_link_load();
+    return out;
+}
+
+// Completion times, busy times and the largest load equal; link bytes to
+// rounding (skipped or replayed steps book their payload as whole steps at
+// once instead of piece by piece).
+inline void check_same(const std::vector<Time>& fast_done, const LinkRecord& fast, const std::vector<Time>& slow_done,
+                       const LinkRecord& slow) {
+    REQUIRE(fast_done.size() == slow_done.size());
+    for (std::size_t i = 0; i < fast_done.size(); ++i) CHECK(fast_done[i] == slow_done[i]);
+    for (std::size_t i = 0; i < fast.bytes.size(); ++i) {
+        CHECK(fast.bytes[i] == doctest::Approx(slow.bytes[i]).epsilon(1e-12));
+        CHECK(fast.busy[i] == slow.busy[i]);
+    }
+    CHECK(fast.max_load == slow.max_load);
 }
 
 // A route is a chain of links from `src` to `dst` that never passes through

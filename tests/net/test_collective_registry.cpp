@@ -25,11 +25,9 @@ using sim::net::Topology;
 
 namespace {
 
-CollectiveRequest request(CollectiveOp op, std::vector<int> gpus, Bytes size) {
-    CollectiveRequest r;
-    r.op = op;
-    r.gpus = std::move(gpus);
-    r.size = size;
+// A request whose steps cost 1 us of software latency each.
+CollectiveRequest stepped(CollectiveOp op, std::vector<int> gpus, Bytes size) {
+    auto r = request(op, std::move(gpus), size);
     r.step_latency = Time::us(1);
     return r;
 }
@@ -61,7 +59,7 @@ TEST_CASE("an unknown collective algorithm is not found, and the engine names th
     sim::Simulation sim;
     sim::net::FlowNetwork flows(sim, t);
     sim::net::CollectiveEngine engine(sim, flows, t);
-    auto r = request(CollectiveOp::all_reduce, {0, 1}, Bytes{1024});
+    auto r = stepped(CollectiveOp::all_reduce, {0, 1}, Bytes{1024});
     r.algorithm = "butterfly";
     CHECK_THROWS_WITH_AS(engine.resolve(r),
                          "unknown collective algorithm 'butterfly' (known: auto, ring, tree, hierarchical, in-switch, "
@@ -98,7 +96,7 @@ TEST_CASE("in-switch is infeasible without NVSwitch reduction and says why; auto
 
 TEST_CASE("ring all-reduce over 4 GPUs plans 2(n-1) = 6 steps of 4 flows of ceil(size/4)") {
     const Topology t(nvswitch_node(8, gbps(450), Time::us(1)), 8);
-    const auto plan = plan_with("ring", t, request(CollectiveOp::all_reduce, {0, 1, 2, 3}, Bytes{1001}));
+    const auto plan = plan_with("ring", t, stepped(CollectiveOp::all_reduce, {0, 1, 2, 3}, Bytes{1001}));
     REQUIRE(plan.phases.size() == 1);
     CHECK(plan.phases[0].repeat == 6);
     CHECK(plan.phases[0].latency == Time::us(1));
@@ -112,7 +110,7 @@ TEST_CASE("ring all-reduce over 4 GPUs plans 2(n-1) = 6 steps of 4 flows of ceil
 
 TEST_CASE("tree all-reduce over 4 GPUs: two mirrored trees, 3 edges each way, size/2 per edge, 2 x depth fill") {
     const Topology t(nvswitch_node(8, gbps(450), Time::us(1)), 8);
-    const auto plan = plan_with("tree", t, request(CollectiveOp::all_reduce, {0, 1, 2, 3}, Bytes{1000}));
+    const auto plan = plan_with("tree", t, stepped(CollectiveOp::all_reduce, {0, 1, 2, 3}, Bytes{1000}));
     REQUIRE(plan.phases.size() == 1);
     CHECK(plan.phases[0].repeat == 1);
     CHECK(plan.phases[0].latency == Time::us(4));  // depth floor(log2 4) = 2

@@ -13,7 +13,6 @@
 
 #include <doctest/doctest.h>
 
-#include <numeric>
 #include <string>
 
 TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
@@ -34,21 +33,6 @@ namespace {
 constexpr std::uint64_t kGiB = 1ULL << 30;
 constexpr std::uint64_t kMiB = 1ULL << 20;
 
-std::vector<int> first(int n) {
-    std::vector<int> v(static_cast<std::size_t>(n));
-    std::iota(v.begin(), v.end(), 0);
-    return v;
-}
-
-CollectiveRequest request(CollectiveOp op, std::vector<int> gpus, Bytes size, std::string algo = "auto") {
-    CollectiveRequest r;
-    r.op = op;
-    r.gpus = std::move(gpus);
-    r.size = size;
-    r.algorithm = std::move(algo);
-    return r;
-}
-
 Time times(int k, Time t) {
     Time out;
     for (int i = 0; i < k; ++i) out += t;
@@ -62,7 +46,7 @@ CollectiveRequest nccl_all_reduce(const sim::net::ClusterSpec& c, int n, std::ui
     static sim::config::GpuCatalog gpus;  // loads each GPU file once
     auto r = sim::exec::make_request(gpus.get(c.gpu), c, sim::config::collective_library());
     r.op = CollectiveOp::all_reduce;
-    r.gpus = first(n);
+    r.gpus = first_gpus(n);
     r.size = Bytes{bytes};
     r.algorithm = std::move(algo);
     return r;
@@ -77,7 +61,7 @@ double busbw_gbps(const Topology& t, const CollectiveRequest& r) {
 TEST_CASE("collective: ring all-reduce on an NVSwitch node takes 2(n-1)/n S/B + 2(n-1)(step + route latency)") {
     const int n = 8;
     const Topology t(nvswitch_node(n, gbps(450), Time::ns(600)), n);
-    auto r = request(CollectiveOp::all_reduce, first(n), Bytes{3'600'000}, "ring");  // 450 kB chunks: 1 us each
+    auto r = request(CollectiveOp::all_reduce, first_gpus(n), Bytes{3'600'000}, "ring");  // 450 kB chunks: 1 us each
     r.step_latency = Time::us(2);
     const Time got = simulate_collective(t, r);
     const Time step = r.step_latency + t.route_latency(0, 1) + sim::transfer_time(Bytes{450'000}, gbps(450));
@@ -92,7 +76,7 @@ TEST_CASE("collective: ring reduce-scatter and all-gather take n-1 steps") {
     const int n = 4;
     const Topology t(nvswitch_node(n, gbps(100), Time::us(1)), n);
     for (auto op : {CollectiveOp::reduce_scatter, CollectiveOp::all_gather}) {
-        auto r = request(op, first(n), Bytes{4'000'000}, "ring");
+        auto r = request(op, first_gpus(n), Bytes{4'000'000}, "ring");
         r.step_latency = Time::us(3);
         CHECK(simulate_collective(t, r) == times(n - 1, Time::us(3 + 2 + 10)));
     }
@@ -103,12 +87,12 @@ TEST_CASE("collective: all-to-all, broadcast, send-recv and tree have their clos
     const Topology t(nvswitch_node(n, gbps(100), Time::us(1)), n);
     const Time step = Time::us(3);
     {  // every uplink carries n-1 flows of S/n: (n-1) S/n / B
-        auto r = request(CollectiveOp::all_to_all, first(n), Bytes{4'000'000});
+        auto r = request(CollectiveOp::all_to_all, first_gpus(n), Bytes{4'000'000});
         r.step_latency = step;
         CHECK(simulate_collective(t, r) == step + Time::us(2) + Time::us(30));
     }
     {  // pipelined chain: n-1 fill latencies, every hop carries S at once
-        auto r = request(CollectiveOp::broadcast, first(n), Bytes{1'000'000});
+        auto r = request(CollectiveOp::broadcast, first_gpus(n), Bytes{1'000'000});
         r.step_latency = step;
         CHECK(simulate_collective(t, r) == times(n - 1, step) + Time::us(2) + Time::us(10));
     }
@@ -124,8 +108,10 @@ TEST_CASE("collective: all-to-all, broadcast, send-recv and tree have their clos
     }
     {  // 8 ranks: completes, and is no faster than the bandwidth-optimal ring
         const Topology t8(nvswitch_node(8, gbps(100), Time::us(1)), 8);
-        const auto tree = simulate_collective(t8, request(CollectiveOp::all_reduce, first(8), Bytes{kGiB}, "tree"));
-        const auto ring = simulate_collective(t8, request(CollectiveOp::all_reduce, first(8), Bytes{kGiB}, "ring"));
+        const auto tree =
+            simulate_collective(t8, request(CollectiveOp::all_reduce, first_gpus(8), Bytes{kGiB}, "tree"));
+        const auto ring =
+            simulate_collective(t8, request(CollectiveOp::all_reduce, first_gpus(8), Bytes{kGiB}, "ring"));
         CHECK(tree >= ring);
         CHECK(tree.seconds() < 2.0 * ring.seconds());
     }
@@ -136,7 +122,7 @@ TEST_CASE("collective: in-switch all-reduce moves (n+1)/n S each way per rank in
     auto spec = nvswitch_node(n, gbps(450), Time::ns(600));
     spec.in_switch_reduction = true;
     const Topology t(spec, n);
-    auto r = request(CollectiveOp::all_reduce, first(n), Bytes{8'000'000}, "in-switch");
+    auto r = request(CollectiveOp::all_reduce, first_gpus(n), Bytes{8'000'000}, "in-switch");
     r.in_switch_latency = Time::us(25);
     r.protocol_efficiency = 0.8;
     r.in_switch_efficiency = 0.5;
@@ -184,14 +170,14 @@ TEST_CASE("collective: auto chooses like NCCL") {
     FlowNetwork nh(sim, th), na(sim, ta), nx(sim, tx);
     CollectiveEngine eh(sim, nh, th), ea(sim, na, ta), ex(sim, nx, tx);
     const Bytes s{kMiB};
-    CHECK(eh.resolve(request(CollectiveOp::all_reduce, first(8), s)) == "in-switch");
-    CHECK(eh.resolve(request(CollectiveOp::all_reduce, first(5), s)) == "in-switch");
-    CHECK(eh.resolve(request(CollectiveOp::all_reduce, first(4), s)) == "ring");
-    CHECK(ea.resolve(request(CollectiveOp::all_reduce, first(8), s)) == "ring");
-    CHECK(ex.resolve(request(CollectiveOp::all_reduce, first(16), s)) == "hierarchical");
+    CHECK(eh.resolve(request(CollectiveOp::all_reduce, first_gpus(8), s)) == "in-switch");
+    CHECK(eh.resolve(request(CollectiveOp::all_reduce, first_gpus(5), s)) == "in-switch");
+    CHECK(eh.resolve(request(CollectiveOp::all_reduce, first_gpus(4), s)) == "ring");
+    CHECK(ea.resolve(request(CollectiveOp::all_reduce, first_gpus(8), s)) == "ring");
+    CHECK(ex.resolve(request(CollectiveOp::all_reduce, first_gpus(16), s)) == "hierarchical");
     CHECK(ex.resolve(request(CollectiveOp::all_reduce, {0, 1, 2, 8}, s)) == "ring");  // uneven: 3 + 1
-    CHECK(ex.resolve(request(CollectiveOp::reduce_scatter, first(16), s)) == "ring");
-    CHECK(ex.resolve(request(CollectiveOp::all_to_all, first(16), s)) == "direct");
+    CHECK(ex.resolve(request(CollectiveOp::reduce_scatter, first_gpus(16), s)) == "ring");
+    CHECK(ex.resolve(request(CollectiveOp::all_to_all, first_gpus(16), s)) == "direct");
     CHECK(ex.resolve(request(CollectiveOp::send_recv, {0, 9}, s)) == "direct");
 }
 
@@ -201,11 +187,11 @@ TEST_CASE("collective: impossible requests are ModelErrors that say why") {
     FlowNetwork net(sim, ta);
     CollectiveEngine e(sim, net, ta);
     const Bytes s{kMiB};
-    CHECK_THROWS_WITH_AS(e.start(request(CollectiveOp::all_reduce, first(8), s, "ring2"), [] {}),
+    CHECK_THROWS_WITH_AS(e.start(request(CollectiveOp::all_reduce, first_gpus(8), s, "ring2"), [] {}),
                          doctest::Contains("unknown collective algorithm 'ring2'"), sim::ModelError);
-    CHECK_THROWS_WITH_AS(e.start(request(CollectiveOp::all_reduce, first(8), s, "in-switch"), [] {}),
+    CHECK_THROWS_WITH_AS(e.start(request(CollectiveOp::all_reduce, first_gpus(8), s, "in-switch"), [] {}),
                          doctest::Contains("no in-switch reduction"), sim::ModelError);
-    CHECK_THROWS_WITH_AS(e.start(request(CollectiveOp::all_to_all, first(8), s, "ring"), [] {}),
+    CHECK_THROWS_WITH_AS(e.start(request(CollectiveOp::all_to_all, first_gpus(8), s, "ring"), [] {}),
                          doctest::Contains("does not implement all-to-all"), sim::ModelError);
     CHECK_THROWS_AS(e.start(request(CollectiveOp::all_reduce, {0, 1, 1}, s), [] {}), sim::ModelError);
     CHECK_THROWS_AS(e.start(request(CollectiveOp::all_reduce, {0, 8}, s), [] {}), sim::ModelError);
@@ -220,7 +206,7 @@ TEST_CASE("collective: a request the choice memo knows is still refused when it 
     Simulation sim;
     FlowNetwork net(sim, ta);
     CollectiveEngine e(sim, net, ta);
-    auto r = request(CollectiveOp::all_reduce, first(8), Bytes{kMiB});
+    auto r = request(CollectiveOp::all_reduce, first_gpus(8), Bytes{kMiB});
     r.protocols = {sim::net::Protocol{"LL", 0.25, Time::us(1), Time{}, Time{}},
                    sim::net::Protocol{"Simple", 1.0, Time::us(5), Time{}, Time::us(10)}};
     const auto a = e.choose(r), b = e.choose(r);
@@ -296,7 +282,7 @@ TEST_CASE("collective: a ring over several nodes runs one ring per rail, each le
 
 TEST_CASE("collective: hierarchical all-reduce over 256 GPUs of a fat tree sends each rail's shard across nodes") {
     const Topology t(sim::config::load_cluster_file("dgx-h100-pod"), 256);
-    auto r = request(CollectiveOp::all_reduce, first(256), Bytes{64 * kMiB});
+    auto r = request(CollectiveOp::all_reduce, first_gpus(256), Bytes{64 * kMiB});
     r.protocol_efficiency = 0.82;
     r.step_latency = Time::ns(3400);
     Simulation sim;

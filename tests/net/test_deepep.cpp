@@ -10,7 +10,6 @@
 #include <doctest/doctest.h>
 
 #include <map>
-#include <numeric>
 
 TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
 
@@ -23,21 +22,6 @@ using sim::net::nodes_per_token;
 using sim::net::simulate_collective;
 using sim::net::TokenRouting;
 using sim::net::Topology;
-
-namespace {
-
-CollectiveRequest exchange(int gpus, Bytes size, TokenRouting tokens, std::string algo = "auto") {
-    CollectiveRequest r;
-    r.op = CollectiveOp::all_to_all;
-    r.gpus.resize(static_cast<std::size_t>(gpus));
-    std::iota(r.gpus.begin(), r.gpus.end(), 0);
-    r.size = size;
-    r.algorithm = std::move(algo);
-    r.tokens = tokens;
-    return r;
-}
-
-}  // namespace
 
 TEST_CASE("nodes per token: the node limit of group-limited routing, else the uniform expectation") {
     // DeepSeek-V3 under EP 64 on 8 nodes: 8 groups of 32 experts, one a node; 4 groups -> 4 nodes.
@@ -60,8 +44,8 @@ TEST_CASE("nodes per token: the node limit of group-limited routing, else the un
 TEST_CASE("deepep plan: S / g to each peer in the node, S m / (k N) to the same rail of each other node") {
     // 2 nodes of 8, S = 16 MB, top 8 of 256 in 8 groups, 1 group a token:
     // a group of 32 lies on one node of 128 experts, so m = 1.
-    const Topology t(fat_tree(8, 8, 4, 64), 16);
-    const auto req = exchange(16, Bytes{16'000'000}, TokenRouting{8, 256, 8, 1});
+    const Topology t = eight_gpu_nodes(16);
+    const auto req = token_exchange(16, Bytes{16'000'000}, TokenRouting{8, 256, 8, 1});
     CollectivePlan plan;
     sim::net::PlanBuilder b(t, req, plan);
     sim::net::find_collective_algorithm("deepep")->plan(b);
@@ -83,24 +67,24 @@ TEST_CASE("deepep plan: S / g to each peer in the node, S m / (k N) to the same 
 TEST_CASE("deepep on 8 nodes: half the network bytes of the direct all-to-all for 8 copies on 4 nodes") {
     // 64 GPUs, one 50 GB/s NIC each, NVLink 450 GB/s. Network-bound:
     // deepep sends 7 x S x 4 / (8 x 8) = 7 S / 16 a NIC, direct 56 S / 64 = 7 S / 8.
-    const Topology t(fat_tree(8, 8, 4, 64), 64);
+    const Topology t = eight_gpu_nodes(64);
     const Bytes s{64'000'000};
-    const double deepep = simulate_collective(t, exchange(64, s, TokenRouting{8, 256, 8, 4}, "deepep")).seconds();
-    const double direct = simulate_collective(t, exchange(64, s, TokenRouting{8, 256, 8, 4}, "direct")).seconds();
+    const double deepep = simulate_collective(t, token_exchange(64, s, TokenRouting{8, 256, 8, 4}, "deepep")).seconds();
+    const double direct = simulate_collective(t, token_exchange(64, s, TokenRouting{8, 256, 8, 4}, "direct")).seconds();
     CHECK(deepep == doctest::Approx(7.0 * 64e6 / 16 / 50e9).epsilon(0.02));
     CHECK(direct == doctest::Approx(7.0 * 64e6 / 8 / 50e9).epsilon(0.02));
 }
 
 TEST_CASE("auto takes deepep for a token exchange across nodes, never for a plain all-to-all") {
-    const Topology t(fat_tree(8, 8, 4, 64), 16);
+    const Topology t = eight_gpu_nodes(16);
     sim::Simulation sim;
     sim::net::FlowNetwork flows(sim, t);
     const sim::net::CollectiveEngine e(sim, flows, t);
     const Bytes s{16'000'000};
-    CHECK(e.resolve(exchange(16, s, TokenRouting{8, 256, 0, 0})) == "deepep");
-    CHECK(e.resolve(exchange(16, s, TokenRouting{})) == "direct");
-    CHECK(e.resolve(exchange(8, s, TokenRouting{8, 256, 0, 0})) == "direct");  // one node: nothing to deduplicate
-    CHECK_THROWS_WITH_AS(e.resolve(exchange(16, s, TokenRouting{}, "deepep")),
+    CHECK(e.resolve(token_exchange(16, s, TokenRouting{8, 256, 0, 0})) == "deepep");
+    CHECK(e.resolve(token_exchange(16, s, TokenRouting{})) == "direct");
+    CHECK(e.resolve(token_exchange(8, s, TokenRouting{8, 256, 0, 0})) == "direct");  // one node: nothing to deduplicate
+    CHECK_THROWS_WITH_AS(e.resolve(token_exchange(16, s, TokenRouting{}, "deepep")),
                          "algorithm 'deepep' runs only MoE token exchanges (dispatch and combine)", sim::ModelError);
 }
 

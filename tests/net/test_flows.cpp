@@ -15,17 +15,9 @@ using namespace net_fixtures;
 using sim::Bytes;
 using sim::Simulation;
 using sim::net::FlowNetwork;
-using sim::net::IntraNode;
 using sim::net::Topology;
 
 namespace {
-
-// Two GPUs joined by one NVLink each way (a 2-GPU mesh gives each pair the full rate).
-ClusterSpec one_link(Bandwidth bw, Time latency) {
-    auto c = nvswitch_node(2, bw, latency);
-    c.intra_node = IntraNode::nvlink_mesh;
-    return c;
-}
 
 struct Recorder {
     std::vector<Time> done;
@@ -34,7 +26,7 @@ struct Recorder {
 }  // namespace
 
 TEST_CASE("flow: one flow takes its route latency plus size / bandwidth") {
-    const Topology t(one_link(gbps(100), Time::us(1)), 2);
+    const Topology t(two_gpu_link(gbps(100), Time::us(1)), 2);
     Simulation sim;
     FlowNetwork net(sim, t);
     Time done;
@@ -52,7 +44,7 @@ TEST_CASE("flow: one flow takes its route latency plus size / bandwidth") {
 }
 
 TEST_CASE("flow: a flow with efficiency e drains at e x bandwidth") {
-    const Topology t(one_link(gbps(100), Time::us(1)), 2);
+    const Topology t(two_gpu_link(gbps(100), Time::us(1)), 2);
     Simulation sim;
     FlowNetwork net(sim, t);
     Time done;
@@ -64,7 +56,7 @@ TEST_CASE("flow: a flow with efficiency e drains at e x bandwidth") {
 }
 
 TEST_CASE("flow: two flows on one link get half each") {
-    const Topology t(one_link(gbps(100), Time::us(1)), 2);
+    const Topology t(two_gpu_link(gbps(100), Time::us(1)), 2);
     Simulation sim;
     FlowNetwork net(sim, t);
     Recorder r;
@@ -78,7 +70,7 @@ TEST_CASE("flow: two flows on one link get half each") {
 }
 
 TEST_CASE("flow: a finished flow frees its bandwidth for the others") {
-    const Topology t(one_link(gbps(1), Time{}), 2);  // 1 byte per ns, no latency
+    const Topology t(two_gpu_link(gbps(1), Time{}), 2);  // 1 byte per ns, no latency
     Simulation sim;
     FlowNetwork net(sim, t);
     Time a, b;
@@ -93,7 +85,7 @@ TEST_CASE("flow: a finished flow frees its bandwidth for the others") {
 }
 
 TEST_CASE("flow: a flow starting later slows the running one down") {
-    const Topology t(one_link(gbps(1), Time{}), 2);
+    const Topology t(two_gpu_link(gbps(1), Time{}), 2);
     Simulation sim;
     FlowNetwork net(sim, t);
     Time a, b;
@@ -133,7 +125,7 @@ TEST_CASE("flow: a flow gets its bottleneck, and max-min gives the rest to the o
 }
 
 TEST_CASE("flow: zero-byte flows and flows to oneself complete after the latency only") {
-    const Topology t(one_link(gbps(100), Time::us(1)), 2);
+    const Topology t(two_gpu_link(gbps(100), Time::us(1)), 2);
     Simulation sim;
     FlowNetwork net(sim, t);
     Time zero = Time::max(), self = Time::max();

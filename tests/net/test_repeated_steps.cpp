@@ -21,7 +21,6 @@ using sim::net::CollectiveEngine;
 using sim::net::CollectiveOp;
 using sim::net::CollectiveRequest;
 using sim::net::FlowNetwork;
-using sim::net::IntraNode;
 using sim::net::Topology;
 
 namespace {
@@ -29,9 +28,7 @@ namespace {
 // What one run produced: every completion time in order, and per-link counters.
 struct Outcome {
     std::vector<Time> done;
-    std::vector<double> bytes;
-    std::vector<Time> busy;
-    double max_load = 0;
+    LinkRecord links;
     std::uint64_t skipped = 0, splits = 0;
 };
 
@@ -65,33 +62,17 @@ Outcome run(const Topology& t, const Workload& w, bool skip) {
     sim.run();
     out.skipped = net.steps_skipped();
     out.splits = net.windows_split();
-    for (sim::net::LinkId id = 0; id < t.link_count(); ++id) {
-        out.bytes.push_back(net.link_bytes(id));
-        out.busy.push_back(net.link_busy_time(id));
-    }
-    out.max_load = net.max_link_load();
+    out.links = record_links(net, t);
     return out;
 }
 
 void check_same(const Outcome& fast, const Outcome& slow) {
-    REQUIRE(fast.done.size() == slow.done.size());
-    for (std::size_t i = 0; i < fast.done.size(); ++i) CHECK(fast.done[i] == slow.done[i]);
-    for (std::size_t i = 0; i < fast.bytes.size(); ++i) {
-        // Payload is booked as whole steps at once instead of piece by piece:
-        // the sums agree to rounding.
-        CHECK(fast.bytes[i] == doctest::Approx(slow.bytes[i]).epsilon(1e-12));
-        CHECK(fast.busy[i] == slow.busy[i]);
-    }
-    CHECK(fast.max_load == slow.max_load);
+    net_fixtures::check_same(fast.done, fast.links, slow.done, slow.links);
     CHECK(slow.skipped == 0);
 }
 
 CollectiveRequest ring(std::vector<int> gpus, Bytes size, CollectiveOp op = CollectiveOp::all_reduce) {
-    CollectiveRequest r;
-    r.op = op;
-    r.gpus = std::move(gpus);
-    r.size = size;
-    r.algorithm = "ring";
+    auto r = request(op, std::move(gpus), size, "ring");
     r.protocol_efficiency = 0.9;
     r.step_latency = Time::ns(1500);
     return r;
@@ -100,9 +81,7 @@ CollectiveRequest ring(std::vector<int> gpus, Bytes size, CollectiveOp op = Coll
 }  // namespace
 
 TEST_CASE("repeated steps: one flow repeated, by hand") {
-    auto c = nvswitch_node(2, gbps(100), Time::us(1));
-    c.intra_node = IntraNode::nvlink_mesh;
-    const Topology t(c, 2);
+    const Topology t(two_gpu_link(gbps(100), Time::us(1)), 2);
     for (const bool skip : {false, true}) {
         CAPTURE(skip);
         Simulation sim;
@@ -121,9 +100,7 @@ TEST_CASE("repeated steps: one flow repeated, by hand") {
 }
 
 TEST_CASE("repeated steps: a flow arriving with a step's own flow, by hand") {
-    auto c = nvswitch_node(2, gbps(100), Time::us(1));
-    c.intra_node = IntraNode::nvlink_mesh;
-    const Topology t(c, 2);
+    const Topology t(two_gpu_link(gbps(100), Time::us(1)), 2);
     for (const bool skip : {false, true}) {
         CAPTURE(skip);
         Simulation sim;

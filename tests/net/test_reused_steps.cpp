@@ -13,7 +13,6 @@
 #include <doctest/doctest.h>
 
 #include <functional>
-#include <numeric>
 #include <optional>
 #include <random>
 #include <vector>
@@ -27,7 +26,6 @@ using sim::net::CollectiveEngine;
 using sim::net::CollectiveOp;
 using sim::net::CollectiveRequest;
 using sim::net::FlowNetwork;
-using sim::net::IntraNode;
 using sim::net::Topology;
 
 namespace {
@@ -74,11 +72,7 @@ Back2Back back_to_back(const Topology& t, const Step& step, int calls, std::uint
     return out;
 }
 
-Topology mesh2() {
-    auto c = nvswitch_node(2, gbps(100), Time::us(1));
-    c.intra_node = IntraNode::nvlink_mesh;
-    return Topology(c, 2);
-}
+Topology mesh2() { return Topology(two_gpu_link(gbps(100), Time::us(1)), 2); }
 
 }  // namespace
 
@@ -185,13 +179,7 @@ TEST_CASE("reused steps: a step that shared its link is not kept; the first alon
 namespace {
 
 CollectiveRequest exchange(int gpus, Bytes size) {
-    CollectiveRequest r;
-    r.op = CollectiveOp::all_to_all;
-    r.gpus.resize(static_cast<std::size_t>(gpus));
-    std::iota(r.gpus.begin(), r.gpus.end(), 0);
-    r.size = size;
-    r.algorithm = "deepep";
-    r.tokens = sim::net::TokenRouting{8, 256, 8, 4};
+    auto r = token_exchange(gpus, size, sim::net::TokenRouting{8, 256, 8, 4}, "deepep");
     r.protocol_efficiency = 0.8;
     r.network_efficiency = 0.75;
     r.step_latency = Time::us(2);
@@ -200,9 +188,7 @@ CollectiveRequest exchange(int gpus, Bytes size) {
 
 struct EngineRun {
     std::vector<Time> done;
-    std::vector<double> bytes;
-    std::vector<Time> busy;
-    double max_load = 0;
+    LinkRecord links;
     std::uint64_t reused = 0, splits = 0;
 };
 
@@ -238,11 +224,7 @@ EngineRun engine_run(const Topology& t, int n, bool background, bool skip) {
         }
     }
     sim.run();
-    for (sim::net::LinkId id = 0; id < t.link_count(); ++id) {
-        out.bytes.push_back(net.link_bytes(id));
-        out.busy.push_back(net.link_busy_time(id));
-    }
-    out.max_load = net.max_link_load();
+    out.links = record_links(net, t);
     out.reused = net.steps_reused();
     out.splits = net.windows_split();
     return out;
@@ -251,18 +233,12 @@ EngineRun engine_run(const Topology& t, int n, bool background, bool skip) {
 }  // namespace
 
 TEST_CASE("reused steps: deepep exchanges replayed give the same times as flow by flow, alone and with traffic") {
-    const Topology t(fat_tree(8, 8, 4, 64), 16);
+    const Topology t = eight_gpu_nodes(16);
     for (const bool background : {false, true}) {
         CAPTURE(background);
         const EngineRun slow = engine_run(t, 40, background, false);
         const EngineRun fast = engine_run(t, 40, background, true);
-        REQUIRE(fast.done.size() == slow.done.size());
-        for (std::size_t i = 0; i < fast.done.size(); ++i) CHECK(fast.done[i] == slow.done[i]);
-        for (std::size_t i = 0; i < fast.bytes.size(); ++i) {
-            CHECK(fast.bytes[i] == doctest::Approx(slow.bytes[i]).epsilon(1e-12));
-            CHECK(fast.busy[i] == slow.busy[i]);
-        }
-        CHECK(fast.max_load == slow.max_load);
+        check_same(fast.done, fast.links, slow.done, slow.links);
         CHECK(slow.reused == 0u);
         // Two distinct exchanges are kept (the first of each size); each later
         // one starts with its links idle, so all 38 are replayed, and with

@@ -1,6 +1,7 @@
 // The uniform partitioner: an even split of the layers over the virtual
 // stages, or the split a strategy gives by hand (first_stage_layers /
 // last_stage_layers, Megatron-Core's uneven pipeline split).
+#include "sim/parallel/index.h"
 #include "sim/parallel/partition/i_partitioner.h"
 #include "sim/parallel/strategy.h"
 
@@ -41,24 +42,25 @@ std::vector<LayerRange> uneven_split(const config::StrategySpec& spec, int layer
         refuse(spec, fmt::format("first_stage_layers={} + last_stage_layers={} leave {} of the model's {} layers for "
                                  "{} middle ranks x {} virtual stages (each needs at least one)",
                                  first, last, rest, layers, middle, v));
-    std::vector<int> rank_layers(static_cast<std::size_t>(pp));
+    PerIndex<int> rank_layers(pp);
     const auto middle_split = uniform_split(static_cast<int>(rest), std::max(middle, 1));
-    for (int s = 0, k = 0; s < pp; ++s) {
+    std::size_t k = 0;  // the next middle rank's share
+    for (int s = 0; s < pp; ++s) {
         if (s == 0 && first > 0) rank_layers[0] = first;
-        else if (s == pp - 1 && last > 0) rank_layers[static_cast<std::size_t>(s)] = last;
+        else if (s == pp - 1 && last > 0) rank_layers[s] = last;
         else {
-            const auto [a, b] = middle_split[static_cast<std::size_t>(k++)];
-            rank_layers[static_cast<std::size_t>(s)] = b - a;
+            const auto [a, b] = middle_split[k++];
+            rank_layers[s] = b - a;
         }
-        if (rank_layers[static_cast<std::size_t>(s)] < v)
+        if (rank_layers[s] < v)
             refuse(spec, fmt::format("pipeline rank {} holds {} layers, fewer than its {} virtual stages", s,
-                                     rank_layers[static_cast<std::size_t>(s)], v));
+                                     rank_layers[s], v));
     }
     std::vector<LayerRange> out;
     int at = 0;
     for (int vs = 0; vs < pp * v; ++vs) {
         const int s = vs % pp, c = vs / pp;
-        const int n = rank_layers[static_cast<std::size_t>(s)], base = n / v, extra = n % v;
+        const int n = rank_layers[s], base = n / v, extra = n % v;
         // Which chunks take one more layer: the last `extra` on the first rank
         // and the middle ones, the first `extra` on the last rank.
         const bool more = s == pp - 1 && pp > 1 ? c < extra : c >= v - extra;
@@ -86,8 +88,9 @@ public:
         for (int s = 0; s < rs.pp; ++s) {
             int first = layers, last = 0;
             for (int c = 0; c < rs.virtual_stages; ++c) {
-                first = std::min(first, vstages[static_cast<std::size_t>(c * rs.pp + s)].first);
-                last = std::max(last, vstages[static_cast<std::size_t>(c * rs.pp + s)].second);
+                const auto [a, b] = vstages[as_index(c * rs.pp + s)];
+                first = std::min(first, a);
+                last = std::max(last, b);
             }
             rs.stage_layers.emplace_back(first, last);
         }
