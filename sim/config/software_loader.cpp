@@ -81,6 +81,12 @@ SoftwareProfile load_software_profile(const Node& root, const std::string& expec
             sourced(r, "grad_sync", p.grad_sync_from).as_enum(kGradSyncs) == "every_microbatch";
     if (r.has("grad_shard_passes"))
         p.grad_shard_passes = static_cast<int>(sourced(r, "grad_shard_passes", p.grad_shard_passes_from).as_int(0, 8));
+    if (r.has("optimizer_bytes_per_param")) {
+        // An FP32 Adam touches at most a few dozen 4-byte values per
+        // parameter; above 1000 is a unit slip.
+        p.optimizer_bytes_per_param =
+            sourced(r, "optimizer_bytes_per_param", p.optimizer_bytes_per_param_from).as_number(0, 1000);
+    }
     if (auto serving = r.optional("serving")) {
         MapReader sv(*serving);
         // Host times per sequence, request or token above 1 s are a unit slip.

@@ -84,6 +84,14 @@ struct SoftwareProfile {
     // `grad_shard_passes`, default 0 (docs/software-profiles.md §2b).
     int grad_shard_passes = 0;
     Provenance grad_shard_passes_from;
+    // HBM bytes the stack's optimizer step (with its gradient clipping) reads
+    // and writes per parameter held by the GPU. 0 (the default): the fused
+    // Adam kernel of docs/workload-model.md §6. A stack whose AdamW runs one
+    // PyTorch op per line, per tensor, makes more passes (Composer's
+    // DecoupledAdamW: docs/software-profiles.md §2c). Optional key
+    // `optimizer_bytes_per_param`.
+    double optimizer_bytes_per_param = 0.0;
+    Provenance optimizer_bytes_per_param_from;
     // Overlaps the stack can do (documentation: the run says which it used).
     std::vector<std::string> overlaps;
     Provenance overlaps_from;

@@ -370,7 +370,10 @@ void emit_training(Emitter& em, PlanBuild& out) {
         }
         std::vector<std::uint32_t> opt_task(mem.size());
         const std::uint32_t opt_kernel =
-            mem.empty() ? kNone : em.plan.add_kernel(workload::optimizer_step(local_params, em.opt).kernel);
+            mem.empty()
+                ? kNone
+                : em.plan.add_kernel(
+                      workload::optimizer_step(local_params, em.opt, sc.profile.optimizer_bytes_per_param).kernel);
         for (std::size_t i = 0; i < mem.size(); ++i) {
             Task t = em.base(Phase::optimizer, -1, -1, -1);
             t.kind = TaskKind::kernel;

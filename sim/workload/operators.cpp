@@ -563,7 +563,13 @@ TrainingStateBytes training_state_bytes_per_param(const OperatorOptions& opt) {
     return s;
 }
 
-Operator optimizer_step(double params, const OperatorOptions& opt) {
+Operator optimizer_step(double params, const OperatorOptions& opt, double bytes_per_param) {
+    if (bytes_per_param > 0) {
+        // The cost model times an elementwise kernel on read + written bytes,
+        // so the even split does not change its time.
+        const double half = params * bytes_per_param / 2;
+        return make_op("adam_step", KernelKind::elementwise, DType::fp32, kAdamFlops * params, half, half, {});
+    }
     const TrainingStateBytes s = training_state_bytes_per_param(opt);
     const bool master = s.optimizer > 8.0;
     // Reads the gradient, the FP32 state (master, m, v) and, without a master

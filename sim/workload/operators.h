@@ -162,7 +162,10 @@ std::vector<Operator> mtp_backward(const ModelSpec& m, std::int64_t depth, std::
 std::vector<Operator> embedding_backward(const ModelSpec& m, std::int64_t microbatch, const PassShape& shape,
                                          const OperatorOptions& opt);
 // Adam step over `params` parameters held by this GPU (FP32 master weights).
-Operator optimizer_step(double params, const OperatorOptions& opt);
+// `bytes_per_param` > 0 replaces the fused kernel's HBM traffic with that many
+// bytes per parameter, half read and half written (a stack whose optimizer
+// makes more passes: docs/software-profiles.md §2c).
+Operator optimizer_step(double params, const OperatorOptions& opt, double bytes_per_param = 0.0);
 // `passes` elementwise passes over the unsharded gradient of `params`
 // parameters of `grad_bytes` bytes each, before its reduce-scatter (each
 // reads and writes it once; docs/software-profiles.md §2b).

@@ -218,4 +218,22 @@ TEST_CASE("software profiles: passes over the unsharded gradient (grad_shard_pas
     CHECK(software_profile("megatron-core").grad_shard_passes == 0);
 }
 
+TEST_CASE("software profiles: the optimizer's bytes per parameter (optimizer_bytes_per_param)") {
+    const SoftwareProfile plain = load_software_profile(load_string(kGood, "software/megatron-lm.yaml"), "megatron-lm");
+    CHECK(plain.optimizer_bytes_per_param == 0.0);  // left out: the fused kernel
+    const SoftwareProfile p =
+        load_software_profile(load_string(kGood + "optimizer_bytes_per_param: {value: 100, source: \"adamw\"}\n",
+                                          "software/megatron-lm.yaml"),
+                              "megatron-lm");
+    CHECK(p.optimizer_bytes_per_param == 100.0);
+    CHECK(p.optimizer_bytes_per_param_from.text == "adamw");
+    CHECK(error_of(kGood + "optimizer_bytes_per_param: {value: 2000, source: \"x\"}\n")
+              .find("optimizer_bytes_per_param.value") != std::string::npos);
+    CHECK(error_of(kGood + "optimizer_bytes_per_param: {value: 100}\n").find("optimizer_bytes_per_param") !=
+          std::string::npos);  // no evidence, no value
+    // Composer's DecoupledAdamW and FSDP's clipping (docs/software-profiles.md §2c); Megatron's fused Adam.
+    CHECK(software_profile("llm-foundry").optimizer_bytes_per_param == 100.0);
+    CHECK(software_profile("megatron-core").optimizer_bytes_per_param == 0.0);
+}
+
 TEST_SUITE_END();

@@ -9,6 +9,8 @@
 #include "sim/report/metrics.h"
 #include "sim/report/runner.h"
 
+#include <array>
+
 #include <doctest/doctest.h>
 
 #include <map>
@@ -602,6 +604,32 @@ TEST_CASE("ZeRO-3: no parameter all-gather after the optimizer; the stack's pass
     auto z1 = scenario(kData + "cp-training.yaml", {"strategies[1].zero=1"});
     z1.profile.grad_shard_passes = 2;
     CHECK(look(z1).passes == 0);
+}
+
+TEST_CASE("training: a profile's optimizer bytes per parameter set the optimizer step's traffic") {
+    auto cm = hw::make_roofline_cost_model();
+    const auto step_bytes = [&](const config::ScenarioSpec& s) {
+        const auto b = parallel::build_plan(s, strategy(s, "dp2"), *cm, {});
+        double read = -1, written = -1, params = -1;
+        for (const auto& t : b.plan.tasks)
+            if (t.kind == parallel::TaskKind::kernel && t.phase == parallel::Phase::optimizer) {
+                const auto& k = b.plan.kernels[t.kernel];
+                read = k.bytes_read.as_double();
+                written = k.bytes_written.as_double();
+                params = k.flops.value / 12.0;  // Adam: 12 FLOPs a parameter (docs/workload-model.md §6)
+            }
+        return std::array<double, 3>{read, written, params};
+    };
+    auto s = scenario(kData + "cp-training.yaml", {"strategies[1].zero=1"});
+    const auto fused = step_bytes(s);
+    REQUIRE(fused[2] > 0);
+    // The fused kernel with BF16 weights: 14 bytes read and 14 written a parameter.
+    CHECK(fused[0] + fused[1] == doctest::Approx(28 * fused[2]));
+    s.profile.optimizer_bytes_per_param = 100;
+    const auto unfused = step_bytes(s);
+    CHECK(unfused[2] == doctest::Approx(fused[2]));  // same parameters, same FLOPs
+    CHECK(unfused[0] == doctest::Approx(50 * fused[2]));
+    CHECK(unfused[1] == doctest::Approx(50 * fused[2]));
 }
 
 TEST_SUITE_END();
