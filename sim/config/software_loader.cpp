@@ -22,6 +22,7 @@ namespace fs = std::filesystem;
 const std::vector<std::string> kOverlapNames = {"tp_comm", "grad_reduce", "param_gather"};
 const std::vector<std::string> kGradReduceDtypes = {"weights", "fp32", "fp32_if_bf16"};
 const std::vector<std::string> kGradSyncs = {"last_microbatch", "every_microbatch"};
+const std::vector<std::string> kMoeDispatchers = {"auto", "alltoall"};
 
 bool version_is_file_safe(const std::string& v) {
     if (v.empty() || v.size() > 64 || v.front() == '.') return false;
@@ -68,6 +69,8 @@ SoftwareProfile load_software_profile(const Node& root, const std::string& expec
     p.fuse_elementwise = sourced(r, "fuse_elementwise", p.fuse_elementwise_from).as_bool();
     if (r.has("moe_fp8_dispatch"))
         p.moe_fp8_dispatch = sourced(r, "moe_fp8_dispatch", p.moe_fp8_dispatch_from).as_bool();
+    if (r.has("moe_dispatcher"))
+        p.moe_dispatcher = sourced(r, "moe_dispatcher", p.moe_dispatcher_from).as_enum(kMoeDispatchers);
     if (r.has("decode_attention_issue")) {
         // Lane instructions per K/V element and query head: a handful for a
         // dot product and a weighted sum; above 1000 is a unit slip.

@@ -53,6 +53,14 @@ struct SoftwareProfile {
     // default false.
     bool moe_fp8_dispatch = false;
     Provenance moe_fp8_dispatch_from;
+    // The expert-parallel token exchange the stack runs (docs/moe.md section
+    // 3a): "auto" (any registered all-to-all, DeepEP's node-deduplicating
+    // exchange included where it is faster) or "alltoall" (a plain
+    // all-to-all of every routed copy: Megatron-Core's MoEAlltoAllTokenDispatcher
+    // on NCCL, which does not deduplicate a token's copies per node).
+    // Optional key, default "auto".
+    std::string moe_dispatcher = "auto";
+    Provenance moe_dispatcher_from;
     // The generation (decode) attention kernel: lane instructions it issues on
     // the CUDA cores per key/value element per query head, or 0 for a
     // kernel that reads each KV head's cache once for its whole group of

@@ -128,8 +128,11 @@ struct Emitter {
         // The strategy's algorithm names an all-reduce algorithm; the EP
         // all-to-all takes auto's (the registry's all-to-all algorithm).
         g.algorithm = kind == 2 ? std::string("auto") : collective_algorithm;
-        if (kind == 2) {
+        if (kind == 2 && sc.profile.moe_dispatcher != "alltoall") {
             // What a token-deduplicating all-to-all (deepep) needs to know.
+            // A stack whose dispatcher is a plain all-to-all (software
+            // profile `moe_dispatcher: alltoall`) does not hand it over, so
+            // auto chooses among the all-to-alls of every routed copy.
             const auto& m = sc.model;
             g.tokens = net::TokenRouting{static_cast<int>(m.top_k), static_cast<int>(m.experts),
                                          static_cast<int>(m.expert_groups), static_cast<int>(m.expert_group_limit)};

@@ -74,6 +74,15 @@ TEST_CASE("software profiles: every stack of kSoftwareNames and the default ship
     const SoftwareProfile hai = software_profile("hai-llm");
     CHECK(hai.moe_fp8_dispatch);
     CHECK(hai.moe_fp8_dispatch_from.kind == "source");
+    // The EP exchange: any all-to-all (DeepEP's included) unless the stack
+    // states Megatron-Core's alltoall dispatcher (docs/moe.md section 3a).
+    CHECK(d.moe_dispatcher == "auto");
+    CHECK(hai.moe_dispatcher == "auto");
+    for (const char* stack : {"nemo", "megatron-bridge"}) {
+        const SoftwareProfile p = software_profile(stack);
+        CHECK(p.moe_dispatcher == "alltoall");
+        CHECK(p.moe_dispatcher_from.kind == "source");
+    }
 }
 
 TEST_CASE("software profiles: a release's file is found by the longest prefix of its version") {
@@ -137,6 +146,8 @@ TEST_CASE("software profiles: malformed files are errors at file:line:column nam
           "software/megatron-lm.yaml:2:10: version: a version is letters, digits, '.', '-' or '_'");
     CHECK(error_of(kGood + "decode_attention_issue: {value: 5000, source: x}\n")
               .find("software/megatron-lm.yaml:9:33:") == 0);
+    CHECK(error_of(kGood + "moe_dispatcher: {value: deepep, source: x}\n").find("software/megatron-lm.yaml:9:25:") ==
+          0);
     CHECK(error_of(kGood + "decode_attention_issue: {value: 8}\n") ==
           "software/megatron-lm.yaml:9:25: decode_attention_issue: a value needs its evidence: source: or fitted_on:");
 }

@@ -13,6 +13,7 @@
 
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
@@ -94,6 +95,27 @@ TEST_CASE("FP8 dispatch needs both the fp8 dtype and a stack that dispatches in 
     CHECK_FALSE(fp8({"workload.dtype=fp8"}));
     CHECK_FALSE(fp8({}, "hai-llm"));
     CHECK(fp8({"workload.dtype=fp8"}, "hai-llm"));
+}
+
+TEST_CASE("a stack whose dispatcher is a plain all-to-all hands no token routing to the EP groups") {
+    // Megatron-Core's alltoall dispatcher (software profile moe_dispatcher:
+    // alltoall, docs/moe.md section 3a) sends every routed copy point to
+    // point: the EP group carries no routing, so auto cannot take deepep
+    // (tests/net/test_deepep.cpp: never for a plain all-to-all). The bytes
+    // are the same 4096 x 2 x 4096 x 2 either way.
+    const auto routing_of = [](const std::string& dispatcher) {
+        auto sc = scenario({"strategies[1].placement=tp-first"});  // the EP group spans both nodes
+        sc.profile.moe_dispatcher = dispatcher;
+        std::set<std::pair<int, std::size_t>> out;
+        const auto pb = build(sc, 1);
+        for (const auto& t : pb.plan.tasks)
+            if (t.kind == parallel::TaskKind::collective && t.op == net::CollectiveOp::all_to_all)
+                out.insert({pb.plan.groups[t.group].tokens.top_k, t.bytes.value});
+        return out;
+    };
+    const std::size_t bytes = 4096u * 2 * 4096 * 2;
+    CHECK(routing_of("auto") == std::set<std::pair<int, std::size_t>>{{2, bytes}});
+    CHECK(routing_of("alltoall") == std::set<std::pair<int, std::size_t>>{{0, bytes}});
 }
 
 TEST_CASE("placement pp-last keeps an EP group of 8 in one node; tp-first spreads it over both with pp 2") {
