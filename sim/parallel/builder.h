@@ -83,8 +83,12 @@ struct IterationBatch {
 };
 
 // The plan of one serving iteration under `base`'s resolved strategy (from
-// build_plan of the same scenario; pipeline parallelism is not supported
-// yet). One marker: the end of the iteration on the last stage.
-Plan build_iteration_plan(const config::ScenarioSpec& scenario, const PlanBuild& base, const IterationBatch& batch);
+// build_plan of the same scenario). One marker: the end of the iteration on
+// the last stage. `stage` >= 0: pipeline stage `stage`'s part alone (its
+// layers, the embedding on the first, the LM head on the last; no sends),
+// which the serving loop times per stage (docs/serving.md, "Pipeline
+// parallelism").
+Plan build_iteration_plan(const config::ScenarioSpec& scenario, const PlanBuild& base, const IterationBatch& batch,
+                          int stage = -1);
 
 }  // namespace sim::parallel

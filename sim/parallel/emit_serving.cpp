@@ -51,7 +51,8 @@ std::vector<Operator> iteration_ops(const Emitter& em, int vs, const IterationBa
 
 }  // namespace
 
-Plan build_iteration_plan(const config::ScenarioSpec& sc, const PlanBuild& base, const IterationBatch& batch) {
+Plan build_iteration_plan(const config::ScenarioSpec& sc, const PlanBuild& base, const IterationBatch& batch,
+                          int stage) {
     if (batch.groups.empty()) throw InternalError("serving: an iteration with no sequences");
     Plan plan;
     const BuildOptions options{base.collapsed};
@@ -81,8 +82,11 @@ Plan build_iteration_plan(const config::ScenarioSpec& sc, const PlanBuild& base,
     for (const auto& g : batch.groups) tokens += g.sequences * g.new_tokens;
     for (int vs = 0; vs < nv; ++vs) {
         const int s = vs % rs.pp;
+        // One stage alone: its own operators, no sends (the serving loop
+        // moves the activations between stages as flows).
+        if (stage >= 0 && vs != stage) continue;
         em.emit_ops(s, iteration_ops(em, vs, batch), ph, 0, -1, entry, last);
-        if (vs + 1 < nv)
+        if (stage < 0 && vs + 1 < nv)
             entry =
                 em.send(s, (vs + 1) % rs.pp,
                         Bytes::ceil(em.boundary_per_rank(workload::PassShape{1, tokens, tokens + 1})), ph, 0, -1, last);

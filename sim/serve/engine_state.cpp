@@ -62,6 +62,7 @@ void EngineState::schedule_decodes(std::vector<Work>& out) {
 
 void EngineState::admit_front() {
     running.push_back(waiting.front());
+    seqs[waiting.front()].admitted = ++admissions;
     waiting.pop_front();
 }
 

@@ -25,6 +25,7 @@ struct Sequence {
     // The first of its blocks are the replica's cached shared prefix: counted
     // in `blocks`, owned by the prefix cache (never returned to the pool).
     std::int64_t shared_blocks = 0;
+    std::uint64_t admitted = 0;  // admission stamp: the running set's order
     // Known tokens not yet fed through the model: the prompt and every
     // generated token, less what the cache holds. A decode step feeds 1.
     std::int64_t unfed() const { return prompt + generated - computed; }
@@ -46,6 +47,7 @@ struct EngineState {
     std::int64_t max_batch = 1;   // sequences per iteration
     std::int64_t max_tokens = 1;  // tokens fed per iteration
     std::uint64_t preemptions = 0;
+    std::uint64_t admissions = 0;  // stamps handed out by admit_front
     // Tokens this engine still has to feed for the requests it holds,
     // sum of unfed + (output - generated) (the router's load measure): the
     // serving loop adds a request's share when it is routed here and takes

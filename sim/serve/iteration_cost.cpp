@@ -12,8 +12,9 @@ std::size_t IterationCost::KeyHash::operator()(const std::vector<std::int64_t>& 
     return static_cast<std::size_t>(h);
 }
 
-IterationCost::IterationCost(const config::ScenarioSpec& sc, const parallel::PlanBuild& base, const hw::CostModel& cm)
-    : sc_(sc), base_(base), memo_cm_(cm, sc.gpu), topo_(sc.cluster, sc.gpus) {
+IterationCost::IterationCost(const config::ScenarioSpec& sc, const parallel::PlanBuild& base, const hw::CostModel& cm,
+                             int stage)
+    : sc_(sc), base_(base), stage_(stage), memo_cm_(cm, sc.gpu), topo_(sc.cluster, sc.gpus) {
     eo_.host_kernel_issue = sc.profile.kernel_issue;
     eo_.launch_queue_depth = sc.profile.launch_queue_depth;
     eo_.kernel_efficiency = sc.profile.kernel_efficiency;
@@ -33,7 +34,7 @@ Time IterationCost::time(const parallel::IterationBatch& batch) {
         return it->second;
     }
     ++misses_;
-    const parallel::Plan plan = parallel::build_iteration_plan(sc_, base_, batch);
+    const parallel::Plan plan = parallel::build_iteration_plan(sc_, base_, batch, stage_);
     const Time t = exec::execute(plan, sc_.gpu, topo_, memo_cm_, eo_).makespan;
     cache_.emplace(key_, t);
     return t;

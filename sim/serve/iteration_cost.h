@@ -20,7 +20,10 @@ namespace sim::serve {
 
 class IterationCost {
 public:
-    IterationCost(const config::ScenarioSpec& sc, const parallel::PlanBuild& base, const hw::CostModel& cm);
+    // stage >= 0: the time of that pipeline stage's part of the iteration
+    // alone (parallel::build_iteration_plan's `stage`); -1: the whole.
+    IterationCost(const config::ScenarioSpec& sc, const parallel::PlanBuild& base, const hw::CostModel& cm,
+                  int stage = -1);
     Time time(const parallel::IterationBatch& batch);
     std::uint64_t hits() const { return hits_; }
     std::uint64_t misses() const { return misses_; }
@@ -32,6 +35,7 @@ private:
     };
     const config::ScenarioSpec& sc_;
     const parallel::PlanBuild& base_;
+    int stage_ = -1;
     MemoCostModel memo_cm_;
     net::Topology topo_;
     exec::ExecOptions eo_;

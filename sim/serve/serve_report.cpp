@@ -137,6 +137,11 @@ std::string serve_table(const config::ScenarioSpec& sc, const ServeResult& r, co
                          r.decode_tp > 0 ? r.decode_tp : r.tp, r.router)
                    : fmt::format("  {} replicas of tp {}, router {}\n", r.replicas, r.tp, r.router);
     }
+    if (r.pp > 1)
+        out += fmt::format(
+            "  pipeline parallel: {} stages of tp {} per replica, up to {} batches in flight; stage {} "
+            "binds the KV pool\n",
+            r.pp, r.tp, r.pp, r.pool.binding_stage);
     out += fmt::format("  requests {} ({} measured after a warm-up of {}), offered {:.3f} req/s\n", r.records.size(),
                        s.measured, sv.warmup_requests, s.offered_rate);
     out += fmt::format("  KV pool {} blocks x {} tokens ({:.3g} GB; weights {:.3g} GB, workspace {:.3g} GB)\n",
@@ -174,8 +179,8 @@ std::string serve_table(const config::ScenarioSpec& sc, const ServeResult& r, co
         for (std::size_t i = 0; i < r.replica_stats.size(); ++i) {
             const auto& q = r.replica_stats[i];
             out += fmt::format("  {:<8} {:<8} {:>6} {:>9} {:>11} {:>7.1f}% {:>12} {:>7.1f}%\n", i, q.role,
-                               fmt::format("{}-{}", q.first_gpu, q.first_gpu + q.tp - 1), q.requests, q.iterations,
-                               r.end_s > 0 ? q.busy_s / r.end_s * 100 : 0.0, q.preemptions,
+                               fmt::format("{}-{}", q.first_gpu, q.first_gpu + q.tp * q.pp - 1), q.requests,
+                               q.iterations, r.end_s > 0 ? q.busy_s / r.end_s * 100 : 0.0, q.preemptions,
                                static_cast<double>(q.peak_kv_blocks) /
                                    static_cast<double>(q.tp == r.tp ? r.pool.blocks : r.decode_pool.blocks) * 100);
         }
@@ -223,6 +228,7 @@ std::string serve_json(const config::ScenarioSpec& sc, const ServeResult& r, con
         "\"queue_slope\":{},\"overloaded\":{},\"iteration_cache\":{{\"hits\":{},\"misses\":{}}},",
         r.iterations, json_number(s.mean_batch), json_number(s.peak_kv_use), r.preemptions, r.clamped,
         json_number(s.queue_slope), s.overloaded ? "true" : "false", r.cache_hits, r.cache_misses);
+    if (r.pp > 1) out += fmt::format("\"pp\":{},\"kv_binding_stage\":{},", r.pp, r.pool.binding_stage);
     if (r.replicas > 1) {
         out += fmt::format("\"router\":{},\"tp\":{},\"prefill_replicas\":{},\"replicas\":[", json_string(r.router),
                            r.tp, r.prefill_replicas);

@@ -67,6 +67,22 @@ struct Replica {
     std::vector<Work> work;              // the iteration in flight
     std::deque<std::uint32_t> incoming;  // decode: handed-off requests waiting for KV blocks here
     ReplicaStats stats;
+    // Pipeline parallelism (pp > 1): up to pp batches in flight, each in a
+    // slot; each stage runs one batch at a time, in the order they reach it.
+    struct Slot {
+        std::vector<Work> work;
+        Time start{};
+        bool busy = false;
+        std::vector<Time> stage_time;  // its part on each stage
+        Bytes send{};                  // activations each TP rank sends across a boundary
+        int flows_left = 0;
+    };
+    std::vector<Slot> slots;
+    std::vector<char> stage_busy;
+    std::vector<std::vector<std::size_t>> stage_queue;  // slots waiting for the stage, in arrival order
+    std::vector<std::uint32_t> held;                    // scratch: running sequences in flight
+    int in_flight = 0;
+    Time busy_since{};
 };
 
 // A disaggregated request's KV cache between its prefill and decode replicas.
@@ -93,6 +109,12 @@ private:
     void kick(std::size_t r);
     void start(std::size_t r);
     void finish(std::size_t r);
+    void settle(std::size_t r, const std::vector<Work>& work, Time started);
+    void start_pp(std::size_t r);
+    void enter_stage(std::size_t r, std::size_t k, int s);
+    void stage_done(std::size_t r, std::size_t k, int s);
+    void finish_pp(std::size_t r, std::size_t k);
+    int stage_gpu(const Replica& rep, int s, int i) const;
     void complete(Replica& rep, std::uint32_t id, Time client);
     void hand_off(std::uint32_t id);
     void accept_transfers(std::size_t d);
@@ -112,6 +134,7 @@ private:
     std::vector<Sequence> seqs_;
     std::vector<Replica> reps_;
     std::vector<Time> arrival_, last_token_;
+    std::vector<char> in_flight_;  // pp > 1: the sequence is in a batch in flight
     std::vector<Transfer> transfers_;
     std::vector<std::int64_t> load_;  // route()'s scratch
     std::vector<std::uint32_t> handoffs_;
@@ -172,11 +195,21 @@ Loop::Loop(const LoopSetup& setup, const std::vector<Request>& requests, ServeRe
         rep.stats.role = rep.role == Role::both ? "both" : rep.role == Role::prefill ? "prefill" : "decode";
         rep.stats.first_gpu = rep.first_gpu;
         rep.stats.tp = rep.tp;
+        rep.stats.pp = setup.pp;
+        if (setup.pp > 1) {
+            gpu += rep.tp * (setup.pp - 1);
+            rep.slots.resize(static_cast<std::size_t>(setup.pp));
+            for (auto& b : rep.slots) b.stage_time.resize(static_cast<std::size_t>(setup.pp));
+            rep.stage_busy.assign(static_cast<std::size_t>(setup.pp), 0);
+            rep.stage_queue.resize(static_cast<std::size_t>(setup.pp));
+            for (auto& q : rep.stage_queue) q.reserve(static_cast<std::size_t>(setup.pp));
+        }
     }
-    if (disaggregated()) {
+    if (setup.pp > 1) in_flight_.assign(n, 0);
+    if (disaggregated() || setup.pp > 1) {
         topo_ = std::make_unique<net::Topology>(setup.scenario.cluster, setup.scenario.gpus);
         net_ = std::make_unique<net::FlowNetwork>(sim_, *topo_);
-        transfers_.resize(n);
+        if (disaggregated()) transfers_.resize(n);
     }
     prefix_blocks_ = sv_.shared_prefix_tokens / res.pool.block_size;
     const auto& profile = setup.scenario.profile;
@@ -262,6 +295,10 @@ void Loop::kick(std::size_t r) {
 void Loop::start(std::size_t r) {
     Replica& rep = reps_[r];
     if (rep.busy) return;
+    if (setup_.pp > 1) {
+        start_pp(r);
+        return;
+    }
     for (int attempt = 0;; ++attempt) {
         rep.work.clear();
         sv_.scheduler->schedule(rep.st, rep.work);
@@ -319,18 +356,28 @@ void Loop::complete(Replica& rep, std::uint32_t id, Time client) {
 
 void Loop::finish(std::size_t r) {
     Replica& rep = reps_[r];
+    rep.busy_time += sim_.now() - rep.start;
+    settle(r, rep.work, rep.start);
+    rep.busy = false;
+    if (rep.role == Role::decode) accept_transfers(r);
+    start(r);
+}
+
+// The end of an iteration that started at `started`: every fed request
+// advances, sampled tokens go to their clients, finished requests end.
+void Loop::settle(std::size_t r, const std::vector<Work>& work, Time started) {
+    Replica& rep = reps_[r];
     const Time t = sim_.now();
-    rep.busy_time += t - rep.start;
     std::int64_t fed = 0, to_clients = 0;
     handoffs_.clear();
     if (token_cost_ > Time{} && rep.role != Role::prefill)
-        for (const auto& w : rep.work)
+        for (const auto& w : work)
             if (seqs_[w.seq].computed + w.tokens == seqs_[w.seq].prompt + seqs_[w.seq].generated) ++to_clients;
     const Time client = deliver(to_clients);
-    for (const auto& w : rep.work) {
+    for (const auto& w : work) {
         Sequence& s = seqs_[w.seq];
         RequestRecord& rec = res_.records[w.seq];
-        if (rec.first_scheduled_s < 0) rec.first_scheduled_s = rep.start.seconds();
+        if (rec.first_scheduled_s < 0) rec.first_scheduled_s = started.seconds();
         fed += w.tokens;
         s.computed += w.tokens;
         rep.st.outstanding -= w.tokens;
@@ -360,16 +407,115 @@ void Loop::finish(std::size_t r) {
     rep.st.running.erase(std::remove_if(rep.st.running.begin(), rep.st.running.end(),
                                         [&](std::uint32_t id) { return seqs_[id].generated == seqs_[id].output; }),
                          rep.st.running.end());
-    batch_sum_ += static_cast<double>(rep.work.size());
+    batch_sum_ += static_cast<double>(work.size());
     res_.tokens_fed += static_cast<std::uint64_t>(fed);
-    const TimelinePoint point{t.seconds(), static_cast<std::int64_t>(rep.work.size()), fed, rep.st.kv.used(),
+    const TimelinePoint point{t.seconds(), static_cast<std::int64_t>(work.size()), fed, rep.st.kv.used(),
                               static_cast<std::int64_t>(rep.st.waiting.size())};
     res_.peak_kv_blocks = std::max(res_.peak_kv_blocks, point.kv_blocks);
     rep.stats.peak_kv_blocks = std::max(rep.stats.peak_kv_blocks, point.kv_blocks);
     if (r == 0) keep_point(r, point);
     for (const std::uint32_t id : handoffs_) hand_off(id);
+}
+
+// Pipeline parallelism (docs/serving.md, "Pipeline parallelism"; vLLM's
+// batch queue of pp batches): while a slot is free, the scheduler forms a
+// batch from the requests not in flight, which enters stage 0.
+void Loop::start_pp(std::size_t r) {
+    Replica& rep = reps_[r];
+    for (;;) {
+        std::size_t k = 0;
+        while (k < rep.slots.size() && rep.slots[k].busy) ++k;
+        if (k == rep.slots.size()) return;
+        Replica::Slot& b = rep.slots[k];
+        // A request in a batch in flight is not scheduled again until that
+        // batch ends: the scheduler sees the others only.
+        auto& running = rep.st.running;
+        rep.held.clear();
+        std::size_t kept = 0;
+        for (const std::uint32_t id : running) {
+            if (in_flight_[id]) rep.held.push_back(id);
+            else running[kept++] = id;
+        }
+        running.resize(kept);
+        for (int attempt = 0;; ++attempt) {
+            b.work.clear();
+            sv_.scheduler->schedule(rep.st, b.work);
+            if (!b.work.empty() || arrivals_pending() || attempt >= 2) break;
+        }
+        // Back in admission order.
+        const std::size_t mid = running.size();
+        running.insert(running.end(), rep.held.begin(), rep.held.end());
+        std::inplace_merge(running.begin(), running.begin() + static_cast<std::ptrdiff_t>(mid), running.end(),
+                           [&](std::uint32_t a, std::uint32_t c) { return seqs_[a].admitted < seqs_[c].admitted; });
+        if (b.work.empty()) return;
+        batch_shape(rep.st, b.work, sv_.decode_context_bucket, batch_, prefills_);
+        std::int64_t tokens = 0;
+        for (const auto& w : b.work) {
+            in_flight_[w.seq] = 1;
+            tokens += w.tokens;
+        }
+        for (std::size_t s = 0; s < b.stage_time.size(); ++s) b.stage_time[s] = setup_.stage_costs[s]->time(batch_);
+        // The engine's host time precedes the step (the first stage waits for it).
+        b.stage_time[0] += host_time(sequence_cost_, b.work.size());
+        b.send = Bytes::ceil(static_cast<double>(tokens) * setup_.boundary_bytes_per_token);
+        b.start = sim_.now();
+        b.busy = true;
+        if (rep.in_flight++ == 0) rep.busy_since = b.start;
+        rep.busy = rep.in_flight == setup_.pp;
+        ++res_.iterations;
+        ++rep.stats.iterations;
+        enter_stage(r, k, 0);
+    }
+}
+
+// GPU of TP rank i of stage s (the strategy's placement, one replica).
+int Loop::stage_gpu(const Replica& rep, int s, int i) const {
+    return rep.first_gpu + (setup_.placement == parallel::Placement::pp_first ? i * setup_.pp + s : s * rep.tp + i);
+}
+
+void Loop::enter_stage(std::size_t r, std::size_t k, int s) {
+    Replica& rep = reps_[r];
+    const auto si = static_cast<std::size_t>(s);
+    if (rep.stage_busy[si]) {
+        rep.stage_queue[si].push_back(k);
+        return;
+    }
+    rep.stage_busy[si] = 1;
+    sim_.schedule_at(sim_.now() + rep.slots[k].stage_time[si], [this, r, k, s] { stage_done(r, k, s); });
+}
+
+// A stage is free for the next batch waiting for it; the batch's
+// activations go to the next stage as one flow per TP rank (rank i to rank
+// i) on the cluster's flow network, or the batch ends on the last stage.
+void Loop::stage_done(std::size_t r, std::size_t k, int s) {
+    Replica& rep = reps_[r];
+    const auto si = static_cast<std::size_t>(s);
+    rep.stage_busy[si] = 0;
+    if (!rep.stage_queue[si].empty()) {
+        const std::size_t next = rep.stage_queue[si].front();
+        rep.stage_queue[si].erase(rep.stage_queue[si].begin());
+        enter_stage(r, next, s);
+    }
+    if (s + 1 == setup_.pp) {
+        finish_pp(r, k);
+        return;
+    }
+    Replica::Slot& b = rep.slots[k];
+    b.flows_left = rep.tp;
+    for (int i = 0; i < rep.tp; ++i)
+        net_->start(stage_gpu(rep, s, i), stage_gpu(rep, s + 1, i), b.send, [this, r, k, s] {
+            if (--reps_[r].slots[k].flows_left == 0) enter_stage(r, k, s + 1);
+        });
+}
+
+void Loop::finish_pp(std::size_t r, std::size_t k) {
+    Replica& rep = reps_[r];
+    Replica::Slot& b = rep.slots[k];
+    for (const auto& w : b.work) in_flight_[w.seq] = 0;
+    settle(r, b.work, b.start);
+    b.busy = false;
+    if (--rep.in_flight == 0) rep.busy_time += sim_.now() - rep.busy_since;
     rep.busy = false;
-    if (rep.role == Role::decode) accept_transfers(r);
     start(r);
 }
 

@@ -5,7 +5,10 @@
 // scheduler pass; a router sends each request to a replica of the pool it
 // enters. Disaggregated, a prefill replica's finished prompt waits for KV
 // blocks on the decode replica the router chose, and its cache then moves
-// as one flow per tensor-parallel rank on the cluster's flow network.
+// as one flow per tensor-parallel rank on the cluster's flow network. With
+// pp > 1 a replica has up to pp batches in flight, each crossing the stages
+// in turn, its activations sent between stages as flows on the same network
+// (docs/serving.md, "Pipeline parallelism").
 #pragma once
 
 #include "sim/config/scenario.h"
@@ -28,6 +31,13 @@ struct LoopSetup {
     IterationCost* decode_cost = nullptr;
     int decode_tp = 0;
     const KvPool* decode_pool = nullptr;
+    // Pipeline parallelism (pp > 1): each stage's part of an iteration, the
+    // activation bytes each TP rank sends per token across a stage
+    // boundary, and how the replica's GPUs are laid out.
+    int pp = 1;
+    std::vector<IterationCost*> stage_costs = {};
+    double boundary_bytes_per_token = 0;
+    parallel::Placement placement = parallel::Placement::tp_first;
 };
 
 // Runs every request to its end; fills res.records (whose requests are

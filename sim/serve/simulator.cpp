@@ -2,6 +2,7 @@
 // requests and hands them to the event loop (serving_loop.h).
 #include "sim/serve/simulator.h"
 
+#include "sim/core/checked.h"
 #include "sim/core/error.h"
 #include "sim/core/limits.h"
 #include "sim/parallel/strategy.h"
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <optional>
 
 namespace sim::serve {
@@ -26,12 +28,32 @@ KvPool size_kv_pool(const config::ScenarioSpec& sc, const parallel::PlanBuild& b
     p.budget_bytes = sc.gpu.memory_capacity.as_double() * sv.gpu_memory_utilization;
     auto opt = parallel::operator_options(sc, build.strategy);
     opt.inference = true;
-    p.bytes_per_token =
-        static_cast<double>(sc.model.layers) * workload::layer_kv_bytes(sc.model, 1, 1, opt).as_double();
+    const double layer_bytes = workload::layer_kv_bytes(sc.model, 1, 1, opt).as_double();
+    p.bytes_per_token = static_cast<double>(sc.model.layers) * layer_bytes;
     p.block_size = sv.block_size;
     const double left = p.budget_bytes - p.memory.total();
     const double per_block = p.bytes_per_token * static_cast<double>(sv.block_size);
     p.blocks = left > 0 ? static_cast<std::int64_t>(std::floor(left / per_block)) : 0;
+    // Pipeline parallelism: a GPU of stage s holds the K/V of its stage's
+    // layers only, and every stage holds the same blocks (one block table;
+    // vLLM takes the minimum of the workers' block counts), so the stage
+    // with the fewest blocks binds.
+    const auto& rs = build.strategy;
+    for (int s = 0; rs.pp > 1 && s < rs.pp; ++s) {
+        const auto range = rs.stage_layers[static_cast<std::size_t>(s)];
+        const hw::MemoryBreakdown m = parallel::stage_memory(sc, rs, s, rs.virtual_stage_layers);
+        const double token_bytes = static_cast<double>(range.second - range.first) * layer_bytes;
+        const double stage_left = p.budget_bytes - m.total();
+        const std::int64_t blocks =
+            stage_left > 0 ? static_cast<std::int64_t>(std::floor(stage_left / (token_bytes * sv.block_size))) : 0;
+        if (s == 0 || blocks < p.blocks) {
+            p.blocks = blocks;
+            p.memory = m;
+            p.memory.kv_cache = 0;
+            p.bytes_per_token = token_bytes;
+            p.binding_stage = s;
+        }
+    }
     if (p.blocks < 1)
         throw ConfigError(
             build.spec.where,
@@ -43,18 +65,20 @@ KvPool size_kv_pool(const config::ScenarioSpec& sc, const parallel::PlanBuild& b
 
 namespace {
 
-// One replica of `tp` GPUs: the scenario and strategy it is planned on, its
-// plan (for the iteration plans), and its KV pool.
+// One replica of tp x pp GPUs: the scenario and strategy it is planned on,
+// its plan (for the iteration plans), and its KV pool.
 struct ReplicaModel {
     config::ScenarioSpec scenario;
     config::StrategySpec spec;
     parallel::PlanBuild base;
     KvPool pool;
 
-    ReplicaModel(const config::ScenarioSpec& sc, const config::StrategySpec& strategy, int tp, const hw::CostModel& cm)
+    ReplicaModel(const config::ScenarioSpec& sc, const config::StrategySpec& strategy, int tp, int pp,
+                 const hw::CostModel& cm)
         : scenario(sc), spec(strategy) {
-        scenario.gpus = tp;
+        scenario.gpus = tp * pp;
         spec.tp = tp;
+        spec.pp = pp;
         spec.dp = 1;
         try {
             base = parallel::build_plan(scenario, spec, cm, parallel::BuildOptions{});
@@ -64,9 +88,10 @@ struct ReplicaModel {
         if (base.memory.oom)
             throw ConfigError(strategy.where,
                               fmt::format("strategy '{}' (tp {}): {}", strategy.name, tp, base.memory.explanation));
-        if (base.strategy.pp != 1)
-            throw ConfigError(strategy.where, fmt::format("strategy '{}': serving needs pp 1, not {}", strategy.name,
-                                                          base.strategy.pp));
+        if (base.strategy.pp != pp || base.strategy.virtual_stage_layers.size() != static_cast<std::size_t>(pp))
+            throw ConfigError(strategy.where, fmt::format("strategy '{}': serving runs one layer range per pipeline "
+                                                          "stage (virtual_stages 1)",
+                                                          strategy.name));
         pool = size_kv_pool(scenario, base);
     }
 };
@@ -85,12 +110,28 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
     // involves its own GPUs only, and every aligned group of a homogeneous
     // cluster is alike).
     const int tp = spec.tp;
+    const int pp = std::max(spec.pp, 1);
     const int prefill = static_cast<int>(sv.prefill_replicas);
     const int dtp = sv.decode_tp > 0 ? static_cast<int>(sv.decode_tp) : tp;
-    if (spec.pp > 1 || (prefill == 0 && sc.gpus % tp != 0))
+    if (pp == 1 && prefill == 0 && sc.gpus % tp != 0)
         throw ConfigError(spec.where, fmt::format("strategy '{}': serving runs gpus / tp replicas of tp GPUs; pp {} "
                                                   "is not supported yet and tp {} must divide the {} GPUs",
                                                   spec.name, spec.pp, tp, sc.gpus));
+    if (pp > 1) {
+        // Pipeline parallelism (docs/serving.md, "Pipeline parallelism"):
+        // replicas of tp x pp GPUs, colocated, iteration-level scheduling.
+        const auto group = checked_mul(static_cast<std::int64_t>(tp), static_cast<std::int64_t>(pp));
+        if (!group || *group > sc.gpus || sc.gpus % *group != 0)
+            throw ConfigError(spec.where, fmt::format("strategy '{}': serving runs gpus / (tp x pp) replicas; tp {} "
+                                                      "x pp {} does not divide the {} GPUs",
+                                                      spec.name, tp, pp, sc.gpus));
+        if (prefill > 0) throw ConfigError(sv.disaggregation_where, "disaggregation with pp > 1 is not supported yet");
+        if (sv.swap_preemption) throw ConfigError(sv.where, "preemption: swap with pp > 1 is not supported yet");
+        if (!sv.scheduler->iteration_level())
+            throw ConfigError(sv.where, fmt::format("pp > 1 needs an iteration-level scheduler (pp batches in "
+                                                    "flight); {} is not one",
+                                                    sv.scheduler->name()));
+    }
     const std::int64_t left = static_cast<std::int64_t>(sc.gpus) - static_cast<std::int64_t>(prefill) * tp;
     if (prefill > 0 && left < dtp)
         throw ConfigError(sv.disaggregation_where,
@@ -102,7 +143,7 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
                           fmt::format("the {} GPUs left after {} prefill replicas of tp {} are not a multiple of "
                                       "decode_tp {}",
                                       left, prefill, tp, dtp));
-    const int replicas = prefill > 0 ? prefill + static_cast<int>(left / dtp) : sc.gpus / tp;
+    const int replicas = prefill > 0 ? prefill + static_cast<int>(left / dtp) : sc.gpus / (tp * pp);
     if (spec.dp > 0 && spec.dp != replicas)
         throw ConfigError(
             spec.where, fmt::format("strategy '{}': dp {} contradicts the {} replicas", spec.name, spec.dp, replicas));
@@ -113,14 +154,15 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
     if (prefill > 0 && sv.shared_prefix_tokens > 0)
         throw ConfigError(sv.prefix_where, "prefix caching is not supported with disaggregation yet");
     const auto cm = hw::make_cost_model(options.cost_model);
-    const ReplicaModel main_model(sc, spec, tp, *cm);
+    const ReplicaModel main_model(sc, spec, tp, pp, *cm);
     std::optional<ReplicaModel> decode_model;
-    if (dtp != tp) decode_model.emplace(sc, spec, dtp, *cm);
+    if (dtp != tp) decode_model.emplace(sc, spec, dtp, 1, *cm);
     ServeResult res;
     res.strategy = spec.name;
     res.gpus = sc.gpus;
     res.router = std::string(sv.router->name());
     res.tp = tp;
+    res.pp = pp;
     res.replicas = replicas;
     res.prefill_replicas = prefill;
     res.pool = main_model.pool;
@@ -163,6 +205,22 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
                                                 "cluster '{}' has none",
                                                 sc.cluster.name));
     LoopSetup setup{sc, cost, tp, replicas, prefill, options.max_timeline, pcie};
+    // pp > 1: each stage's part of an iteration is timed alone (its own
+    // cache); the activations cross between stages as flows in the loop.
+    std::vector<std::unique_ptr<IterationCost>> stage_costs;
+    if (pp > 1) {
+        setup.pp = pp;
+        setup.placement = main_model.spec.placement;
+        auto opt = parallel::operator_options(main_model.scenario, main_model.base.strategy);
+        opt.inference = true;
+        const double boundary =
+            workload::boundary_activation_bytes(sc.model, workload::PassShape{1, 1, 2}, opt).as_double();
+        setup.boundary_bytes_per_token = opt.sequence_parallel ? boundary : boundary / tp;
+        for (int s = 0; s < pp; ++s) {
+            stage_costs.push_back(std::make_unique<IterationCost>(main_model.scenario, main_model.base, *cm, s));
+            setup.stage_costs.push_back(stage_costs.back().get());
+        }
+    }
     if (decode_cost) {
         setup.decode_cost = &*decode_cost;
         setup.decode_tp = dtp;
@@ -171,6 +229,10 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
     run_serving_loop(setup, requests, res);
     res.cache_hits = cost.hits() + (decode_cost ? decode_cost->hits() : 0);
     res.cache_misses = cost.misses() + (decode_cost ? decode_cost->misses() : 0);
+    for (const auto& c : stage_costs) {
+        res.cache_hits += c->hits();
+        res.cache_misses += c->misses();
+    }
     return res;
 }
 

@@ -2,9 +2,10 @@
 // over time, a scheduler (scheduler/) forms each iteration from the waiting
 // and running requests under the paged KV pool (kv_blocks.h), and every
 // iteration takes the time of its own plan on the executor
-// (iteration_cost.h). dp replicas of the strategy's tp GPUs behind a router,
-// optionally split into prefill and decode pools with the KV cache moved
-// between them as flows (serving_loop.h); pp = 1.
+// (iteration_cost.h). dp replicas of the strategy's tp x pp GPUs behind a
+// router (with pp > 1, up to pp batches in flight through the stages),
+// optionally split into prefill and decode pools (pp 1) with the KV cache
+// moved between them as flows (serving_loop.h).
 #pragma once
 
 #include "sim/config/scenario.h"
@@ -36,7 +37,8 @@ struct RequestRecord {
 // One replica over the run.
 struct ReplicaStats {
     const char* role = "both";  // "both", "prefill" or "decode"
-    int first_gpu = 0, tp = 1;  // GPUs first_gpu .. first_gpu + tp - 1
+    int first_gpu = 0, tp = 1;  // GPUs first_gpu .. first_gpu + tp x pp - 1
+    int pp = 1;
     std::uint64_t iterations = 0, requests = 0, preemptions = 0;
     double busy_s = 0;  // time inside iterations
     std::int64_t peak_kv_blocks = 0;
@@ -57,6 +59,7 @@ struct KvPool {
     double budget_bytes = 0;     // capacity x gpu_memory_utilization
     double bytes_per_token = 0;  // K and V of every layer of this GPU's shard
     std::int64_t blocks = 0, block_size = 0;
+    int binding_stage = 0;  // pipeline parallel: the stage whose memory sets `blocks` (the others alike or larger)
 };
 
 struct ServeResult {
@@ -66,6 +69,7 @@ struct ServeResult {
     std::vector<RequestRecord> records;  // arrival order
     std::string router;
     int tp = 1, replicas = 1, prefill_replicas = 0;  // prefill_replicas 0: not disaggregated
+    int pp = 1;                                      // pipeline stages per replica
     int decode_tp = 0;                               // disaggregated with decode replicas of another tp (0: not)
     KvPool decode_pool;                              // theirs (when decode_tp is set)
     std::vector<ReplicaStats> replica_stats;
@@ -89,9 +93,11 @@ struct ServeOptions {
 // (block_size x bytes per token). ConfigError at the strategy when nothing is left.
 KvPool size_kv_pool(const config::ScenarioSpec& scenario, const parallel::PlanBuild& build);
 
-// Runs the scenario's serving workload under `strategy`: gpus / tp replicas
-// of tp GPUs each. ConfigError for what cannot run (pp > 1, unfused
-// attention, a request larger than the pool, no decode replica left).
+// Runs the scenario's serving workload under `strategy`: gpus / (tp x pp)
+// replicas of tp x pp GPUs each. ConfigError for what cannot run (a pp that
+// `run` refuses, pp > 1 with disaggregation, swap or a scheduler that is not
+// iteration-level, unfused attention, a request larger than the pool, no
+// decode replica left).
 ServeResult simulate_serving(const config::ScenarioSpec& scenario, const config::StrategySpec& strategy,
                              const ServeOptions& options);
 
