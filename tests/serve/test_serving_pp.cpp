@@ -102,7 +102,8 @@ TEST_CASE("pp 2 at saturation: two batches in flight keep the slowest stage busy
     CHECK(r.iterations == 2 * 256);
     // A lone batch of 32 (32 clients) crosses the stages one after the
     // other: T0 + send + T1 per step (32 tokens x 8 KiB over two NVLink hops).
-    const auto lone_sc = pp_scenario("    arrivals: {process: closed, concurrency: 32}\n    requests: 32\n" + lengths, 2);
+    const auto lone_sc =
+        pp_scenario("    arrivals: {process: closed, concurrency: 32}\n    requests: 32\n" + lengths, 2);
     const auto lone = serve::simulate_serving(lone_sc, lone_sc.strategies.front(), {});
     const double send = 32.0 * 4096 * 2 / 450e9 + 2 * 0.6e-6;
     CHECK(mean_tpot(lone) / (t0 + send + t1) == doctest::Approx(1).epsilon(0.02));
