@@ -14,9 +14,29 @@ bin=${1:-build/bin/parasim}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$bin" validate tests/data/validation/serving.yaml --format json -o "$tmp/serving.json"
-python3 - "$tmp/serving.json" docs/serving.md <<'PY'
+# The engine alone, for the attribution table: the same median-like points
+# with the vLLM profile's serving host times removed (its `serving:` block,
+# the last block of the file).
+mkdir "$tmp/software"
+cp topologies/software/*.yaml "$tmp/software/"
+python3 - "$tmp/software/vllm.yaml" <<'PY'
+import sys
+path = sys.argv[1]
+text = open(path).read()
+i = text.index("\nserving:\n")
+if text[i + 1:].count("\n") != sum(1 for l in text[i + 1:].splitlines() if l == "serving:" or l.startswith(" ")):
+    sys.exit("vllm.yaml: the serving: block is not the last block of the file")
+open(path, "w").write(text[:i + 1])
+PY
+ids=$(python3 -c 'import json, sys
+print(",".join(p["id"] for p in json.load(open(sys.argv[1]))["points"]
+               if p["simulated"] is not None and p.get("statistic") not in (None, "p99")))' "$tmp/serving.json")
+"$bin" validate tests/data/validation/serving.yaml --software-dir "$tmp/software" --id "$ids" --format json \
+    -o "$tmp/engine.json"
+python3 - "$tmp/serving.json" docs/serving.md "$tmp/engine.json" <<'PY'
 import json, re, sys
 result, doc = sys.argv[1], sys.argv[2]
+engine = {p["id"]: p["simulated"] for p in json.load(open(sys.argv[3]))["points"]}
 report = json.load(open(result))
 points = report["points"]
 rows = [p for p in points if p["id"].startswith("trtllm-1.0-") and p["metric"] == "tokens_per_s"]
@@ -109,10 +129,13 @@ def group(p):
     if p["metric"] != "ttft_ms": return "TPOT and end to end, and TTFT at 16 req/s"
     if "-rate" in p["id"]: return "TPOT and end to end, and TTFT at 16 req/s"
     return "TTFT of a closed loop, " + ("over (parasim above)" if p["error"] > 0 else "under (parasim below)")
-att = ["| point | load | metric | measured | parasim | error | share of the class's error |", "|---|---|---|---|---|---|---|"]
+att = ["| point | load | metric | measured | parasim | error | share of the class's error | engine alone |",
+       "|---|---|---|---|---|---|---|---|"]
 for p in sorted(med, key=lambda p: -abs(p["error"])):
+    alone = engine.get(p["id"])
     att.append(f"| {p['id']} | {load(p)} | {metric(p)} | {num(p['measured'])} | {num(p['simulated'])} | "
-               f"{err(p['error'])} | {100 * abs(p['error']) / total:.1f}% |")
+               f"{err(p['error'])} | {100 * abs(p['error']) / total:.1f}% | "
+               f"{'skipped' if alone is None else num(alone)} |")
 att.append("")
 groups = {}
 for p in med:
