@@ -35,7 +35,7 @@ Linear down_linear(const Dims& x, const char* name, int weight, std::int64_t wid
 Linear up_linear(const Dims& x, const char* name, int weight, std::int64_t width, int in, std::int64_t out,
                  const std::vector<TensorUse>& outputs) {
     Linear l = plain_linear(name, weight, x.T, width, out, use(x.act(in), lat_bytes(x, width)), outputs);
-    l.y_bytes = 0;
+    l.y_bytes = 0;  // what the epilogue writes: kv_up's keys carry the shared rope key too
     for (const auto& u : outputs) l.y_bytes += u.size.as_double();
     l.dgrad_sync = TpSync::after_column_input_grad;
     l.sync_bytes = lat_bytes(x, width);
