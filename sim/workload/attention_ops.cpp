@@ -58,6 +58,16 @@ namespace {
 // value widths (head_dim when they agree).
 std::int64_t core_head_dim(const Dims& x) { return (x.dq + x.dv) / 2; }
 
+// The shape a fused kernel is timed on: the new tokens' queries against the
+// context, per sequence and head of this shard.
+void set_core_shape(const Dims& x, Operator& op) {
+    op.kernel.m = x.s.new_tokens;
+    op.kernel.n = x.s.context;
+    op.kernel.k = core_head_dim(x);
+    op.kernel.batch = x.s.batch * x.a_p;
+    op.kernel.causal = x.o->causal;
+}
+
 // ---- ring attention (context parallelism) ---------------------------------------
 // Megatron-Core's load-balanced causal split: the sequence is cut into 2 cp
 // chunks and rank r holds chunks r and 2cp-1-r. Step 0 attends the local
@@ -167,11 +177,7 @@ void attention_forward(const Dims& x, std::vector<Operator>& ops) {
         if (!x.kv_mode) uses.push_back(TensorUse{t.lse.id, t.lse.size, true});
         Operator op = make_op("attention", KernelKind::attention, x.attn_dt, flash_forward_flops(x, x.o->causal),
                               q + kv, o_bytes(x) + lse, std::move(uses));
-        op.kernel.m = tq;
-        op.kernel.n = c;
-        op.kernel.k = core_head_dim(x);
-        op.kernel.batch = b * x.a_p;
-        op.kernel.causal = x.o->causal;
+        set_core_shape(x, op);
         // A per-query-head generation kernel (docs/software-profiles.md §3)
         // walks its KV head's keys and values once for every query head of
         // the group: b x heads x context x (dq + dv) elements, each costing
@@ -211,11 +217,7 @@ void attention_backward(const Dims& x, std::vector<Operator>& ops) {
         Operator op = make_op("attention_bwd", KernelKind::attention, x.attn_dt,
                               kFlashBackwardFactor * flash_forward_flops(x, x.o->causal),
                               q + 2 * o_bytes(x) + kv + t.lse.size.as_double(), q + kv, std::move(uses));
-        op.kernel.m = tq;
-        op.kernel.n = c;
-        op.kernel.k = core_head_dim(x);
-        op.kernel.batch = b * x.a_p;
-        op.kernel.causal = x.o->causal;
+        set_core_shape(x, op);
         op.kernel.backward = true;
         ops.push_back(std::move(op));
         return;

@@ -63,25 +63,12 @@ HeadDims head_dims(const ModelSpec& m, std::int64_t microbatch, const PassShape&
     return hd;
 }
 
+// The LM head: column-parallel over the vocabulary.
 Linear lm_head_linear(const HeadDims& hd) {
     const Dims& x = hd.x;
-    const double in = static_cast<double>(hd.tokens * x.h) * x.ab;
-    const double logits = static_cast<double>(hd.tokens * hd.v_p) * x.ab;
-    Linear l;
-    l.name = "lm_head";
-    l.weight = wslot::lm_head;
-    l.tokens = hd.tokens;
-    l.in = x.h;
-    l.out = hd.v_p;
-    l.x_reads = {use(gathered_if_sp(x, x.act(aslot::final_norm)), in)};
-    l.y_writes = {use(x.act(aslot::logits), logits, true)};
-    l.dy_reads = {use(flagged(x.act(aslot::logits), kGrad), logits)};
-    l.dx_writes = {use(partial_if_tp(x, flagged(x.act(aslot::final_norm), kGrad)), in, true)};
-    l.fwd_sync = x.sp ? TpSync::before_column_parallel : TpSync::none;
-    l.dgrad_sync = TpSync::after_column_input_grad;
-    l.wgrad_sync = x.sp ? TpSync::before_column_parallel : TpSync::none;
-    l.sync_bytes = in;
-    return l;
+    return column_parallel_linear(x, "lm_head", wslot::lm_head, hd.tokens, x.h, hd.v_p,
+                                  use(x.act(aslot::final_norm), static_cast<double>(hd.tokens * x.h) * x.ab),
+                                  {use(x.act(aslot::logits), static_cast<double>(hd.tokens * hd.v_p) * x.ab)});
 }
 
 // The LM head's weight: the embedding table when tied.

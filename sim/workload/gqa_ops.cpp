@@ -9,38 +9,23 @@ namespace sim::workload::ops {
 
 namespace {
 
+// The fused QKV projection: column-parallel. Its outputs are what the core
+// reads (Q, and K and V apart or together), or in decode Q and the new
+// tokens' K and V, which go straight into the cache (an epilogue write; the
+// core then reads the cache for the whole context).
 Linear qkv_linear(const Dims& x) {
     const AttentionTensors t = attention_tensors(x);
-    Linear l;
-    l.name = "qkv";
-    l.weight = wslot::qkv;
-    l.tokens = x.T;
-    l.in = x.h;
-    l.out = (x.a_p + 2 * x.g_p) * x.d;
-    l.x_reads = {use(gathered_if_sp(x, x.act(aslot::norm1)), full_act(x))};
+    const std::vector<TensorUse> core =
+        x.o->flash_attention ? std::vector<TensorUse>{t.q, t.kv[0]} : std::vector<TensorUse>{t.q, t.k[0], t.v[0]};
     const double new_kv = 2.0 * static_cast<double>(x.T * x.g_p * x.d) * x.kb;
-    l.y_bytes = q_bytes(x) + new_kv;
-    l.y_writes = {TensorUse{t.q.id, t.q.size, true}};
     const bool decode = x.s.context > x.s.new_tokens;
-    if (decode) {
-        // The new tokens' K and V go straight into the cache (epilogue write);
-        // the attention kernel then reads the cache for the whole context.
-        l.y_writes.push_back(use(x.act(aslot::kv_new), new_kv, true));
-    } else {
-        const auto& kvs = x.o->flash_attention ? t.kv : std::vector<TensorUse>{t.k[0], t.v[0]};
-        for (const auto& u : kvs) l.y_writes.push_back(TensorUse{u.id, u.size, true});
-    }
-    l.dy_reads = grads_of(
-        x.o->flash_attention ? std::vector<TensorUse>{t.q, t.kv[0]} : std::vector<TensorUse>{t.q, t.k[0], t.v[0]},
-        false);
-    l.dx_writes = {use(partial_if_tp(x, flagged(x.act(aslot::norm1), kGrad)), full_act(x), true)};
+    Linear l = column_parallel_linear(x, "qkv", wslot::qkv, x.T, x.h, (x.a_p + 2 * x.g_p) * x.d,
+                                      use(x.act(aslot::norm1), full_act(x)),
+                                      decode ? std::vector<TensorUse>{t.q, use(x.act(aslot::kv_new), new_kv)} : core);
+    l.y_bytes = q_bytes(x) + new_kv;
+    l.dy_reads = grads_of(core, false);  // a backward (no cache) reads the gradients of what the core read
     l.bias_in_gemm = x.bias.qkv;
     l.has_bias = l.bias_in_gemm;
-    l.fwd_sync = TpSync::before_column_parallel;  // set_sync drops it unless tp > 1; only under SP:
-    if (!x.sp) l.fwd_sync = TpSync::none;
-    l.dgrad_sync = TpSync::after_column_input_grad;
-    l.wgrad_sync = x.sp ? TpSync::before_column_parallel : TpSync::none;
-    l.sync_bytes = full_act(x);
     return l;
 }
 

@@ -22,39 +22,22 @@ namespace {
 double lat_bytes(const Dims& x, std::int64_t width) { return static_cast<double>(x.T * width) * x.ab; }
 
 // A replicated projection from the (gathered) norm output to a latent of
-// `width`, written to slot `out`; its input gradient is full (not partial)
-// and written to `dx`.
-Linear down_linear(const Dims& x, const char* name, int weight, std::int64_t width, int out, std::uint64_t dx) {
-    Linear l;
-    l.name = name;
-    l.weight = weight;
-    l.tokens = x.T;
-    l.in = x.h;
-    l.out = width;
-    l.x_reads = {use(gathered_if_sp(x, x.act(aslot::norm1)), full_act(x))};
-    l.y_writes = {use(x.act(out), lat_bytes(x, width), true)};
-    l.dy_reads = {use(flagged(x.act(out), kGrad), lat_bytes(x, width))};
-    l.dx_writes = {use(dx, full_act(x), true)};
-    return l;
+// `width`, written to slot `out`; its input gradient is whole (not partial).
+Linear down_linear(const Dims& x, const char* name, int weight, std::int64_t width, int out) {
+    return replicated_linear(x, name, weight, x.T, x.h, width, use(x.act(aslot::norm1), full_act(x)),
+                             {use(x.act(out), lat_bytes(x, width))});
 }
 
 // A column-parallel projection from a latent of `width` (slot `in`) to the
-// heads of this shard, `out` wide, with the outputs given.
+// heads of this shard, `out` wide, with the outputs given. The latent is
+// whole on every rank (not sequence-sharded): no gather; only the latent's
+// gradient is summed over the heads' shards.
 Linear up_linear(const Dims& x, const char* name, int weight, std::int64_t width, int in, std::int64_t out,
-                 std::vector<TensorUse> outputs) {
-    Linear l;
-    l.name = name;
-    l.weight = weight;
-    l.tokens = x.T;
-    l.in = width;
-    l.out = out;
-    l.x_reads = {use(x.act(in), lat_bytes(x, width))};
-    l.y_bytes = 0;
+                 const std::vector<TensorUse>& outputs) {
+    Linear l = plain_linear(name, weight, x.T, width, out, use(x.act(in), lat_bytes(x, width)), outputs);
+    l.y_bytes = 0;  // what the epilogue writes: kv_up's keys carry the shared rope key too
     for (const auto& u : outputs) l.y_bytes += u.size.as_double();
-    l.y_writes = outputs;
-    l.dy_reads = grads_of(outputs, false);
-    l.dx_writes = {use(flagged(x.act(in), kGrad), lat_bytes(x, width), true)};
-    l.dgrad_sync = TpSync::after_column_input_grad;  // the latent's gradient, summed over the heads' shards
+    l.dgrad_sync = TpSync::after_column_input_grad;
     l.sync_bytes = lat_bytes(x, width);
     return l;
 }
@@ -70,21 +53,19 @@ struct QPath {
 QPath q_path(const Dims& x) {
     const MlaAttention& a = *x.mla;
     const std::int64_t q_out = x.a_p * a.qk_head_dim();
-    const TensorUse q = use(x.act(aslot::q), static_cast<double>(x.T * q_out) * x.ab, true);
+    const TensorUse q = use(x.act(aslot::q), static_cast<double>(x.T * q_out) * x.ab);
     QPath p;
     p.low_rank = a.q_lora_rank > 0;
     if (!p.low_rank) {
-        // One column-parallel projection from the norm output, like GQA's QKV.
-        Linear l = up_linear(x, "q_proj", wslot::qkv, x.h, aslot::norm1, q_out, {q});
-        l.x_reads = {use(gathered_if_sp(x, x.act(aslot::norm1)), full_act(x))};
-        l.dx_writes = {use(partial_if_tp(x, flagged(x.act(aslot::norm1), kGrad)), full_act(x), true)};
-        l.sync_bytes = full_act(x);
-        l.fwd_sync = x.sp ? TpSync::before_column_parallel : TpSync::none;
-        p.up = l;
+        // One column-parallel projection from the norm output, like GQA's
+        // QKV; under SP kv_down's weight gradient gathers the norm output
+        // again for both (kv_down_linear).
+        p.up = column_parallel_linear(x, "q_proj", wslot::qkv, x.T, x.h, q_out, use(x.act(aslot::norm1), full_act(x)),
+                                      {q});
+        p.up.wgrad_sync = TpSync::none;
         return p;
     }
-    p.down =
-        down_linear(x, "q_down", wslot::q_down, a.q_lora_rank, aslot::q_latent, flagged(x.act(aslot::norm1), kGrad));
+    p.down = down_linear(x, "q_down", wslot::q_down, a.q_lora_rank, aslot::q_latent);
     p.down.fwd_sync = x.sp ? TpSync::before_column_parallel : TpSync::none;
     p.down.sync_bytes = full_act(x);
     p.up = up_linear(x, "q_up", wslot::q_up, a.q_lora_rank, aslot::q_latent_norm, q_out, {q});
@@ -93,8 +74,9 @@ QPath q_path(const Dims& x) {
 
 Linear kv_down_linear(const Dims& x) {
     const MlaAttention& a = *x.mla;
-    Linear l = down_linear(x, "kv_down", wslot::kv_down, a.cache_width(), aslot::kv_latent,
-                           flagged(x.act(aslot::mla_dx), kGrad));
+    Linear l = down_linear(x, "kv_down", wslot::kv_down, a.cache_width(), aslot::kv_latent);
+    // Its input gradient is the kv path's share, added to the q path's (mla_dx_add).
+    l.dx_writes = {use(flagged(x.act(aslot::mla_dx), kGrad), full_act(x), true)};
     // Under SP the backward re-gathers the norm output once, for both
     // down projections' weight gradients (kv's runs first).
     l.wgrad_sync = x.sp ? TpSync::before_column_parallel : TpSync::none;
@@ -109,7 +91,7 @@ Linear kv_up_linear(const Dims& x) {
     const MlaAttention& a = *x.mla;
     const AttentionTensors t = attention_tensors(x);
     return up_linear(x, "kv_up", wslot::kv_up, a.kv_lora_rank, aslot::kv_latent_norm,
-                     x.a_p * (a.qk_nope_head_dim + a.v_head_dim), {TensorUse{t.kv[0].id, t.kv[0].size, true}});
+                     x.a_p * (a.qk_nope_head_dim + a.v_head_dim), {t.kv[0]});
 }
 
 // RMSNorm of a latent of `width` (in slot `in`) to `outputs`; the kv latent's

@@ -102,19 +102,14 @@ void precede_by_all_to_all(Operator& op, double bytes) {
     if (bytes > 0) op.ep_a2a_bytes = Bytes::ceil(bytes);
 }
 
+// The router: a replicated weight on the gathered norm output, which it
+// gathers under SP (the dispatch reads the gathered copy after it). Its
+// input gradient accumulates into the one the dispatch backward produced
+// (after its TP reduction).
 Linear router_linear(const Dims& x) {
-    Linear l;
-    l.name = "router";
-    l.weight = wslot::router;
-    l.tokens = x.T;
-    l.in = x.h;
-    l.out = x.m->experts;
-    const double e = static_cast<double>(x.T * x.m->experts) * x.ab;
-    l.x_reads = {use(gathered_if_sp(x, x.act(aslot::norm2)), full_act(x))};
-    l.y_writes = {use(x.act(aslot::router), e, true)};
-    l.dy_reads = {use(flagged(x.act(aslot::router), kGrad), e)};
-    // Accumulates into the input gradient the dispatch backward produced (after its TP reduction).
-    l.dx_writes = {use(flagged(x.act(aslot::norm2), kGrad), full_act(x), true)};
+    Linear l =
+        replicated_linear(x, "router", wslot::router, x.T, x.h, x.m->experts, use(x.act(aslot::norm2), full_act(x)),
+                          {use(x.act(aslot::router), static_cast<double>(x.T * x.m->experts) * x.ab)});
     l.fwd_sync = x.sp ? TpSync::before_column_parallel : TpSync::none;
     l.sync_bytes = full_act(x);
     return l;

@@ -23,26 +23,12 @@ Dims mtp_dims(const ModelSpec& m, std::int64_t depth, std::int64_t microbatch, c
     return make_dims(m, m.layers + depth, microbatch, shape, opt);
 }
 
-// The module's projection: [T, 2h] (gathered under SP) x [2h, h / tp].
+// The module's projection, column-parallel: [T, 2h] (gathered under SP) x [2h, h / tp].
 Linear eh_proj_linear(const Dims& x) {
-    const double cat = 2.0 * full_act(x);
     const std::int64_t out = ceil_div(x.h, x.p);
-    const double y = static_cast<double>(x.T * out) * x.ab;
-    Linear l;
-    l.name = "mtp_eh_proj";
-    l.weight = wslot::mtp_eh;
-    l.tokens = x.T;
-    l.in = 2 * x.h;
-    l.out = out;
-    l.x_reads = {use(gathered_if_sp(x, x.act(aslot::mtp_cat)), cat)};
-    l.y_writes = {use(x.act(aslot::mtp_eh), y, true)};
-    l.dy_reads = {use(flagged(x.act(aslot::mtp_eh), kGrad), y)};
-    l.dx_writes = {use(partial_if_tp(x, flagged(x.act(aslot::mtp_cat), kGrad)), cat, true)};
-    l.fwd_sync = x.sp ? TpSync::before_column_parallel : TpSync::none;
-    l.dgrad_sync = TpSync::after_column_input_grad;
-    l.wgrad_sync = x.sp ? TpSync::before_column_parallel : TpSync::none;
-    l.sync_bytes = cat;
-    return l;
+    return column_parallel_linear(x, "mtp_eh_proj", wslot::mtp_eh, x.T, 2 * x.h, out,
+                                  use(x.act(aslot::mtp_cat), 2.0 * full_act(x)),
+                                  {use(x.act(aslot::mtp_eh), static_cast<double>(x.T * out) * x.ab)});
 }
 
 // enorm (of the embedding, `which` 0) or hnorm (of the hidden state, 1):

@@ -159,6 +159,57 @@ void set_sync(const Dims& x, Operator& op, TpSync sync, double bytes) {
     op.tp_sync_bytes = Bytes::ceil(bytes);
 }
 
+// ---- linears by tensor-parallel layout ---------------------------------------
+
+namespace {
+TensorUse as_write(const TensorUse& u) { return TensorUse{u.id, u.size, true}; }
+TensorUse as_read(const TensorUse& u) { return TensorUse{u.id, u.size, false}; }
+}  // namespace
+
+Linear plain_linear(std::string name, int weight, std::int64_t tokens, std::int64_t in, std::int64_t out,
+                    const TensorUse& input, const std::vector<TensorUse>& outputs) {
+    Linear l;
+    l.name = std::move(name);
+    l.weight = weight;
+    l.tokens = tokens;
+    l.in = in;
+    l.out = out;
+    l.x_reads = {as_read(input)};
+    for (const auto& u : outputs) l.y_writes.push_back(as_write(u));
+    l.dy_reads = grads_of(outputs, false);
+    l.dx_writes = {TensorUse{flagged(input.id, kGrad), input.size, true}};
+    return l;
+}
+
+Linear replicated_linear(const Dims& x, std::string name, int weight, std::int64_t tokens, std::int64_t in,
+                         std::int64_t out, const TensorUse& input, const std::vector<TensorUse>& outputs) {
+    Linear l = plain_linear(std::move(name), weight, tokens, in, out, input, outputs);
+    l.x_reads = {TensorUse{gathered_if_sp(x, input.id), input.size, false}};
+    return l;
+}
+
+Linear column_parallel_linear(const Dims& x, std::string name, int weight, std::int64_t tokens, std::int64_t in,
+                              std::int64_t out, const TensorUse& input, const std::vector<TensorUse>& outputs) {
+    Linear l = replicated_linear(x, std::move(name), weight, tokens, in, out, input, outputs);
+    l.dx_writes = {TensorUse{partial_if_tp(x, flagged(input.id, kGrad)), input.size, true}};
+    l.fwd_sync = x.sp ? TpSync::before_column_parallel : TpSync::none;
+    l.dgrad_sync = TpSync::after_column_input_grad;
+    l.wgrad_sync = x.sp ? TpSync::before_column_parallel : TpSync::none;
+    l.sync_bytes = input.size.as_double();
+    return l;
+}
+
+Linear row_parallel_linear(const Dims& x, std::string name, int weight, std::int64_t tokens, std::int64_t in,
+                           std::int64_t out, const TensorUse& input, const TensorUse& output, std::uint64_t residual) {
+    Linear l = plain_linear(std::move(name), weight, tokens, in, out, input, {});
+    l.y_writes = {TensorUse{partial_if_tp(x, output.id), output.size, true}};
+    l.dy_reads = {TensorUse{gathered_if_sp(x, flagged(residual, kGrad)), output.size, false}};
+    l.fwd_sync = TpSync::after_row_parallel;
+    l.dgrad_sync = x.sp ? TpSync::before_column_parallel : TpSync::none;
+    l.sync_bytes = output.size.as_double();
+    return l;
+}
+
 double weight_bytes(const Dims& x, const Linear& l) {
     return static_cast<double>(l.in) * static_cast<double>(l.out) * x.wb;
 }

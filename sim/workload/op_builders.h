@@ -1,9 +1,10 @@
 // Inside the workload layer: what the operator builders share. The FLOP
 // conventions of the elementwise kernels, tensor ids and their slots, the
 // dimensions of one pass on one shard (Dims), the constructors of kernels
-// and of a weight GEMM with its two backward GEMMs (Linear), and the
-// attention core (attention_ops.cpp). operators.cpp builds the layers on
-// these; nothing outside sim/workload includes this header.
+// and of a weight GEMM with its two backward GEMMs (Linear) by tensor-
+// parallel layout, and the attention core (attention_ops.cpp). operators.cpp builds the layers on
+// these; nothing outside sim/workload includes this header (but its unit
+// tests, tests/workload/test_op_builders.cpp).
 #pragma once
 
 #include "sim/core/error.h"
@@ -182,6 +183,41 @@ struct Linear {
     double sync_bytes = 0;
 };
 
+// ---- linears by tensor-parallel layout (op_builders.cpp) ----------------------
+// A layer's projections are calls to these: each takes the GEMM (tokens x in
+// -> out on this shard, weight slot `weight`), the activation it reads and
+// the ones it writes (id and bytes; the gradient of each is its id flagged
+// kGrad), and fills the tensors of the three GEMMs and the TP collectives of
+// its Megatron layout (docs/workload-model.md section 7). Callers
+// change only what is particular to them (biases, where a gradient goes).
+
+// No TP collective of its own: a routed or shared expert (its collectives
+// come with the dispatch and combine) or a projection from a latent that
+// every rank holds whole. Reads `input`, writes `outputs`; the backward
+// reads the outputs' gradients and writes the input's.
+Linear plain_linear(std::string name, int weight, std::int64_t tokens, std::int64_t in, std::int64_t out,
+                    const TensorUse& input, const std::vector<TensorUse>& outputs);
+// A weight replicated on every TP rank (the router, MLA's down projections)
+// that reads the norm output `input` whole: gathered over TP under sequence
+// parallelism; its input gradient is whole too (no reduction). Which reader
+// runs the all-gather is the caller's choice (fwd_sync or wgrad_sync, with
+// sync_bytes), so that one gather serves the readers after it.
+Linear replicated_linear(const Dims& x, std::string name, int weight, std::int64_t tokens, std::int64_t in,
+                         std::int64_t out, const TensorUse& input, const std::vector<TensorUse>& outputs);
+// Megatron's ColumnParallelLinear: the whole input (all-gathered over TP
+// under sequence parallelism before the forward and again before the weight
+// gradient), this rank's columns of the outputs; the input gradient is a
+// partial sum, all-reduced over TP (reduce-scattered under SP).
+Linear column_parallel_linear(const Dims& x, std::string name, int weight, std::int64_t tokens, std::int64_t in,
+                              std::int64_t out, const TensorUse& input, const std::vector<TensorUse>& outputs);
+// Megatron's RowParallelLinear: this rank's columns of the input (a
+// column-parallel output), a partial sum of the whole `output`, all-reduced
+// over TP (reduce-scattered under SP). Its output gradient is the residual
+// stream's (`residual`, flagged kGrad here; all-gathered under SP), of the
+// output's size.
+Linear row_parallel_linear(const Dims& x, std::string name, int weight, std::int64_t tokens, std::int64_t in,
+                           std::int64_t out, const TensorUse& input, const TensorUse& output, std::uint64_t residual);
+
 double weight_bytes(const Dims& x, const Linear& l);
 Operator linear_forward(const Dims& x, const Linear& l);
 // dX[tokens, in] = dY[tokens, out] W^T
@@ -197,7 +233,10 @@ struct MlpIds {
     std::string prefix;  // "mlp", "expert" or "shared_expert"
     int w_up = 0, w_down = 0;
     std::int64_t tokens = 0;
-    std::uint64_t in = 0, gate = 0, up = 0, silu = 0, act = 0, out = 0;  // activation ids
+    // Activation ids. The dense MLP's `in` (the norm output) and `out` (the
+    // reduced down projection) are the plain ids: its column- and
+    // row-parallel linears flag the gathered and partial copies.
+    std::uint64_t in = 0, gate = 0, up = 0, silu = 0, act = 0, out = 0;
     bool dense = true;  // dense MLP: TP syncs around it; experts sync after the combine
 };
 // Local expert e with `tokens` tokens; the shared experts in slot `slot`, on every token.

@@ -21,25 +21,15 @@ namespace {
 
 // ---- the layer's linears -------------------------------------------------------
 
+// The output projection: row-parallel. Its output gradient is the residual
+// stream's after the attention branch (sequential) or after the whole layer
+// (parallel).
 Linear out_linear(const Dims& x) {
-    Linear l;
-    l.name = "out_proj";
-    l.weight = wslot::out;
-    l.tokens = x.T;
-    l.in = x.a_p * x.dout;
-    l.out = x.h;
-    const double in_bytes = static_cast<double>(x.T * x.a_p * x.dout) * x.ab;
-    l.x_reads = {use(x.act(aslot::attn), in_bytes)};
-    l.y_writes = {use(partial_if_tp(x, x.act(aslot::out_proj)), full_act(x), true)};
-    // Its output gradient: the residual stream's after the attention branch
-    // (sequential) or after the whole layer (parallel).
-    const std::uint64_t dy = x.parallel ? x.act(aslot::resid, x.layer + 1) : x.act(aslot::resid_mid);
-    l.dy_reads = {use(gathered_if_sp(x, flagged(dy, kGrad)), full_act(x))};
-    l.dx_writes = {use(flagged(x.act(aslot::attn), kGrad), in_bytes, true)};
+    const std::uint64_t residual = x.parallel ? x.act(aslot::resid, x.layer + 1) : x.act(aslot::resid_mid);
+    Linear l = row_parallel_linear(x, "out_proj", wslot::out, x.T, x.a_p * x.dout, x.h,
+                                   use(x.act(aslot::attn), static_cast<double>(x.T * x.a_p * x.dout) * x.ab),
+                                   use(x.act(aslot::out_proj), full_act(x)), residual);
     l.has_bias = x.bias.out;  // added in the residual kernel
-    l.fwd_sync = TpSync::after_row_parallel;
-    l.dgrad_sync = x.sp ? TpSync::before_column_parallel : TpSync::none;
-    l.sync_bytes = full_act(x);
     return l;
 }
 
@@ -51,12 +41,12 @@ MlpIds dense_mlp_ids(const Dims& x) {
     ids.w_up = wslot::mlp_up;
     ids.w_down = wslot::mlp_down;
     ids.tokens = x.T;
-    ids.in = gathered_if_sp(x, x.act(x.parallel ? aslot::norm1 : aslot::norm2));
+    ids.in = x.act(x.parallel ? aslot::norm1 : aslot::norm2);
     ids.gate = x.act(aslot::gate);
     ids.up = x.act(aslot::up);
     ids.silu = x.act(aslot::silu);
     ids.act = x.act(aslot::act);
-    ids.out = partial_if_tp(x, x.act(aslot::down));
+    ids.out = x.act(aslot::down);
     return ids;
 }
 
@@ -67,50 +57,30 @@ std::vector<TensorUse> up_outputs(const Dims& x, const MlpIds& ids, bool write) 
     return {use(ids.up, f, write)};
 }
 
+// The dense MLP is column-parallel up, row-parallel down; an expert's GEMMs
+// have no TP collective of their own (the dispatch and combine carry them).
 Linear mlp_up_linear(const Dims& x, const MlpIds& ids) {
-    Linear l;
-    l.name = ids.prefix + "_up";
-    l.weight = ids.w_up;
-    l.tokens = ids.tokens;
-    l.in = x.h;
-    l.out = x.fup_p;
-    const double in_bytes = static_cast<double>(ids.tokens * x.h) * x.ab;
-    l.x_reads = {use(ids.in, in_bytes)};
-    l.y_writes = up_outputs(x, ids, true);
-    l.dy_reads = grads_of(up_outputs(x, ids, false), false);
-    const std::uint64_t dx = ids.dense ? partial_if_tp(x, flagged(x.act(aslot::norm2), kGrad)) : flagged(ids.in, kGrad);
-    l.dx_writes = {use(dx, in_bytes, true)};
+    const std::string name = ids.prefix + "_up";
+    const TensorUse in = use(ids.in, static_cast<double>(ids.tokens * x.h) * x.ab);
+    const auto outs = up_outputs(x, ids, true);
+    Linear l = ids.dense ? column_parallel_linear(x, name, ids.w_up, ids.tokens, x.h, x.fup_p, in, outs)
+                         : plain_linear(name, ids.w_up, ids.tokens, x.h, x.fup_p, in, outs);
+    // Under the parallel block it reads norm1's output but writes its input
+    // gradient to norm2's slot (added to the attention's in norm1's backward).
+    if (ids.dense && x.parallel)
+        l.dx_writes = {TensorUse{partial_if_tp(x, flagged(x.act(aslot::norm2), kGrad)), in.size, true}};
     l.has_bias = x.bias.mlp;  // bias added by the activation kernel (or its own kernel when unfused)
-    if (ids.dense) {
-        l.fwd_sync = x.sp ? TpSync::before_column_parallel : TpSync::none;
-        l.dgrad_sync = TpSync::after_column_input_grad;
-        l.wgrad_sync = x.sp ? TpSync::before_column_parallel : TpSync::none;
-        l.sync_bytes = full_act(x);
-    }
     return l;
 }
 
 Linear mlp_down_linear(const Dims& x, const MlpIds& ids) {
-    Linear l;
-    l.name = ids.prefix + "_down";
-    l.weight = ids.w_down;
-    l.tokens = ids.tokens;
-    l.in = x.f_p;
-    l.out = x.h;
-    const double out_bytes = static_cast<double>(ids.tokens * x.h) * x.ab;
-    const double act_bytes = static_cast<double>(ids.tokens * x.f_p) * x.ab;
-    l.x_reads = {use(ids.act, act_bytes)};
-    l.y_writes = {use(ids.out, out_bytes, true)};
-    const std::uint64_t dy =
-        ids.dense ? gathered_if_sp(x, flagged(x.act(aslot::resid, x.layer + 1), kGrad)) : flagged(ids.out, kGrad);
-    l.dy_reads = {use(dy, out_bytes)};
-    l.dx_writes = {use(flagged(ids.act, kGrad), act_bytes, true)};
-    l.has_bias = x.bias.mlp && ids.dense;
-    if (ids.dense) {
-        l.fwd_sync = TpSync::after_row_parallel;
-        l.dgrad_sync = x.sp ? TpSync::before_column_parallel : TpSync::none;
-        l.sync_bytes = full_act(x);
-    }
+    const std::string name = ids.prefix + "_down";
+    const TensorUse act = use(ids.act, static_cast<double>(ids.tokens * x.f_p) * x.ab);
+    const TensorUse out = use(ids.out, static_cast<double>(ids.tokens * x.h) * x.ab);
+    if (!ids.dense) return plain_linear(name, ids.w_down, ids.tokens, x.f_p, x.h, act, {out});
+    Linear l =
+        row_parallel_linear(x, name, ids.w_down, ids.tokens, x.f_p, x.h, act, out, x.act(aslot::resid, x.layer + 1));
+    l.has_bias = x.bias.mlp;
     return l;
 }
 
