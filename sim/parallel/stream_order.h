@@ -127,8 +127,8 @@ private:
         bool interleaved = false;
         PodVector<std::uint32_t> cells;  // interleaved: rows x gpus
         std::size_t rows = 0;
-        std::size_t total = 0;                           // entries (interleaved)
-        std::vector<std::uint32_t> len;                  // interleaved: each GPU's length
+        std::size_t total = 0;                            // entries (interleaved)
+        std::vector<std::uint32_t> len;                   // interleaved: each GPU's length
         std::vector<std::vector<std::uint32_t>> per_gpu;  // otherwise
     };
     void add_row(Kind& k);
