@@ -16,6 +16,9 @@
 
 namespace sim::exec {
 
+template <class View>
+TimeBreakdown breakdown_of(const View& g, Time from, Time to);
+
 namespace {
 
 using parallel::kNone;
@@ -24,6 +27,23 @@ using parallel::Plan;
 using parallel::StreamKind;
 using parallel::Task;
 using parallel::TaskKind;
+
+// A GPU's intervals read through its stream orders (views of the plan's,
+// or of a gathered copy) and the run's per-task times.
+struct PlanView {
+    PlanView(const Plan& plan, const ExecResult& result, std::uint32_t local) : r(result) {
+        for (std::size_t s = 0; s < kStreamCount; ++s) order[s] = plan.streams.view(local, s);
+    }
+    PlanView(const ExecResult& result, const std::array<parallel::StreamOrder::View, kStreamCount>& views)
+        : r(result), order(views) {}
+    const ExecResult& r;
+    std::array<parallel::StreamOrder::View, kStreamCount> order;
+    std::size_t size(std::size_t s) const { return order[s].size(); }
+    Interval at(std::size_t s, std::size_t i) const {
+        const std::uint32_t id = order[s][i];
+        return Interval{r.task_start[id], r.task_end[id], id, r.task_kind[id]};
+    }
+};
 
 class Executor {
 public:
@@ -114,6 +134,7 @@ public:
         release(succ_begin_);
         release(succ_);
         for (auto& o : order_) release(o);
+        cells_ = {};
         result_.makespan = sim_.now();
         result_.events = sim_.events_processed();
         for (std::size_t c = 0; c < 3; ++c) {
@@ -123,10 +144,7 @@ public:
         }
         result_.max_link_load = flows_.max_link_load();
         result_.link_samples = flows_.class_utilization_samples();
-        for (std::uint32_t g = 0; g < result_.gpus.size(); ++g) {
-            result_.gpus[g].breakdown = breakdown_in(plan_, result_, g, Time{}, result_.makespan);
-            if (options_.record_intervals) record_intervals(g);
-        }
+        per_gpu_results();
         return std::move(result_);
     }
 
@@ -136,12 +154,65 @@ private:
         V().swap(v);
     }
 
+    using Views = std::array<parallel::StreamOrder::View, kStreamCount>;
+
+    // Each GPU's breakdown (and intervals) after the run. A GPU's entries of
+    // a position-major order are a row apart (a line and often a page each),
+    // so GPUs go in blocks of kBlock neighbouring columns: the block's
+    // entries are gathered row by row (one line per row) into per-GPU
+    // buffers, which the breakdown then reads. Each GPU's figures are its
+    // own, so the order and the copy change nothing.
+    void per_gpu_results() {
+        const auto& so = plan_.streams;
+        const std::size_t g = result_.gpus.size();
+        if (by_slot_.empty()) {
+            for (std::uint32_t i = 0; i < g; ++i) {
+                Views v;
+                for (std::size_t s = 0; s < kStreamCount; ++s) v[s] = so.view(i, s);
+                gpu_results(i, v);
+            }
+            return;
+        }
+        constexpr std::size_t kBlock = 16;
+        std::array<std::array<std::vector<std::uint32_t>, kStreamCount>, kBlock> buf;
+        for (std::size_t k0 = 0; k0 < g; k0 += kBlock) {
+            const std::size_t n = std::min(kBlock, g - k0);
+            for (std::size_t s = 0; s < kStreamCount; ++s) {
+                if (!so.interleaved(s)) continue;
+                std::size_t longest = 0;
+                for (std::size_t j = 0; j < n; ++j) {
+                    buf[j][s].clear();
+                    longest = std::max(longest, so.length(by_slot_[k0 + j], s));
+                }
+                const std::uint32_t* cells = so.cells(s);
+                for (std::size_t h = 0; h < longest; ++h) {
+                    const std::uint32_t* row = cells + h * g + k0;
+                    for (std::size_t j = 0; j < n; ++j)
+                        if (row[j] != kNone) buf[j][s].push_back(row[j]);
+                }
+            }
+            for (std::size_t j = 0; j < n; ++j) {
+                const std::uint32_t i = by_slot_[k0 + j];
+                Views v;
+                for (std::size_t s = 0; s < kStreamCount; ++s)
+                    v[s] = so.interleaved(s) ? parallel::StreamOrder::View(buf[j][s].data(), 1, buf[j][s].size())
+                                             : so.view(i, s);
+                gpu_results(i, v);
+            }
+        }
+    }
+
+    void gpu_results(std::uint32_t g, const Views& v) {
+        result_.gpus[g].breakdown = breakdown_of(PlanView(result_, v), Time{}, result_.makespan);
+        if (options_.record_intervals) record_intervals(g, v);
+    }
+
     // A stream runs one task at a time in its program order, so its
     // intervals are its order with the tasks' times: built once, at their
     // exact size, instead of appended at every finish.
-    void record_intervals(std::uint32_t g) {
+    void record_intervals(std::uint32_t g, const Views& v) {
         for (std::size_t s = 0; s < kStreamCount; ++s) {
-            const auto& order = plan_.streams[g][s];
+            const auto& order = v[s];
             auto& out = result_.gpus[g].intervals[s];
             out.reserve(order.size());
             for (const std::uint32_t id : order)
@@ -150,54 +221,54 @@ private:
     }
 
     // The stream order, laid out for the run. Every GPU of a pipeline stage
-    // runs the same sequence at about the same time, and the plan emits
-    // their tasks side by side, so between two finishes of one GPU every
-    // other GPU's stream advances too. With one order vector per GPU each
-    // finish reads a line (and page) of its own, evicted since the GPU's
-    // last visit at thousands of GPUs; interleaved by position
-    // (order_[s][h * gpus + slot]), the GPUs finishing position h one after
-    // another read the same lines. A stream kind whose lengths differ too
-    // much to pad (the host stream of the first stage only) keeps the
-    // plan's vectors. Same task ids in the same order: same run. Below
-    // kInterleaveGpus the GPUs' orders stay in cache anyway, and a plan that
-    // small is often run many times (serving's iteration costs), so the copy
-    // would only cost.
-    static constexpr std::size_t kInterleaveGpus = 32;
+    // runs the same sequence at about the same time, so between two finishes
+    // of one GPU every other GPU's stream advances too: read position-major
+    // (cells[h * gpus + slot]), the GPUs finishing position h one after
+    // another read the same lines. The plan stores its orders that way from
+    // StreamOrder::kInterleaveGpus GPUs (stream_order.h), and the run reads
+    // them in place. A kind the plan keeps per GPU (its padding passed the
+    // plan's bound while building, e.g. a first stage emitted far ahead) is
+    // copied interleaved here if its final padding at most doubles it (not
+    // the host stream of the first stage only, which keeps the plan's
+    // vectors). Same task ids in the same order: same run.
     void build_order_layout() {
-        const std::size_t g = plan_.streams.size();
-        if (g < kInterleaveGpus) return;
-        // Slots in the order the plan emitted the GPUs' first tasks.
-        std::vector<std::uint32_t> first(g, kNone);
+        const auto& so = plan_.streams;
+        const std::size_t g = so.size();
+        if (g < parallel::StreamOrder::kInterleaveGpus) return;
+        // Columns: the plan's (the order GPUs first appear), then the GPUs
+        // without a task.
+        by_slot_ = so.by_slot();
         for (std::size_t i = 0; i < g; ++i)
-            for (std::size_t s = 0; s < kStreamCount; ++s)
-                if (!plan_.streams[i][s].empty()) first[i] = std::min(first[i], plan_.streams[i][s].front());
-        by_slot_.resize(g);
-        for (std::size_t i = 0; i < g; ++i) by_slot_[i] = static_cast<std::uint32_t>(i);
-        std::stable_sort(by_slot_.begin(), by_slot_.end(),
-                         [&](std::uint32_t a, std::uint32_t b) { return first[a] < first[b]; });
+            if (so.slot(i) == parallel::StreamOrder::kEmpty) by_slot_.push_back(static_cast<std::uint32_t>(i));
         slot_.resize(g);
         for (std::size_t i = 0; i < g; ++i) slot_[by_slot_[i]] = static_cast<std::uint32_t>(i);
         for (std::size_t s = 0; s < kStreamCount; ++s) {
+            if (so.interleaved(s)) {
+                cells_[s] = so.cells(s);
+                order_len_[s] = so.rows(s);
+                continue;
+            }
             std::size_t longest = 0, total = 0;
             for (std::size_t i = 0; i < g; ++i) {
-                longest = std::max(longest, plan_.streams[i][s].size());
-                total += plan_.streams[i][s].size();
+                longest = std::max(longest, so.length(i, s));
+                total += so.length(i, s);
             }
-            order_len_[s] = longest;
             // Padding at most doubles the copy (and stays small beside the plan).
             if (longest == 0 || longest * g > 2 * total + 4096) continue;
             order_[s].assign(longest * g, kNone);
             for (std::size_t i = 0; i < g; ++i) {
-                const auto& o = plan_.streams[i][s];
+                const auto o = so.view(i, s);
                 for (std::size_t h = 0; h < o.size(); ++h) order_[s][h * g + slot_[i]] = o[h];
             }
+            cells_[s] = order_[s].data();
+            order_len_[s] = longest;
         }
     }
 
     // Task at position h of GPU `gpu`'s stream s; kNone past its end.
     std::uint32_t order_at(std::uint32_t gpu, std::size_t s, std::size_t h) const {
-        if (!order_[s].empty()) return h < order_len_[s] ? order_[s][h * slot_.size() + slot_[gpu]] : kNone;
-        const auto& order = plan_.streams[gpu][s];
+        if (cells_[s] != nullptr) return h < order_len_[s] ? cells_[s][h * slot_.size() + slot_[gpu]] : kNone;
+        const auto order = plan_.streams.view(gpu, s);
         return h < order.size() ? order[h] : kNone;
     }
 
@@ -453,9 +524,10 @@ private:
     std::vector<Time> issue_ring_;
     std::vector<std::size_t> issue_ring_at_;  // per GPU: its ring column, SIZE_MAX: none
     std::size_t issue_ring_stride_ = 0;       // GPUs with a ring
-    // Stream order interleaved by position (build_order_layout); empty: the
-    // plan's per-GPU vectors. slot_: a GPU's column; by_slot_: its inverse
-    // (both empty below kInterleaveGpus).
+    // Stream order interleaved by position (build_order_layout): the plan's
+    // cells or the copy in order_; null: the plan's per-GPU vectors. slot_: a
+    // GPU's column; by_slot_: its inverse (both empty below kInterleaveGpus).
+    std::array<const std::uint32_t*, kStreamCount> cells_{};
     std::array<std::vector<std::uint32_t>, kStreamCount> order_;
     std::array<std::size_t, kStreamCount> order_len_{};
     std::vector<std::uint32_t> slot_, by_slot_;
@@ -540,17 +612,6 @@ struct RecordView {
     const GpuRecord& g;
     std::size_t size(std::size_t s) const { return g.intervals[s].size(); }
     Interval at(std::size_t s, std::size_t i) const { return g.intervals[s][i]; }
-};
-
-struct PlanView {
-    const Plan& plan;
-    const ExecResult& r;
-    std::uint32_t local;
-    std::size_t size(std::size_t s) const { return plan.streams[local][s].size(); }
-    Interval at(std::size_t s, std::size_t i) const {
-        const std::uint32_t id = plan.streams[local][s][i];
-        return Interval{r.task_start[id], r.task_end[id], id, r.task_kind[id]};
-    }
 };
 
 }  // namespace

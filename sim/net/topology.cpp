@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <deque>
 #include <limits>
-#include <unordered_map>
 
 namespace sim::net {
 
@@ -122,7 +122,15 @@ struct Topology::Impl {
     std::vector<std::vector<LinkId>> to_switch, from_switch;
     std::vector<LinkId> no_links;
 
-    mutable std::unordered_map<std::uint64_t, RouteEntry> cache;
+    // Routes computed so far. Entries live in a deque (flows keep pointers
+    // to their routes, so an entry never moves) and are found through an
+    // open-addressed table of (key, entry index + 1; 0: empty), linear
+    // probing: a lookup reads a probe line and the entry, where a node-based
+    // map chased its bucket's chain, a miss per node, at every flow start.
+    mutable std::deque<RouteEntry> cache;
+    mutable std::vector<std::pair<std::uint64_t, std::uint32_t>> cache_index;
+    const RouteEntry* cached(std::uint64_t key) const;
+    const RouteEntry& remember(std::uint64_t key, RouteEntry e) const;
     mutable BfsScratch scratch;
     mutable std::vector<std::pair<Edge, Vertex>> candidates;
 
@@ -529,7 +537,7 @@ const RouteEntry& Topology::Impl::entry(int src, int dst) const {
     check_gpu(src);
     check_gpu(dst);
     const std::uint64_t key = (static_cast<std::uint64_t>(src) << 32) | static_cast<std::uint32_t>(dst);
-    if (auto it = cache.find(key); it != cache.end()) return it->second;
+    if (const RouteEntry* hit = cached(key)) return *hit;
     RouteEntry e;
     // Rails: a GPU's traffic leaves through its own NIC (or, with PXN, the
     // proxy's), which only the structural router knows; the whole-graph BFS
@@ -543,7 +551,41 @@ const RouteEntry& Topology::Impl::entry(int src, int dst) const {
         e.bandwidth.bytes_per_s = std::min(e.bandwidth.bytes_per_s, links[id].bandwidth.bytes_per_s);
     }
     if (e.links.empty()) e.bandwidth = Bandwidth{};
-    return cache.emplace(key, std::move(e)).first->second;
+    return remember(key, std::move(e));
+}
+
+namespace {
+std::size_t route_slot(std::uint64_t key, std::size_t size) {
+    return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ULL) >> 32) & (size - 1);
+}
+}  // namespace
+
+const RouteEntry* Topology::Impl::cached(std::uint64_t key) const {
+    if (cache_index.empty()) return nullptr;
+    for (std::size_t i = route_slot(key, cache_index.size());; i = (i + 1) & (cache_index.size() - 1)) {
+        const auto& [k, at] = cache_index[i];
+        if (at == 0) return nullptr;
+        if (k == key) return &cache[at - 1];
+    }
+}
+
+const RouteEntry& Topology::Impl::remember(std::uint64_t key, RouteEntry e) const {
+    // At most half full, so every probe ends at an empty slot.
+    if (2 * (cache.size() + 1) > cache_index.size()) {
+        std::vector<std::pair<std::uint64_t, std::uint32_t>> grown(std::max<std::size_t>(1024, 2 * cache_index.size()));
+        for (const auto& [k, at] : cache_index) {
+            if (at == 0) continue;
+            std::size_t i = route_slot(k, grown.size());
+            while (grown[i].second != 0) i = (i + 1) & (grown.size() - 1);
+            grown[i] = {k, at};
+        }
+        cache_index.swap(grown);
+    }
+    cache.push_back(std::move(e));
+    std::size_t i = route_slot(key, cache_index.size());
+    while (cache_index[i].second != 0) i = (i + 1) & (cache_index.size() - 1);
+    cache_index[i] = {key, static_cast<std::uint32_t>(cache.size())};
+    return cache.back();
 }
 
 Topology::Topology(const ClusterSpec& spec, int gpu_count) : impl_(std::make_unique<Impl>()) {

@@ -62,9 +62,9 @@ std::uint32_t Plan::add(Task t, const std::vector<std::uint32_t>& task_deps) {
     }
     if (t.kind == TaskKind::collective) {
         check(t.group < groups.size(), "collective task without a group");
-        for (const std::uint32_t m : groups[t.group].members) streams.at(m)[stream_index(t.stream)].push_back(id);
+        for (const std::uint32_t m : groups[t.group].members) streams.push(m, stream_index(t.stream), id);
     } else {
-        streams.at(t.gpu)[stream_index(t.stream)].push_back(id);
+        streams.push(t.gpu, stream_index(t.stream), id);
     }
     if (compute_hash.size() != streams.size()) {
         compute_hash.resize(streams.size(), kHashBasis);

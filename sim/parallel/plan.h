@@ -16,6 +16,7 @@
 #include "sim/core/pod_vector.h"
 #include "sim/hw/kernel.h"
 #include "sim/net/collective.h"
+#include "sim/parallel/stream_order.h"
 
 #include <array>
 #include <cstdint>
@@ -32,7 +33,6 @@ enum class TaskKind : std::uint8_t { kernel, transfer, collective, host };
 // communication stream (so a gradient all-reduce never blocks a TP
 // all-reduce); the input pipeline on the host.
 enum class StreamKind : std::uint8_t { compute = 0, tp_comm = 1, dp_comm = 2, p2p = 3, host = 4 };
-inline constexpr std::size_t kStreamCount = 5;
 // A stream's slot in a GPU's array of streams.
 constexpr std::size_t stream_index(StreamKind s) { return static_cast<std::size_t>(s); }
 const char* to_string(StreamKind s);
@@ -87,8 +87,10 @@ struct Plan {
     PodVector<std::uint32_t> deps;
     std::vector<hw::KernelDesc> kernels;
     std::vector<Group> groups;
-    // Program order of each simulated GPU's streams: streams[local][stream] = task ids.
-    std::vector<std::array<std::vector<std::uint32_t>, kStreamCount>> streams;
+    // Program order of each simulated GPU's streams: streams[local][stream]
+    // is a view of its task ids. Set its size (streams.resize(gpus)) before
+    // adding tasks; stored position-major at thousands of GPUs (stream_order.h).
+    StreamOrder streams;
     // Tasks whose completion times define the metrics (e.g. the end of each
     // decode step of each micro-batch); meaning is set by the plan builder.
     std::vector<std::uint32_t> markers;

@@ -166,4 +166,25 @@ TEST_CASE("topology: clusters that cannot hold the GPUs are ConfigErrors at the 
     CHECK_THROWS_AS(ok.route(0, 3), sim::ModelError);
 }
 
+TEST_CASE("topology: cached routes stay where they are as the cache grows") {
+    // Flows keep pointers to their routes, so the cache must never move an
+    // entry: take one route's address, add about 4000 more routes (the
+    // cache's index grows from 1024 slots several times), and find the same
+    // entry, unchanged, at the same address; every route found again is the
+    // one computed first (a probe that stopped early would compute a second copy).
+    const auto spec = sim::config::load_cluster_file("dgx-h100-pod");
+    const Topology t(spec, 64);
+    const auto& first = t.route(0, 63);
+    const std::vector<sim::net::LinkId> copy = first;
+    std::vector<const std::vector<sim::net::LinkId>*> seen;
+    for (int a = 0; a < 64; ++a)
+        for (int b = 0; b < 64; ++b) seen.push_back(&t.route(a, b));
+    CHECK(t.cached_routes() == 64u * 64u);
+    CHECK(&t.route(0, 63) == &first);
+    CHECK(first == copy);
+    for (int a = 0; a < 64; ++a)
+        for (int b = 0; b < 64; ++b) REQUIRE(&t.route(a, b) == seen[static_cast<std::size_t>(a * 64 + b)]);
+    CHECK(t.cached_routes() == 64u * 64u);
+}
+
 TEST_SUITE_END();
