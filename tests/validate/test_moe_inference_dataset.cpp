@@ -1,4 +1,4 @@
-// The DeepSeek-R1 serving points (tests/data/validation/moe-inference.yaml,
+// The DeepSeek-R1 serving points, online and offline (tests/data/validation/moe-inference.yaml,
 // docs/moe.md section 7): the file loads as the MoE runs it describes, and
 // a point simulates through `parasim validate`'s own path. The errors are
 // recorded in the docs, not pinned here: nothing was fitted on these points.
