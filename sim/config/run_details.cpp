@@ -93,6 +93,20 @@ void read_inference_shape(MapReader& r, WorkloadSpec& w) {
     w.output_tokens = r.required("output_tokens").as_int(1, 1 << 24);
 }
 
+void read_moe(const Node& node, WorkloadSpec& w) {
+    MapReader r(node);
+    w.moe_where = node.location();
+    if (auto n = r.optional("routing")) {
+        std::string err;
+        w.moe.kind = workload::parse_routing(n->as_string(), w.moe.zipf_s, err);
+        if (!err.empty()) n->fail(err);
+    }
+    if (auto n = r.optional("capacity_factor")) w.moe.capacity_factor = n->as_number(0.01, 1024.0);
+    if (auto n = r.optional("grouped_gemm")) w.moe.grouped_gemm = n->as_bool();
+    if (auto n = r.optional("recompute_exchange")) w.moe.recompute_exchange = n->as_bool();
+    r.finish();
+}
+
 workload::Precision read_precision(MapReader& r, bool weight_dtype) {
     const std::vector<std::string> dtypes = hw::dtype_names();
     const auto dtype = [&](const Node& n) { return *hw::parse_dtype(n.as_enum(dtypes)); };

@@ -190,21 +190,6 @@ int positive_or_auto(const Node& n, int max) {
     return static_cast<int>(n.as_int(1, max));
 }
 
-// workload.moe: {routing: balanced | zipf(S), capacity_factor: X, grouped_gemm: B, recompute_exchange: B}.
-void read_moe(const Node& node, WorkloadSpec& w) {
-    MapReader r(node);
-    w.moe_where = node.location();
-    if (auto n = r.optional("routing")) {
-        std::string err;
-        w.moe.kind = workload::parse_routing(n->as_string(), w.moe.zipf_s, err);
-        if (!err.empty()) n->fail(err);
-    }
-    if (auto n = r.optional("capacity_factor")) w.moe.capacity_factor = n->as_number(0.01, 1024.0);
-    if (auto n = r.optional("grouped_gemm")) w.moe.grouped_gemm = n->as_bool();
-    if (auto n = r.optional("recompute_exchange")) w.moe.recompute_exchange = n->as_bool();
-    r.finish();
-}
-
 WorkloadSpec read_workload(const Node& node) {
     MapReader r(node);
     WorkloadSpec w;

@@ -170,6 +170,7 @@ config::WorkloadSpec read_workload(const Node& node, Kind kind, std::vector<std:
     const std::optional<Node> flash = r.optional("flash_attention"), attention = r.optional("attention");
     config::apply_attention(w, attention, flash);
     if (!flash && !attention) defaults.push_back("flash_attention=true");
+    if (auto n = r.optional("moe")) config::read_moe(*n, w);  // parasim's extension, as a scenario has it
     if (kind == Kind::training) {
         config::read_training_shape(r, w);
         if (!r.has("micro_batch")) defaults.push_back("micro_batch=1");

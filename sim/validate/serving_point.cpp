@@ -44,6 +44,7 @@ config::WorkloadSpec read_serving_workload(const config::Node& node, std::vector
     const std::optional<config::Node> flash = r.optional("flash_attention"), attention = r.optional("attention");
     config::apply_attention(w, attention, flash);
     if (!flash && !attention) defaults.push_back("flash_attention=true");
+    if (auto n = r.optional("moe")) config::read_moe(*n, w);  // parasim's extension, as a scenario has it
     const config::Node serving = r.required("serving");
     w.serving = config::read_serving(serving, node.file());
     {

@@ -3,6 +3,7 @@
 
 #include "sim/config/calibration_loader.h"
 #include "sim/config/cluster_loader.h"
+#include "sim/workload/moe.h"
 #include "sim/workload/operators.h"
 
 #include <fmt/format.h>
@@ -268,7 +269,7 @@ Setup translate(const Point& p, config::GpuCatalog& gpus, const ShippedClusters&
                 st.etp = par.etp;
                 st.placement = parallel::Placement::pp_last;
                 s.defaults.push_back("placement=pp-last (ep > 1)");
-                s.defaults.push_back("moe.routing=balanced");
+                if (p.workload.moe_where.line == 0) s.defaults.push_back("moe.routing=balanced");
             }
             sc.strategies = {st};
             break;
@@ -372,6 +373,14 @@ std::string scenario_yaml(const Point& p, const Setup& s) {
                      hw::to_string(w.precision.compute), hw::to_string(w.precision.weights),
                      hw::to_string(w.precision.kv), yes(w.flash_attention));
     if (w.attention) y += fmt::format("  attention: {}\n", workload::to_string(*w.attention));
+    if (w.moe_where.line > 0) {
+        // Only a point that gave `workload.moe` has it in its scenario: the
+        // balanced default of an ep > 1 point stays implicit, as before.
+        y += fmt::format("  moe: {{routing: {}, grouped_gemm: {}, recompute_exchange: {}", workload::to_string(w.moe),
+                         yes(w.moe.grouped_gemm), yes(w.moe.recompute_exchange));
+        if (w.moe.capacity_factor > 0) y += fmt::format(", capacity_factor: {}", w.moe.capacity_factor);
+        y += "}\n";
+    }
     if (training) {
         if (w.dropout.hidden > 0 || w.dropout.attention > 0)
             y += fmt::format("  dropout: {{hidden: {:g}, attention: {:g}}}\n", w.dropout.hidden, w.dropout.attention);

@@ -17,6 +17,7 @@
 #include "sim/validate/dataset.h"
 #include "sim/validate/translate.h"
 #include "sim/validate/validate.h"
+#include "sim/workload/moe.h"
 
 #include "tests/test_util.h"
 
@@ -680,6 +681,54 @@ TEST_CASE("validate dataset: parallelism.etp and the model's attention and moe m
     // moe and experts / top_k together are refused at the moe map.
     const std::string both = replace(text, "moe: {experts: 8", "experts: 8, top_k: 2, moe: {experts: 8");
     CHECK(error_of(both).find("give either 'moe' or 'experts' and 'top_k', not both") != std::string::npos);
+}
+
+TEST_CASE("validate dataset: the workload's moe map (parasim's extension) reaches the run and its scenario file") {
+    // A small MoE inference point: 8 experts of 512, top 2, on 2 GPUs with ep 2.
+    const std::string text = R"(points:
+- id: infer-moe
+  kind: inference
+  source: test
+  hardware: {gpu: h100-sxm, gpus: 2, gpus_per_node: 8, intra_node: nvswitch}
+  model: {layers: 2, hidden: 1024, heads: 16, ffn: 4096, ffn_kind: swiglu, vocab: 32000,
+          moe: {experts: 8, top_k: 2, ffn: 512}}
+  workload: {batch: 8, prompt_tokens: 256, output_tokens: 16, dtype: bf16,
+             moe: {routing: zipf(1.5), grouped_gemm: true, capacity_factor: 2}}
+  parallelism: {tp: 1, dp: 2, ep: 2}
+  measured: {metric: tokens_per_s, value: 100}
+)";
+    const Dataset d = parse(text);
+    const Point& p = point(d, "infer-moe");
+    CHECK(p.workload.moe.grouped_gemm);
+    CHECK(p.workload.moe.kind == sim::workload::MoeRouting::Kind::zipf);
+    CHECK(p.workload.moe.zipf_s == 1.5);
+    CHECK(p.workload.moe.capacity_factor == 2);
+    // The point's own router replaces the balanced default, and the scenario file says it.
+    sim::config::GpuCatalog gpus;
+    const sim::validate::ShippedClusters shipped;
+    const auto s = sim::validate::translate(p, gpus, shipped);
+    REQUIRE_FALSE(s.skip);
+    CHECK_FALSE(has(s.defaults, "moe.routing=balanced"));
+    const std::string yaml = sim::validate::scenario_yaml(p, s);
+    CHECK_MESSAGE(yaml.find("moe: {routing: zipf(1.5), grouped_gemm: true, recompute_exchange: true, "
+                            "capacity_factor: 2}") != std::string::npos,
+                  yaml);
+    const auto sc = load_scenario_text(yaml, "infer-moe");
+    CHECK(sc.workload.moe.grouped_gemm);
+    const auto via_file = sim::report::run_strategy(sc, sc.strategies.front(), {});
+    const double simulated = validated(d, "infer-moe");
+    CHECK(simulated == *via_file.metrics.tokens_per_s);
+    // The map changes the run: one GEMM per expert is another simulation.
+    const Dataset per_expert = parse(replace(text, "grouped_gemm: true", "grouped_gemm: false"));
+    CHECK(validated(per_expert, "infer-moe") != simulated);
+    // Without the map the router is the balanced default, said as such.
+    const Dataset plain =
+        parse(replace(text, ",\n             moe: {routing: zipf(1.5), grouped_gemm: true, capacity_factor: 2}", ""));
+    const auto s0 = sim::validate::translate(point(plain, "infer-moe"), gpus, shipped);
+    CHECK(has(s0.defaults, "moe.routing=balanced"));
+    CHECK(sim::validate::scenario_yaml(point(plain, "infer-moe"), s0).find("moe: {routing") == std::string::npos);
+    // A misspelt key is an error at its place.
+    CHECK(error_of(replace(text, "grouped_gemm: true", "grouped_gem: true")).find("grouped_gem") != std::string::npos);
 }
 
 TEST_SUITE_END();
