@@ -32,14 +32,14 @@ struct Instance {
     CollectivePlan plan;
     std::size_t phase = 0;
     std::vector<FlowNetwork::StepFlow> step;  // the phase's flows, as the network runs them
-    const ResolvedPlan* kept = nullptr;       // a kept plan (reuses_steps), used instead of plan and step
+    const ResolvedPlan* kept = nullptr;       // a kept plan (reuses_steps(op)), used instead of plan and step
     Callback on_done;
     bool busy = false;
     const CollectivePlan& current() const { return kept ? kept->plan : plan; }
 };
 
 // What a plan depends on, for algorithms whose plans are kept
-// (reuses_steps): the request as planned (protocol applied) and the
+// (reuses_steps(op)): the request as planned (protocol applied) and the
 // algorithm. Every field of CollectiveRequest that plan() may read is here
 // except the protocol table, which with_protocol has already applied.
 using PlanKey = std::tuple<std::string, int, std::vector<int>, std::uint64_t, std::array<int, 4>, std::array<double, 3>,
@@ -269,11 +269,11 @@ void CollectiveEngine::start(const CollectiveRequest& req, Callback on_done) {
     }
     const CollectiveRequest& planned = p ? impl_->protocol_request : req;
     const Time initial = p && algo.pays_base_latency() ? p->base_latency : Time{};
-    if (algo.reuses_steps()) inst.kept = impl_->kept_plan(planned, algo, initial);
+    if (algo.reuses_steps(planned.op)) inst.kept = impl_->kept_plan(planned, algo, initial);
     if (!inst.kept) {
         impl_->plan(inst.plan, planned, algo);
         inst.plan.initial = initial;
-        inst.plan.reuse_steps = algo.reuses_steps();
+        inst.plan.reuse_steps = algo.reuses_steps(planned.op);
     }
     inst.phase = 0;
     inst.on_done = on_done;

@@ -11,8 +11,10 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <numeric>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -143,6 +145,25 @@ inline void check_same(const std::vector<Time>& fast_done, const LinkRecord& fas
         CHECK(fast.busy[i] == slow.busy[i]);
     }
     CHECK(fast.max_load == slow.max_load);
+}
+
+// `n` background flows between random distinct GPUs of `t` (generator
+// `seed`), of 0.1-3 MB each, started at random times in the first 2 ms;
+// each appends its completion time to `done`.
+inline void background_flows(sim::Simulation& sim, sim::net::FlowNetwork& net, const sim::net::Topology& t, int n,
+                             std::uint64_t seed, std::vector<Time>& done) {
+    const int gpus = t.gpu_count();
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<int> gpu(0, gpus - 1);
+    std::uniform_int_distribution<std::uint64_t> at(0, 2'000'000'000), size(100'000, 3'000'000);
+    for (int i = 0; i < n; ++i) {
+        const int src = gpu(rng), dst = (src + 1 + gpu(rng) % (gpus - 1)) % gpus;
+        const Time when = Time::ps(at(rng));
+        const sim::Bytes b{size(rng)};
+        sim.schedule_at(when, [&net, &done, &sim, src, dst, b] {
+            net.start(src, dst, b, [&done, &sim] { done.push_back(sim.now()); });
+        });
+    }
 }
 
 // A route is a chain of links from `src` to `dst` that never passes through

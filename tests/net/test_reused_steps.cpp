@@ -14,7 +14,6 @@
 
 #include <functional>
 #include <optional>
-#include <random>
 #include <vector>
 
 TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
@@ -210,19 +209,7 @@ EngineRun engine_run(const Topology& t, int n, bool background, bool skip) {
         });
     };
     next();
-    if (background) {
-        std::mt19937_64 rng(7);
-        std::uniform_int_distribution<int> gpu(0, 15);
-        std::uniform_int_distribution<std::uint64_t> at(0, 2'000'000'000), size(100'000, 3'000'000);
-        for (int i = 0; i < 12; ++i) {
-            const int src = gpu(rng), dst = (src + 1 + gpu(rng) % 15) % 16;
-            const Time when = Time::ps(at(rng));
-            const Bytes b{size(rng)};
-            sim.schedule_at(when, [&net, &out, &sim, src, dst, b] {
-                net.start(src, dst, b, [&out, &sim] { out.done.push_back(sim.now()); });
-            });
-        }
-    }
+    if (background) background_flows(sim, net, t, 12, 7, out.done);
     sim.run();
     out.links = record_links(net, t);
     out.reused = net.steps_reused();

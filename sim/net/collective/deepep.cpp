@@ -44,7 +44,7 @@ public:
     bool needs_token_routing() const override { return true; }
     // Every MoE layer issues the same dispatch and combine per micro-batch:
     // thousands of identical steps an iteration (docs/moe.md section 3d).
-    bool reuses_steps() const override { return true; }
+    bool reuses_steps(CollectiveOp) const override { return true; }
     std::string infeasible(const Topology& topo, const std::vector<int>& gpus) const override {
         if (!ranks_by_node(topo, gpus).empty()) return {};
         return "deepep all-to-all needs the same number of ranks on every node of the group";

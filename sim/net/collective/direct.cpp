@@ -1,6 +1,9 @@
 // Direct transfers: all-to-all as one step of n(n-1) flows of ceil(size/n);
 // send-recv as one flow of size from gpus[0] to gpus[1]. The only algorithm
-// for those ops, so auto's choice for them.
+// for those ops, so auto's choice for them. Its all-to-alls are MoE token
+// exchanges (Megatron-Core's alltoall dispatcher, and every exchange inside
+// one node), issued identically for every layer and micro-batch, so they
+// reuse steps as deepep's do (docs/moe.md section 3d).
 #include "sim/net/collective/i_collective.h"
 
 namespace sim::net::collectives {
@@ -16,6 +19,7 @@ public:
     bool implements(CollectiveOp op) const override {
         return op == CollectiveOp::all_to_all || op == CollectiveOp::send_recv;
     }
+    bool reuses_steps(CollectiveOp op) const override { return op == CollectiveOp::all_to_all; }
     std::optional<int> auto_rank(const Topology&, CollectiveOp, const std::vector<int>&) const override { return 2; }
     void plan(PlanBuilder& b) const override {
         const auto& req = b.request();

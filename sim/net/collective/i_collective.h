@@ -39,7 +39,7 @@ struct CollectivePlan {
     std::vector<PlannedFlow> flows;
     std::vector<PlanPhase> phases;
     Time initial;              // paid once before the first step (a protocol's base latency)
-    bool reuse_steps = false;  // the algorithm's reuses_steps()
+    bool reuse_steps = false;  // the algorithm's reuses_steps(op)
 };
 
 // What algorithms plan with: the request, the topology, and the flow and
@@ -115,10 +115,11 @@ public:
     // Whether it runs with NCCL protocol `p`, and pays its base latency.
     virtual bool runs_protocol(const Protocol&) const { return true; }
     virtual bool pays_base_latency() const { return true; }
-    // Whether its steps recur identically often enough that the flow network
-    // should keep one that ran alone and replay it (FlowNetwork::run_steps
-    // with reuse; docs/network-model.md, "Repeated steps").
-    virtual bool reuses_steps() const { return false; }
+    // Whether its steps for `op` recur identically often enough that the
+    // flow network should keep one that ran alone and replay it
+    // (FlowNetwork::run_steps with reuse; docs/network-model.md, "Repeated
+    // steps"): every MoE layer issues the same all-to-alls per micro-batch.
+    virtual bool reuses_steps(CollectiveOp) const { return false; }
     // The request's flows and phases (request().op is implemented, the group feasible, > 1 rank).
     virtual void plan(PlanBuilder& b) const = 0;
 };
