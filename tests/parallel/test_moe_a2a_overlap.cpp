@@ -107,7 +107,8 @@ TEST_CASE("moe_a2a: each pair of a backward and the next forward hides its 8 all
     // (B2, F3). Each holds 2 layers x (dispatch + combine) x 2 items = 8
     // all-to-alls, all hidden; F0 and B3 run alone, exposed as before.
     const int pairs = 3, per_pair = 8;
-    CHECK((off.result.makespan - on.result.makespan).count_ps() == static_cast<std::uint64_t>(pairs * per_pair) * a.count_ps());
+    CHECK((off.result.makespan - on.result.makespan).count_ps() ==
+          static_cast<std::uint64_t>(pairs * per_pair) * a.count_ps());
     // The all-to-alls sit on the ep_comm stream under the overlap, on the TP
     // stream without it.
     const auto ep = static_cast<std::size_t>(parallel::StreamKind::ep_comm);
@@ -137,14 +138,18 @@ TEST_CASE("moe_a2a: the kernels beside an all-to-all lose the SMs it holds") {
     const auto taken = run(sc, comm, k);
     REQUIRE(a2a_durations(free) == a_off);
     REQUIRE(a2a_durations(taken) == a_off);
-    const Time slow = Time::from_seconds_ceil(k.seconds() * (static_cast<double>(sms) / static_cast<double>(sms - comm)));
+    const Time slow =
+        Time::from_seconds_ceil(k.seconds() * (static_cast<double>(sms) / static_cast<double>(sms - comm)));
     const std::uint64_t extra = 3u * 8u * (slow - k).count_ps();
     CHECK((taken.result.makespan - free.result.makespan).count_ps() == extra);
 }
 
 TEST_CASE("moe_a2a: a 2-stage interleaved 1F1B pairs its items without deadlock, and gains") {
-    const std::vector<std::string> pp2 = {"strategies[1].pp=2", "strategies[1].dp=4", "strategies[1].ep=4",
-                                          "strategies[1].schedule=interleaved-1f1b", "strategies[1].virtual_stages=2",
+    const std::vector<std::string> pp2 = {"strategies[1].pp=2",
+                                          "strategies[1].dp=4",
+                                          "strategies[1].ep=4",
+                                          "strategies[1].schedule=interleaved-1f1b",
+                                          "strategies[1].virtual_stages=2",
                                           "model.layers=4"};
     const auto off = run(toy(false, pp2), 0);
     const auto on = run(toy(true, pp2), 0);
