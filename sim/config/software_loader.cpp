@@ -23,6 +23,7 @@ const std::vector<std::string> kOverlapNames = {"tp_comm", "grad_reduce", "param
 const std::vector<std::string> kGradReduceDtypes = {"weights", "fp32", "fp32_if_bf16"};
 const std::vector<std::string> kGradSyncs = {"last_microbatch", "every_microbatch"};
 const std::vector<std::string> kMoeDispatchers = {"auto", "alltoall"};
+const std::vector<std::string> kCrossEntropies = {"fused", "fp32_unfused"};
 
 bool version_is_file_safe(const std::string& v) {
     if (v.empty() || v.size() > 64 || v.front() == '.') return false;
@@ -90,6 +91,9 @@ SoftwareProfile load_software_profile(const Node& root, const std::string& expec
         p.optimizer_bytes_per_param =
             sourced(r, "optimizer_bytes_per_param", p.optimizer_bytes_per_param_from).as_number(0, 1000);
     }
+    if (r.has("cross_entropy"))
+        p.cross_entropy_fp32_unfused =
+            sourced(r, "cross_entropy", p.cross_entropy_from).as_enum(kCrossEntropies) == "fp32_unfused";
     if (auto serving = r.optional("serving")) {
         MapReader sv(*serving);
         // Host times per sequence, request or token above 1 s are a unit slip.

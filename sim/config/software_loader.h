@@ -100,6 +100,14 @@ struct SoftwareProfile {
     // `optimizer_bytes_per_param`.
     double optimizer_bytes_per_param = 0.0;
     Provenance optimizer_bytes_per_param_from;
+    // How the stack computes the training loss over the LM head's logits
+    // (docs/software-profiles.md §2d): "fused" (the default: one pass over
+    // the 16-bit logits forward and one backward) or "fp32_unfused"
+    // (Megatron's vocab-parallel cross-entropy without
+    // --cross-entropy-loss-fusion: the logits cast to FP32 and one PyTorch
+    // op per pass). Optional key `cross_entropy`.
+    bool cross_entropy_fp32_unfused = false;
+    Provenance cross_entropy_from;
     // Overlaps the stack can do (documentation: the run says which it used).
     std::vector<std::string> overlaps;
     Provenance overlaps_from;

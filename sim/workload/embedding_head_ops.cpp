@@ -90,6 +90,28 @@ std::uint64_t lm_head_weight_id(const ModelSpec& m) {
                              : weight_tensor_id(kHeadLayer, wslot::lm_head);
 }
 
+// HBM bytes of the training loss over `elements` logits of `ab` bytes each
+// (docs/workload-model.md §6). Fused: the forward reads the logits and
+// writes the softmax in their place, the backward reads it and writes the
+// logits' gradient. FP32 unfused (Megatron's vocab_parallel_cross_entropy on
+// logits.float(), megatron/core/tensor_parallel/cross_entropy.py), one pass
+// per op, 4-byte elements after the cast:
+//   forward:  .float() (r ab, w 4), max (r 4), -= max (r 4, w 4),
+//             exp (r 4, w 4), sum (r 4), div_ by the sum (r 4, w 4)
+//   backward: grad.mul_(grad_output) (r 4, w 4), autograd's cast back to
+//             the logits' dtype (r 4, w ab)
+// FP32 logits skip both casts. The target-logit gathers are per token.
+struct CrossEntropyBytes {
+    double fwd_read, fwd_written, bwd_read, bwd_written;
+};
+
+CrossEntropyBytes cross_entropy_bytes(const OperatorOptions& opt, double elements, double ab) {
+    if (!opt.cross_entropy_fp32_unfused) return {elements * ab, elements * ab, elements * ab, elements * ab};
+    const double cast_r = ab < 4.0 ? ab : 0.0, cast_w = ab < 4.0 ? 4.0 : 0.0;
+    return {elements * (cast_r + 20.0), elements * (cast_w + 12.0), elements * (4.0 + cast_w),
+            elements * (4.0 + cast_r)};
+}
+
 void retarget_weight(const ModelSpec& m, Operator& op) {
     for (auto& t : op.kernel.tensors) {
         if (t.id == weight_tensor_id(kHeadLayer, wslot::lm_head)) t.id = lm_head_weight_id(m);
@@ -118,8 +140,10 @@ std::vector<Operator> head_forward(const ModelSpec& m, std::int64_t microbatch, 
         // Vocabulary-parallel cross-entropy: the softmax is kept (in place of
         // the logits) for the backward; three TP all-reduces of one float per
         // token (max, target logit, sum of exponentials).
-        Operator ce = elementwise(x, "cross_entropy", kSoftmaxFlops * t * v, logits + t * 4.0, logits + t * 4.0,
-                                  {use(lid, logits), use(lid, logits, true), use(x.act(aslot::loss), t * 4.0, true)});
+        const CrossEntropyBytes cb = cross_entropy_bytes(opt, t * v, x.ab);
+        Operator ce =
+            elementwise(x, "cross_entropy", kSoftmaxFlops * t * v, cb.fwd_read + t * 4.0, cb.fwd_written + t * 4.0,
+                        {use(lid, logits), use(lid, logits, true), use(x.act(aslot::loss), t * 4.0, true)});
         set_sync(x, ce, TpSync::after_row_parallel, 3 * t * 4.0);
         ops.push_back(std::move(ce));
     } else {
@@ -141,7 +165,8 @@ std::vector<Operator> head_backward(const ModelSpec& m, std::int64_t microbatch,
     const double logits = t * v * x.ab;
     const std::uint64_t lid = x.act(aslot::logits);
     std::vector<Operator> ops;
-    ops.push_back(elementwise(x, "cross_entropy_bwd", 2 * t * v, logits + t * 4.0, logits,
+    const CrossEntropyBytes cb = cross_entropy_bytes(opt, t * v, x.ab);
+    ops.push_back(elementwise(x, "cross_entropy_bwd", 2 * t * v, cb.bwd_read + t * 4.0, cb.bwd_written,
                               {use(lid, logits), use(flagged(lid, kGrad), logits, true)}));
     const Linear head = lm_head_linear(hd);
     ops.push_back(linear_dgrad(x, head));

@@ -85,6 +85,10 @@ struct OperatorOptions {
     // and query head of a decode step (one new token per sequence); 0 = a
     // kernel that shares each KV head among its query heads on tensor cores.
     double decode_attention_issue = 0.0;
+    // Training loss: the stack's cross-entropy casts the logits to FP32 and
+    // runs one op per pass (SoftwareProfile::cross_entropy_fp32_unfused;
+    // docs/workload-model.md §6) instead of one fused pass each way.
+    bool cross_entropy_fp32_unfused = false;
 };
 
 // The shape of one pass of a micro-batch through a layer.

@@ -247,4 +247,21 @@ TEST_CASE("software profiles: the optimizer's bytes per parameter (optimizer_byt
     CHECK(software_profile("megatron-core").optimizer_bytes_per_param == 0.0);
 }
 
+TEST_CASE("software profiles: the training loss's cross-entropy (cross_entropy)") {
+    const SoftwareProfile plain = load_software_profile(load_string(kGood, "software/megatron-lm.yaml"), "megatron-lm");
+    CHECK_FALSE(plain.cross_entropy_fp32_unfused);  // left out: one fused pass each way
+    const SoftwareProfile p = load_software_profile(
+        load_string(kGood + "cross_entropy: {value: fp32_unfused, source: \"ce\"}\n", "software/megatron-lm.yaml"),
+        "megatron-lm");
+    CHECK(p.cross_entropy_fp32_unfused);
+    CHECK(p.cross_entropy_from.text == "ce");
+    CHECK(error_of(kGood + "cross_entropy: {value: fp32, source: \"x\"}\n").find("cross_entropy.value") !=
+          std::string::npos);
+    CHECK(error_of(kGood + "cross_entropy: {value: fused}\n").find("cross_entropy") != std::string::npos);
+    // Megatron's vocab_parallel_cross_entropy on logits.float() without --cross-entropy-loss-fusion.
+    CHECK(software_profile("megatron-core").cross_entropy_fp32_unfused);
+    CHECK(software_profile("megatron-lm").cross_entropy_fp32_unfused);
+    CHECK_FALSE(software_profile("llm-foundry").cross_entropy_fp32_unfused);
+}
+
 TEST_SUITE_END();

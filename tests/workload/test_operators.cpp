@@ -555,6 +555,36 @@ TEST_CASE("embedding and head") {
     CHECK(workspace_bytes(m, s, o, true).as_double() > 2048 * 64128 * 6.0);
 }
 
+TEST_CASE("cross-entropy: one fused pass each way, or Megatron's FP32 passes (52 bytes a BF16 logit)") {
+    const ModelSpec m = shipped("llama3-8b");  // vocab 128256
+    OperatorOptions o;
+    o.tp = 2;
+    const PassShape s{2, 1024, 1024};
+    const double e = 2048.0 * (128256 / 2);  // logits on this rank: tokens x vocab / tp
+    const double t4 = 2048.0 * 4;            // the per-token loss (one float each)
+    // Fused (the default): read and write the BF16 logits once each way.
+    CHECK(rd(find(head_forward(m, 0, s, o, true), "cross_entropy")) == doctest::Approx(2 * e + t4));
+    CHECK(wr(find(head_forward(m, 0, s, o, true), "cross_entropy")) == doctest::Approx(2 * e + t4));
+    CHECK(rd(find(head_backward(m, 0, s, o), "cross_entropy_bwd")) == doctest::Approx(2 * e + t4));
+    CHECK(wr(find(head_backward(m, 0, s, o), "cross_entropy_bwd")) == doctest::Approx(2 * e));
+    // FP32 unfused: forward cast (r 2, w 4), max (r 4), subtract, exp, divide (r 4, w 4 each), sum (r 4);
+    // backward mul_ (r 4, w 4) and the cast back (r 4, w 2).
+    o.cross_entropy_fp32_unfused = true;
+    const Operator& f = find(head_forward(m, 0, s, o, true), "cross_entropy");
+    CHECK(rd(f) == doctest::Approx(22 * e + t4));
+    CHECK(wr(f) == doctest::Approx(16 * e + t4));
+    const Operator& b = find(head_backward(m, 0, s, o), "cross_entropy_bwd");
+    CHECK(rd(b) == doctest::Approx(8 * e + t4));
+    CHECK(wr(b) == doctest::Approx(6 * e));
+    // FP32 activations: no casts.
+    o.precision.compute = DType::fp32;
+    o.precision.weights = DType::fp32;
+    CHECK(rd(find(head_forward(m, 0, s, o, true), "cross_entropy")) == doctest::Approx(20 * e + t4));
+    CHECK(wr(find(head_forward(m, 0, s, o, true), "cross_entropy")) == doctest::Approx(12 * e + t4));
+    CHECK(rd(find(head_backward(m, 0, s, o), "cross_entropy_bwd")) == doctest::Approx(4 * e + t4));
+    CHECK(wr(find(head_backward(m, 0, s, o), "cross_entropy_bwd")) == doctest::Approx(4 * e));
+}
+
 TEST_CASE("context parallelism: 1/cp of the tokens, attention as a ring of cp equal steps") {
     const ModelSpec m = shipped("llama3-8b");  // 32 heads, 8 KV heads of 128, hidden 4096
     const PassShape shape{2, 4096, 4096};
