@@ -142,10 +142,16 @@ int cmd_list(const Args& args) {
             if (p.decode_attention_issue > 0)
                 decode = fmt::format("  decode attention {:.1f} instr/element/query head{}", p.decode_attention_issue,
                                      mark(p.decode_attention_issue_from));
-            fmt::print("{:<16} issue {:>5.1f} us/kernel{:<9}  queue {:>5}  kernel efficiency {:.2f}{:<9}  {}{}  {}\n",
-                       n, p.kernel_issue.seconds() * 1e6, mark(p.kernel_issue_from), p.launch_queue_depth,
-                       p.kernel_efficiency, mark(p.kernel_efficiency_from), p.fuse_elementwise ? "fused" : "unfused",
-                       decode, p.description);
+            // The overlaps the stack can do (the profile's `overlaps:`; a run
+            // chooses its own in the strategy's `overlap:`).
+            const std::string overlaps =
+                p.overlaps.empty() ? std::string("none") : fmt::format("{}", fmt::join(p.overlaps, ","));
+            fmt::print(
+                "{:<16} issue {:>5.1f} us/kernel{:<9}  queue {:>5}  kernel efficiency {:.2f}{:<9}  {}{}  overlaps {}  "
+                "{}\n",
+                n, p.kernel_issue.seconds() * 1e6, mark(p.kernel_issue_from), p.launch_queue_depth, p.kernel_efficiency,
+                mark(p.kernel_efficiency_from), p.fuse_elementwise ? "fused" : "unfused", decode, overlaps,
+                p.description);
             // The serving host times (docs/serving.md, "Host time of the serving
             // engine"), on a second line, only for a profile with a `serving:` block.
             const auto host = [&](const char* per, sim::Time t, const sim::config::Provenance& from) {

@@ -43,6 +43,7 @@ Overlap read_overlap(const Node& n) {
     if (auto b = r.optional("grad_reduce")) o.grad_reduce = b->as_bool();
     if (auto b = r.optional("param_gather")) o.param_gather = b->as_bool();
     if (auto b = r.optional("tp_backward")) o.tp_backward = b->as_bool();
+    if (auto b = r.optional("moe_a2a")) o.moe_a2a = b->as_bool();
     r.finish();
     return o;
 }

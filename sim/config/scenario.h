@@ -69,12 +69,18 @@ struct WorkloadSpec {
 // its weight-gradient GEMM, and under SP the input all-gather that GEMM needs
 // runs during the input-gradient GEMM (Megatron's asynchronous TP
 // communication, on unless --no-async-tensor-model-parallel-allreduce).
-// Defaults: grad_reduce and tp_backward.
+// moe_a2a = the expert-parallel dispatch and combine all-to-alls of one
+// micro-batch run on their own stream beside another micro-batch's compute:
+// each backward item of the steady state is paired with the forward that
+// follows it and their kernels alternate at the all-to-alls (Megatron-Core's
+// --overlap-moe-expert-parallel-comm, DeepSeek-V3's DualPipe chunk pairs;
+// docs/moe.md section 3e). Defaults: grad_reduce and tp_backward.
 struct Overlap {
     bool tp_comm = false;
     bool grad_reduce = true;
     bool param_gather = false;
     bool tp_backward = true;
+    bool moe_a2a = false;
 };
 
 // The software stack that runs the model: name from kSoftwareNames, version

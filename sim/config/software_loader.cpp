@@ -19,7 +19,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::vector<std::string> kOverlapNames = {"tp_comm", "grad_reduce", "param_gather"};
+const std::vector<std::string> kOverlapNames = {"tp_comm", "grad_reduce", "param_gather", "moe_a2a"};
 const std::vector<std::string> kGradReduceDtypes = {"weights", "fp32", "fp32_if_bf16"};
 const std::vector<std::string> kGradSyncs = {"last_microbatch", "every_microbatch"};
 const std::vector<std::string> kMoeDispatchers = {"auto", "alltoall"};

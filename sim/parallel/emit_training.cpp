@@ -8,6 +8,9 @@
 #include "sim/core/error.h"
 #include "sim/workload/footprint.h"
 
+#include <functional>
+#include <memory>
+
 namespace sim::parallel {
 
 namespace {
@@ -183,114 +186,204 @@ void emit_training(Emitter& em, PlanBuild& out) {
         for (std::size_t i = 0; i < width; ++i) pending[i].push_back(ids[i]);
     };
 
-    auto emit_item = [&](int s, const ScheduleItem& it) {
+    // An item (the forward or backward of one micro-batch on one chunk) as
+    // steps on its chain: operators to emit, and actions (collectives,
+    // sends, buckets) on the chain's tasks. One item alone runs its steps
+    // in order; a pair under overlap.moe_a2a interleaves two (run_pair).
+    struct Chain {
+        std::vector<std::vector<std::uint32_t>> pending;  // per member: what the next kernel waits for
+        std::vector<std::uint32_t> last;                  // per member: the chain's last task
+    };
+    struct Step {
+        std::vector<Operator> ops;
+        Phase phase = Phase::forward;
+        std::function<void(Chain&)> act;  // set: an action, else the ops
+    };
+    auto item_steps = [&](int s, const ScheduleItem& it) {
+        std::vector<Step> steps;
+        const auto act = [&steps](std::function<void(Chain&)> f) {
+            steps.push_back(Step{{}, Phase::forward, std::move(f)});
+        };
+        const auto ops = [&steps](std::vector<Operator> o, Phase ph) { steps.push_back(Step{std::move(o), ph, {}}); };
         const int vs = it.chunk * p + s;
-        const auto [first_layer, end_layer] = em.vstages[vs];
-        std::vector<std::uint32_t> last(width, kNone);
-        std::vector<std::vector<std::uint32_t>> pending(width);
+        const int mb = it.mb;
+        const int first_layer = em.vstages[vs].first, end_layer = em.vstages[vs].second;
+        auto gather3 = [&, s, mb](int l, Phase ph) {
+            return [&, s, mb, l, ph](Chain& c) {
+                layer_collective(s, net::CollectiveOp::all_gather, wbytes, ph, mb, l, {});
+                for (std::size_t i = 0; i < width; ++i) c.pending[i].push_back(last_dp[s][i]);
+            };
+        };
+        auto wait_for = [&](int layer) { return [&, layer](Chain& c) { wait_gather(layer, c.pending); }; };
         if (it.forward) {
-            if (vs > 0) pending = fwd_out[vs - 1][it.mb];
-            if (vs == 0 && w.host_time_per_batch > Time{}) {
-                for (std::size_t i = 0; i < width; ++i) pending[i].push_back(host_task[it.mb][i]);
-            }
-            std::vector<Operator> ops;
-            if (vs == 0) {
-                ops = workload::embedding_forward(m, it.mb, shape, em.opt);
-                wait_gather(workload::kEmbeddingLayer, pending);
-            }
-            em.emit_ops(s, ops, Phase::forward, it.mb, -1, pending, last);
-            for (int l = first_layer; l < end_layer; ++l) {
-                wait_gather(l, pending);
-                if (rs.zero >= 3) {
-                    layer_collective(s, net::CollectiveOp::all_gather, wbytes, Phase::forward, it.mb, l, {});
-                    for (std::size_t i = 0; i < width; ++i) pending[i].push_back(last_dp[s][i]);
+            act([&, vs, mb](Chain& c) {
+                if (vs > 0) c.pending = fwd_out[vs - 1][mb];
+                if (vs == 0 && w.host_time_per_batch > Time{}) {
+                    for (std::size_t i = 0; i < width; ++i) c.pending[i].push_back(host_task[mb][i]);
                 }
-                em.emit_ops(s, workload::layer_forward(m, l, it.mb, shape, em.opt), Phase::forward, it.mb, -1, pending,
-                            last);
+            });
+            if (vs == 0) {
+                act(wait_for(workload::kEmbeddingLayer));
+                ops(workload::embedding_forward(m, mb, shape, em.opt), Phase::forward);
+            }
+            for (int l = first_layer; l < end_layer; ++l) {
+                act(wait_for(l));
+                if (rs.zero >= 3) act(gather3(l, Phase::forward));
+                ops(workload::layer_forward(m, l, mb, shape, em.opt), Phase::forward);
             }
             if (vs + 1 == nv) {
-                wait_gather(workload::kHeadLayer, pending);
-                em.emit_ops(s, workload::head_forward(m, it.mb, shape, em.opt, true), Phase::forward, it.mb, -1,
-                            pending, last);
+                act(wait_for(workload::kHeadLayer));
+                ops(workload::head_forward(m, mb, shape, em.opt, true), Phase::forward);
                 for (int k = 0; k < m.mtp_layers; ++k) {
                     const int l = static_cast<int>(m.layers) + k;
-                    wait_gather(l, pending);
-                    if (rs.zero >= 3) {
-                        layer_collective(s, net::CollectiveOp::all_gather, wbytes, Phase::forward, it.mb, l, {});
-                        for (std::size_t i = 0; i < width; ++i) pending[i].push_back(last_dp[s][i]);
-                    }
-                    em.emit_ops(s, workload::mtp_forward(m, k, it.mb, shape, em.opt), Phase::forward, it.mb, -1,
-                                pending, last);
+                    act(wait_for(l));
+                    if (rs.zero >= 3) act(gather3(l, Phase::forward));
+                    ops(workload::mtp_forward(m, k, mb, shape, em.opt), Phase::forward);
                 }
             }
-            auto& slot = fwd_out[vs][it.mb];
-            if (vs + 1 < nv) slot = em.send(s, (s + 1) % p, Bytes::ceil(boundary), Phase::forward, it.mb, -1, last);
-            else slot = PerMember(width);
-            for (std::size_t i = 0; i < width; ++i)
-                if (vs + 1 == nv) slot[i] = {last[i]};
-        } else {
-            if (vs + 1 < nv) pending = bwd_out[vs + 1][it.mb];
-            const bool last_mb = ++bwd_count[s][it.chunk] == mbs;
-            if (vs + 1 == nv) {
-                // The MTP modules' backward first (their loss gradients reach
-                // the main model's last hidden state through hnorm), deepest first.
-                for (int k = static_cast<int>(m.mtp_layers) - 1; k >= 0; --k) {
-                    const int l = static_cast<int>(m.layers) + k;
-                    if (rs.zero >= 3) {
-                        layer_collective(s, net::CollectiveOp::all_gather, wbytes, Phase::backward, it.mb, l, {});
-                        for (std::size_t i = 0; i < width; ++i) pending[i].push_back(last_dp[s][i]);
-                    }
-                    em.emit_ops(s, workload::mtp_backward(m, k, it.mb, shape, em.opt, w.recompute), Phase::backward,
-                                it.mb, -1, pending, last);
-                    if (last_mb || sync_every_mb) layer_bucket(s, it.mb, l, last);
-                }
-                em.emit_ops(s, workload::head_backward(m, it.mb, shape, em.opt), Phase::backward, it.mb, -1, pending,
-                            last);
+            act([&, s, vs, mb](Chain& c) {
+                auto& slot = fwd_out[vs][mb];
+                if (vs + 1 < nv) slot = em.send(s, (s + 1) % p, Bytes::ceil(boundary), Phase::forward, mb, -1, c.last);
+                else slot = PerMember(width);
+                for (std::size_t i = 0; i < width; ++i)
+                    if (vs + 1 == nv) slot[i] = {c.last[i]};
+            });
+            return steps;
+        }
+        const bool last_mb = ++bwd_count[s][it.chunk] == mbs;
+        const bool sync = last_mb || sync_every_mb;
+        act([&, vs, mb](Chain& c) {
+            if (vs + 1 < nv) c.pending = bwd_out[vs + 1][mb];
+        });
+        if (vs + 1 == nv) {
+            // The MTP modules' backward first (their loss gradients reach
+            // the main model's last hidden state through hnorm), deepest first.
+            for (int k = static_cast<int>(m.mtp_layers) - 1; k >= 0; --k) {
+                const int l = static_cast<int>(m.layers) + k;
+                if (rs.zero >= 3) act(gather3(l, Phase::backward));
+                ops(workload::mtp_backward(m, k, mb, shape, em.opt, w.recompute), Phase::backward);
+                if (sync) act([&, s, mb, l](Chain& c) { layer_bucket(s, mb, l, c.last); });
             }
-            // ZeRO-3 re-gathers each layer's parameters for its backward. As
-            // PyTorch FSDP does (backward prefetch, BACKWARD_PRE or _POST),
-            // the all-gather of the next layer down is issued before this
-            // layer's gradient reduce-scatter, so on the in-order dp_comm
-            // stream it never waits behind this layer's backward
-            // (docs/parallelism.md, "ZeRO-3").
-            std::vector<std::uint32_t> gather_next;
-            auto gather = [&](int layer) {
-                layer_collective(s, net::CollectiveOp::all_gather, wbytes, Phase::backward, it.mb, layer, {});
-                gather_next = last_dp[s];
-            };
-            if (rs.zero >= 3 && end_layer > first_layer) gather(end_layer - 1);
-            for (int l = end_layer - 1; l >= first_layer; --l) {
-                if (rs.zero >= 3) {
-                    for (std::size_t i = 0; i < width; ++i) pending[i].push_back(gather_next[i]);
+            ops(workload::head_backward(m, mb, shape, em.opt), Phase::backward);
+        }
+        // ZeRO-3 re-gathers each layer's parameters for its backward. As
+        // PyTorch FSDP does (backward prefetch, BACKWARD_PRE or _POST),
+        // the all-gather of the next layer down is issued before this
+        // layer's gradient reduce-scatter, so on the in-order dp_comm
+        // stream it never waits behind this layer's backward
+        // (docs/parallelism.md, "ZeRO-3").
+        auto gather_next = std::make_shared<std::vector<std::uint32_t>>();
+        auto gather = [&, s, mb, gather_next](int layer) {
+            layer_collective(s, net::CollectiveOp::all_gather, wbytes, Phase::backward, mb, layer, {});
+            *gather_next = last_dp[s];
+        };
+        if (rs.zero >= 3 && end_layer > first_layer) act([gather, end_layer](Chain&) { gather(end_layer - 1); });
+        for (int l = end_layer - 1; l >= first_layer; --l) {
+            if (rs.zero >= 3)
+                act([&, gather, gather_next, l, first_layer](Chain& c) {
+                    for (std::size_t i = 0; i < width; ++i) c.pending[i].push_back((*gather_next)[i]);
                     if (l > first_layer) gather(l - 1);
-                }
-                em.emit_ops(s, workload::layer_backward(m, l, it.mb, shape, em.opt, w.recompute), Phase::backward,
-                            it.mb, -1, pending, last);
-                // Bucketed gradient synchronisation: one bucket per layer,
-                // issued once the last micro-batch's gradients are complete,
-                // overlapping the backward of earlier layers.
-                if (last_mb || sync_every_mb) {
+                });
+            ops(workload::layer_backward(m, l, mb, shape, em.opt, w.recompute), Phase::backward);
+            // Bucketed gradient synchronisation: one bucket per layer,
+            // issued once the last micro-batch's gradients are complete,
+            // overlapping the backward of earlier layers.
+            if (sync)
+                act([&, s, mb, l](Chain& c) {
                     // Sharded gradients: the stack's passes over the layer's
                     // unsharded gradient come first (docs/software-profiles.md §2b).
                     if (shard_passes > 0)
                         em.emit_ops(
                             s, {workload::gradient_shard_passes(layer_params(l) / rs.tp, shard_passes, grad_bytes)},
-                            Phase::backward, it.mb, -1, pending, last);
-                    layer_bucket(s, it.mb, l, last);
-                }
-            }
-            if (vs == 0)
-                em.emit_ops(s, workload::embedding_backward(m, it.mb, shape, em.opt), Phase::backward, it.mb, -1,
-                            pending, last);
-            const bool sync = last_mb || sync_every_mb;
-            if (sync && vs == 0) grad_bucket(s, params.embedding / rs.tp * grad_bytes, it.mb, -1, last);
+                            Phase::backward, mb, -1, c.pending, c.last);
+                    layer_bucket(s, mb, l, c.last);
+                });
+        }
+        if (vs == 0) ops(workload::embedding_backward(m, mb, shape, em.opt), Phase::backward);
+        act([&, s, vs, mb, sync](Chain& c) {
+            if (sync && vs == 0) grad_bucket(s, params.embedding / rs.tp * grad_bytes, mb, -1, c.last);
             if (sync && vs + 1 == nv && head_params - params.final_norm > 0)
-                grad_bucket(s, (head_params - params.final_norm) / rs.tp * grad_bytes, it.mb, -1, last);
-            stage_end[s] = last;
-            auto& slot = bwd_out[vs][it.mb];
-            if (vs > 0) slot = em.send(s, (s + p - 1) % p, Bytes::ceil(boundary), Phase::backward, it.mb, -1, last);
+                grad_bucket(s, (head_params - params.final_norm) / rs.tp * grad_bytes, mb, -1, c.last);
+            stage_end[s] = c.last;
+            auto& slot = bwd_out[vs][mb];
+            if (vs > 0) slot = em.send(s, (s + p - 1) % p, Bytes::ceil(boundary), Phase::backward, mb, -1, c.last);
+        });
+        return steps;
+    };
+
+    // One item alone: its steps in order.
+    auto emit_item = [&](int s, const ScheduleItem& it) {
+        auto steps = item_steps(s, it);
+        Chain c{std::vector<std::vector<std::uint32_t>>(width), std::vector<std::uint32_t>(width, kNone)};
+        for (auto& st : steps) {
+            if (st.act) st.act(c);
+            else em.emit_ops(s, st.ops, st.phase, it.mb, -1, c.pending, c.last);
         }
     };
+
+    // overlap.moe_a2a (docs/moe.md section 3e): a backward item and the
+    // forward item that follows it on the stage run as a pair. Each is cut
+    // at its expert-parallel all-to-alls into segments, and the segments
+    // alternate on the compute stream, the backward's first: B0 F0 B1 F1
+    // B2 F2 ... So each all-to-all (on the ep_comm stream) is issued after
+    // its own segment and runs while the other micro-batch's next segment
+    // computes, which is the pairing of DeepSeek-V3's Figure 4 and of
+    // Megatron-Core's combined 1F1B: the backward's combine under the
+    // forward's attention, the forward's dispatch under the backward's
+    // experts, the backward's dispatch under the forward's experts, the
+    // forward's combine under the backward's attention. Nothing is
+    // discounted: the all-to-all takes what the flows take, and the
+    // kernels it runs beside lose comm_sms SMs in the executor.
+    struct Cursor {
+        std::vector<Step> steps;
+        Chain chain;
+        int mb = 0;
+        std::size_t step = 0, op = 0;
+        bool done() const { return step == steps.size(); }
+    };
+    // A weight-gradient GEMM stays with the input-gradient GEMM before it
+    // (emit_ops pairs them for the asynchronous TP reduction), so it never
+    // starts a segment.
+    const auto starts_segment = [](const Operator& op) { return op.ep_a2a_bytes.value > 0 && !op.is_weight_grad; };
+    auto run_segment = [&](int s, Cursor& cur) {
+        bool first = true;
+        while (!cur.done()) {
+            Step& st = cur.steps[cur.step];
+            if (st.act) {
+                st.act(cur.chain);
+                ++cur.step;
+                continue;
+            }
+            std::size_t end = cur.op;
+            while (end < st.ops.size() && !(starts_segment(st.ops[end]) && !first)) {
+                first = false;
+                ++end;
+            }
+            if (end > cur.op) {
+                if (cur.op == 0 && end == st.ops.size()) {
+                    em.emit_ops(s, st.ops, st.phase, cur.mb, -1, cur.chain.pending, cur.chain.last);
+                } else {
+                    const std::vector<Operator> part(st.ops.begin() + static_cast<std::ptrdiff_t>(cur.op),
+                                                     st.ops.begin() + static_cast<std::ptrdiff_t>(end));
+                    em.emit_ops(s, part, st.phase, cur.mb, -1, cur.chain.pending, cur.chain.last);
+                }
+                cur.op = end;
+            }
+            if (cur.op < st.ops.size()) return;  // at the next all-to-all
+            ++cur.step;
+            cur.op = 0;
+        }
+    };
+    auto run_pair = [&](int s, const ScheduleItem& bwd, const ScheduleItem& fwd) {
+        const Chain fresh{std::vector<std::vector<std::uint32_t>>(width), std::vector<std::uint32_t>(width, kNone)};
+        Cursor b{item_steps(s, bwd), fresh, bwd.mb};
+        Cursor f{item_steps(s, fwd), fresh, fwd.mb};
+        while (!b.done() || !f.done()) {
+            run_segment(s, b);
+            run_segment(s, f);
+        }
+    };
+    const bool pair_items = rs.overlap.moe_a2a && rs.ep > 1;
 
     // Input pipeline: the host prepares micro-batches in order, one after another.
     if (w.host_time_per_batch > Time{}) {
@@ -313,22 +406,49 @@ void emit_training(Emitter& em, PlanBuild& out) {
     auto bwd_emitted = fwd_emitted;
     std::size_t remaining = 0;
     for (const auto& v_items : items) remaining += v_items.size();
+    const auto ready = [&](int s, const ScheduleItem& it) -> bool {
+        const int vs = it.chunk * p + s;
+        return it.forward ? (vs == 0 || fwd_emitted[vs - 1][it.mb])
+                          : (vs + 1 == nv ? fwd_emitted[vs][it.mb] : bwd_emitted[vs + 1][it.mb]);
+    };
+    const auto mark = [&](int s, const ScheduleItem& it) {
+        (it.forward ? fwd_emitted : bwd_emitted)[it.chunk * p + s][it.mb] = 1;
+        --remaining;
+    };
+    // Under pair_items: a backward followed by a forward is emitted as a
+    // pair once both are ready. A pass with no progress emits the first
+    // waiting pair's backward alone (the forward stays next), so emission
+    // never waits on a pair that the rest of the pipeline cannot feed.
+    bool unpair_one = false;
     while (remaining > 0) {
         bool progress = false;
         for (int s = 0; s < p; ++s) {
             auto& idx = next[s];
             while (idx < items[s].size()) {
                 const ScheduleItem it = items[s][idx];
-                const int vs = it.chunk * p + s;
-                const bool ready = it.forward ? (vs == 0 || fwd_emitted[vs - 1][it.mb])
-                                              : (vs + 1 == nv ? fwd_emitted[vs][it.mb] : bwd_emitted[vs + 1][it.mb]);
-                if (!ready) break;
+                if (!ready(s, it)) break;
+                if (pair_items && !it.forward && idx + 1 < items[s].size() && items[s][idx + 1].forward) {
+                    const ScheduleItem f = items[s][idx + 1];
+                    if (ready(s, f)) {
+                        run_pair(s, it, f);
+                        mark(s, it);
+                        mark(s, f);
+                        idx += 2;
+                        progress = true;
+                        continue;
+                    }
+                    if (!unpair_one) break;
+                    unpair_one = false;
+                }
                 emit_item(s, it);
-                (it.forward ? fwd_emitted : bwd_emitted)[vs][it.mb] = 1;
+                mark(s, it);
                 ++idx;
-                --remaining;
                 progress = true;
             }
+        }
+        if (!progress && pair_items && !unpair_one) {
+            unpair_one = true;
+            continue;
         }
         if (!progress) throw InternalError("pipeline schedule deadlocked while emitting the plan");
     }

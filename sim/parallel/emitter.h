@@ -332,8 +332,10 @@ struct Emitter {
 
     // The token dispatch or combine of an MoE layer: one all-to-all per EP
     // group that has simulated members, after their last task (and what
-    // they wait for); on the tp_comm stream, since like a TP collective it
-    // blocks the compute that follows (no DeepEP-style overlap is modelled).
+    // they wait for). On the tp_comm stream, since like a TP collective it
+    // blocks the compute that follows; with overlap.moe_a2a on a stream of
+    // its own, so that while it runs the compute stream and the TP
+    // collectives serve the other micro-batch of a pair (emit_training.cpp).
     void ep_all_to_all(int s, Bytes bytes, Phase ph, int mb, int step, std::vector<std::vector<std::uint32_t>>& pending,
                        std::vector<std::uint32_t>& last) {
         const auto& mem = members[s];
@@ -345,7 +347,7 @@ struct Emitter {
         for (const auto& [key, who] : by_group) {
             Task t = base(ph, mb, -1, step);
             t.kind = TaskKind::collective;
-            t.stream = StreamKind::tp_comm;
+            t.stream = rs.overlap.moe_a2a ? StreamKind::ep_comm : StreamKind::tp_comm;
             t.group = ep_group(s, key.first, key.second);
             t.op = net::CollectiveOp::all_to_all;
             t.bytes = bytes;

@@ -27,6 +27,7 @@ const char* to_string(StreamKind s) {
         case StreamKind::dp_comm: return "dp-comm";
         case StreamKind::p2p: return "p2p";
         case StreamKind::host: return "host";
+        case StreamKind::ep_comm: return "ep-comm";
     }
     return "?";
 }

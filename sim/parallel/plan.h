@@ -31,10 +31,14 @@ enum class TaskKind : std::uint8_t { kernel, transfer, collective, host };
 // stream; tensor-parallel collectives, data-parallel (gradient/parameter)
 // collectives and pipeline point-to-point transfers each on their own
 // communication stream (so a gradient all-reduce never blocks a TP
-// all-reduce); the input pipeline on the host.
-enum class StreamKind : std::uint8_t { compute = 0, tp_comm = 1, dp_comm = 2, p2p = 3, host = 4 };
+// all-reduce); the input pipeline on the host; and, when a stack overlaps
+// them with another micro-batch's compute (overlap.moe_a2a), the expert-
+// parallel all-to-alls on a stream of their own (Megatron-Core's and
+// DeepSeek's communication stream), which nothing else waits behind.
+enum class StreamKind : std::uint8_t { compute = 0, tp_comm = 1, dp_comm = 2, p2p = 3, host = 4, ep_comm = 5 };
 // A stream's slot in a GPU's array of streams.
 constexpr std::size_t stream_index(StreamKind s) { return static_cast<std::size_t>(s); }
+static_assert(stream_index(StreamKind::ep_comm) + 1 == kStreamCount, "StreamOrder keeps one order per StreamKind");
 const char* to_string(StreamKind s);
 enum class Phase : std::uint8_t { forward, backward, optimizer, prefill, decode, input };
 const char* to_string(Phase p);

@@ -184,6 +184,21 @@ Resolution try_resolve_degrees(const config::ScenarioSpec& sc, const config::Str
     rs.pp = pp;
     rs.dp = dp;
     if (auto why = resolve_ep(sc, spec, rs); !why.empty()) return refused(std::move(why));
+    // overlap.moe_a2a pairs a micro-batch's backward with another's forward
+    // (docs/moe.md section 3e): there must be a backward and an exchange.
+    if (rs.overlap.moe_a2a && sc.workload.mode != Mode::training)
+        return refused("overlap.moe_a2a pairs a backward with a forward: training only");
+    if (rs.overlap.moe_a2a && rs.ep < 2)
+        return refused("overlap.moe_a2a hides the expert-parallel all-to-alls: it needs ep > 1");
+    // Under plain 1F1B with pp > 1 a pair on stage s needs the forward that
+    // stage s - 1 runs in its own pair, which waits for stage s's previous
+    // backward: the pairs serialise across stages (measured: slower than no
+    // overlap). Megatron-Core runs its combined 1F1B without a pipeline or
+    // with the interleaved one only (docs/moe.md section 3e).
+    if (rs.overlap.moe_a2a && rs.pp > 1 && !(rs.schedule->uses_virtual_stages() && rs.virtual_stages >= 2))
+        return refused(
+            "overlap.moe_a2a with pp > 1 needs schedule: interleaved-1f1b with virtual_stages >= 2 (Megatron-Core's "
+            "combined 1F1B); under 1F1B the pairs would serialise across stages");
 
     const auto& w = sc.workload;
     std::int64_t sequences = 0;  // per DP replica
@@ -297,8 +312,14 @@ hw::MemoryBreakdown stage_memory(const config::ScenarioSpec& sc, const ResolvedS
             sharded(0, expert_params * state.optimizer, 1, b.expert_optimizer);
         }
         const int layers_per_chunk = std::max(1, layers / rs.virtual_stages);
+        // overlap.moe_a2a starts the forward that follows a backward before
+        // that backward ends: one chunk more in flight, as Megatron-Core's
+        // combined 1F1B adds a warm-up micro-batch (docs/moe.md section 3e).
+        const std::int64_t chunks =
+            rs.schedule->chunks_in_flight(PipelineShape{rs.pp, rs.microbatches, rs.virtual_stages}, s);
         const auto inflight_chunks = static_cast<double>(
-            rs.schedule->chunks_in_flight(PipelineShape{rs.pp, rs.microbatches, rs.virtual_stages}, s));
+            rs.overlap.moe_a2a ? std::min<std::int64_t>(chunks + 1, std::int64_t{rs.microbatches} * rs.virtual_stages)
+                               : chunks);
         b.activations = workload::layer_activation_bytes(m, sh.train, opt, sc.workload.recompute).as_double() *
                         layers_per_chunk * inflight_chunks;
         b.workspace = workload::workspace_bytes(m, sh.train, opt, true).as_double();

@@ -27,7 +27,8 @@
 
 namespace sim::parallel {
 
-inline constexpr std::size_t kStreamCount = 5;
+// One per StreamKind (plan.h asserts it): compute, tp_comm, dp_comm, p2p, host, ep_comm.
+inline constexpr std::size_t kStreamCount = 6;
 
 class StreamOrder {
 public:

@@ -36,9 +36,15 @@ std::string chrome_trace(const std::string& run_name, const parallel::Plan& plan
         const int pid = result.gpus[g].real_gpu;
         add(fmt::format("{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":{}}}}}", pid,
                         json_string(fmt::format("GPU {} ({})", pid, run_name))));
-        for (std::size_t s = 0; s < parallel::kStreamCount; ++s)
+        for (std::size_t s = 0; s < parallel::kStreamCount; ++s) {
+            // The ep-comm stream (overlap.moe_a2a only) is named where it ran
+            // something, so traces of every other run keep their five threads.
+            if (static_cast<parallel::StreamKind>(s) == parallel::StreamKind::ep_comm &&
+                result.gpus[g].intervals[s].empty())
+                continue;
             add(fmt::format("{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":{}}}}}",
                             pid, s, json_string(parallel::to_string(static_cast<parallel::StreamKind>(s)))));
+        }
         std::vector<std::pair<Time, int>> comm_edges;
         for (std::size_t s = 0; s < parallel::kStreamCount; ++s) {
             for (const auto& iv : result.gpus[g].intervals[s]) {

@@ -657,6 +657,20 @@ TEST_CASE("list software prints a profile's serving host times on a second line,
     CHECK(r.out.find("serving host time") == r.out.rfind("serving host time"));
 }
 
+TEST_CASE("list software prints the overlaps each stack can do, moe_a2a among them") {
+    const auto r = parasim("list software");
+    REQUIRE(r.code == 0);
+    const auto line = [&](const std::string& name) {
+        const auto at = r.out.find("\n" + name + " ");
+        REQUIRE(at != std::string::npos);
+        return r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
+    };
+    // topologies/software/hai-llm.yaml: DualPipe's gradient reduction and its chunk pairs (docs/moe.md 3e).
+    CHECK(line("hai-llm").find("  overlaps grad_reduce,moe_a2a  ") != std::string::npos);
+    CHECK(line("megatron-bridge").find("  overlaps tp_comm,grad_reduce,param_gather,moe_a2a  ") != std::string::npos);
+    CHECK(line("megatron-lm").find("moe_a2a") == std::string::npos);
+}
+
 TEST_CASE("an unknown --strategy lists the scenario's strategies; an unknown GPU suggests every GPU of its family") {
     const auto r = parasim("run " + kFeasible + " --strategy tp8");
     check_refused(r, "no strategy named 'tp8' in the scenario (did you mean 'tp8-pp2'?); it has: tp8-pp2, layerwise");
