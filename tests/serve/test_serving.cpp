@@ -14,6 +14,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <numeric>
 
@@ -221,6 +223,29 @@ TEST_CASE("a decode iteration is slower with more sequences and with longer cont
     // The weights are read once per iteration whatever the batch: 8
     // sequences cost far less than 8 single-sequence iterations.
     CHECK(small.seconds() < 2 * cost.time({{{1, 1, 512}}, 1}).seconds());
+}
+
+TEST_CASE("DeepSeek-V3 under TP 8: every rank's KV pool holds the whole 576-wide latent, 70 272 bytes a token") {
+    // MLA has one latent "KV head", which tensor parallelism cannot split:
+    // vLLM's ModelConfig.get_num_kv_heads returns 1 under MLA and its MLA
+    // backends shape the cache (blocks, block_size, 576) on every rank.
+    const auto path =
+        std::filesystem::temp_directory_path() / ("parasim-serve-mla-" + std::to_string(::getpid()) + ".yaml");
+    {
+        std::ofstream f(path);
+        f << "name: mla\nsoftware: {name: vllm}\ncluster: h200-hgx\ngpus: 8\nmodel: deepseek-v3\n"
+          << "workload:\n  mode: serving\n  dtype: fp8\n  kv_dtype: bf16\n  serving:\n"
+          << "    arrivals: {process: fixed, rate: 1}\n    prompt_tokens: {distribution: fixed, value: 16}\n"
+          << "    output_tokens: {distribution: fixed, value: 2}\n    requests: 1\n"
+          << "strategies:\n  - name: tp8\n    tp: 8\n";
+    }
+    const auto sc = config::load_scenario(path.string(), {});
+    std::filesystem::remove(path);
+    const auto r = serve::simulate_serving(sc, sc.strategies.front(), {});
+    // 61 layers x (kv_lora_rank 512 + rope 64) x 2 bytes, not / 8.
+    CHECK(r.pool.bytes_per_token == doctest::Approx(61.0 * (512 + 64) * 2));
+    const double left = 0.9 * sc.gpu.memory_capacity.as_double() - r.pool.memory.weights - r.pool.memory.workspace;
+    CHECK(r.pool.blocks == static_cast<std::int64_t>(std::floor(left / (16 * 70272.0))));
 }
 
 TEST_SUITE_END();
