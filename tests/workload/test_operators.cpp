@@ -570,10 +570,12 @@ TEST_CASE("cross-entropy: one fused pass each way, or Megatron's FP32 passes (52
     // FP32 unfused: forward cast (r 2, w 4), max (r 4), subtract, exp, divide (r 4, w 4 each), sum (r 4);
     // backward mul_ (r 4, w 4) and the cast back (r 4, w 2).
     o.cross_entropy_fp32_unfused = true;
-    const Operator& f = find(head_forward(m, 0, s, o, true), "cross_entropy");
+    const auto forward = head_forward(m, 0, s, o, true);  // find() returns a reference into it
+    const Operator& f = find(forward, "cross_entropy");
     CHECK(rd(f) == doctest::Approx(22 * e + t4));
     CHECK(wr(f) == doctest::Approx(16 * e + t4));
-    const Operator& b = find(head_backward(m, 0, s, o), "cross_entropy_bwd");
+    const auto backward = head_backward(m, 0, s, o);
+    const Operator& b = find(backward, "cross_entropy_bwd");
     CHECK(rd(b) == doctest::Approx(8 * e + t4));
     CHECK(wr(b) == doctest::Approx(6 * e));
     // FP32 activations: no casts.
