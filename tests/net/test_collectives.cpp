@@ -10,6 +10,7 @@
 #include "sim/core/simulation.h"
 #include "sim/exec/comm_tuning.h"
 #include "sim/net/collective.h"
+#include "sim/net/collective/i_collective.h"
 
 #include <doctest/doctest.h>
 
@@ -305,6 +306,29 @@ TEST_CASE("collective: hierarchical all-reduce over 256 GPUs of a fat tree sends
             net.class_bytes(LinkClass::network) / per_direction, " x the per-direction volume");
     CHECK(net.class_bytes(LinkClass::network) >= 2.0 * per_direction * (1 - 1e-9));
     CHECK(net.class_bytes(LinkClass::network) <= 4.0 * per_direction * (1 + 1e-9));
+}
+
+TEST_CASE("collective: a ring across nodes pays the network step latency only on the hops that leave a node") {
+    // NCCL's ring latency (NVIDIA/nccl@5067397c src/graph/tuning.cc): of n-1
+    // steps per pass, nodes-1 cross the network. 3 nodes x 2 GPUs, inside
+    // 1 us, across 10 us: an all-gather's 5 steps carry 2 crossings, a mean
+    // of 1 + 9 x 2/5 = 4.6 us; an all-reduce's 10 steps 4 crossings, the
+    // same mean; with one GPU per node every hop crosses: 10 us.
+    const Topology t(pcie_nodes(3, 2, gbps(32), gbps(50), Time::ns(500)), 6);
+    const auto step_of = [&](CollectiveOp op, std::vector<int> gpus) {
+        auto r = request(op, std::move(gpus), Bytes{6 * kMiB}, "ring");
+        r.step_latency = Time::us(1);
+        r.network_step_latency = Time::us(10);
+        sim::net::CollectivePlan plan;
+        sim::net::PlanBuilder b(t, r, plan);
+        sim::net::find_collective_algorithm("ring")->plan(b);
+        REQUIRE(plan.phases.size() == 1);
+        return plan.phases[0].latency;
+    };
+    CHECK(step_of(CollectiveOp::all_gather, first_gpus(6)) == Time::ns(4600));
+    CHECK(step_of(CollectiveOp::all_reduce, first_gpus(6)) == Time::ns(4600));
+    CHECK(step_of(CollectiveOp::all_gather, {0, 2, 4}) == Time::us(10));
+    CHECK(step_of(CollectiveOp::all_gather, {0, 1}) == Time::us(1));
 }
 
 TEST_SUITE_END();

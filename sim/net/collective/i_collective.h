@@ -54,6 +54,11 @@ public:
     Time network_step() const;
     // Per-step latency of a phase over the whole group.
     Time group_step() const { return spans_nodes_ ? network_step() : req_.step_latency; }
+    // Per-step latency of `repeat` barrier steps around `ring`: inside a
+    // node step_latency; across nodes the mean over a chunk's path of
+    // network_step() for hops leaving a node and step_latency for the
+    // others, as NCCL's tuner counts ring latency (docs/network-model.md).
+    Time ring_step(const std::vector<int>& ring, std::uint32_t repeat) const;
     // A GPU-to-GPU flow; network_efficiency between nodes, protocol_efficiency inside one.
     void add(int src, int dst, Bytes size);
     // A flow on one GPU's link to (or from) its node's switch.

@@ -2,6 +2,10 @@
 // the right efficiency, phases, channel rings and binary trees.
 #include "sim/net/collective/i_collective.h"
 
+#include "sim/core/checked.h"
+#include "sim/core/error.h"
+
+#include <algorithm>
 #include <map>
 
 namespace sim::net {
@@ -44,10 +48,31 @@ void PlanBuilder::channel_rings(Bytes size, std::uint32_t repeat) {
     const auto n = static_cast<std::uint64_t>(req_.gpus.size());
     if (n < 2 || repeat == 0) return;
     const Bytes chunk = ceil_div(size, n * rs.size());
-    open_phase(repeat, group_step());
+    open_phase(repeat, ring_step(rs.front(), repeat));
     for (const auto& r : rs)
         for (std::size_t i = 0; i < r.size(); ++i) add(r[i], r[(i + 1) % r.size()], chunk);
     close_phase();
+}
+
+// NCCL's ring latency (NVIDIA/nccl@5067397c src/graph/tuning.cc, ncclTopoTuneModel):
+// a chunk crosses the ring hop by hop, so of the steps of one pass of n-1 hops
+// only those leaving a node pay the network latency, nNodes-1 of them
+// (nInterSteps), the rest the latency inside a node. The barrier steps here
+// pay that path's mean latency; crossings are counted on the ring's order
+// (the ring visits each node once, so n-1 hops cross nodes-1 times).
+Time PlanBuilder::ring_step(const std::vector<int>& ring, std::uint32_t repeat) const {
+    if (!spans_nodes_) return req_.step_latency;
+    std::uint64_t crossings = 0;
+    for (std::size_t i = 0; i < ring.size(); ++i)
+        if (topo_.node_of(ring[i]) != topo_.node_of(ring[(i + 1) % ring.size()])) ++crossings;
+    const std::uint64_t hops = ring.size() - 1;  // one pass; an all-reduce makes two
+    const std::uint64_t passes = (repeat + hops - 1) / hops;
+    const std::uint64_t inter = std::min<std::uint64_t>(repeat, passes * (crossings - 1));
+    // Mean = intra + (net - intra) x inter / repeat, rounded down to the picosecond.
+    const Time intra = req_.step_latency, net = std::max(network_step(), intra);
+    const auto extra = checked_mul((net - intra).count_ps(), inter);
+    if (!extra) throw InternalError("ring step latency overflows");
+    return intra + Time::ps(*extra / repeat);
 }
 
 void PlanBuilder::tree_edges(const std::vector<int>& ranks, bool reduce, Bytes size) {
