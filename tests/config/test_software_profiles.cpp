@@ -120,6 +120,20 @@ TEST_CASE("software profiles: the shipped TensorRT-LLM 0.6 file times generation
     CHECK(software_profile("tensorrt-llm").decode_attention_issue == 0);
 }
 
+TEST_CASE("software profiles: the shipped TensorRT-LLM 0.5 file is 0.6's generation kernel, value for value") {
+    // v0.5 ran the same per-query-head generation kernel as 0.6, and its file
+    // carries 0.6's fitted value: the two must not drift apart on a refit.
+    const SoftwareProfile v05 = software_profile("tensorrt-llm", "0.5.0", "");
+    const SoftwareProfile v06 = software_profile("tensorrt-llm", "0.6.1", "");
+    CHECK(v05.version == "0.5");
+    CHECK(v05.decode_attention_issue == v06.decode_attention_issue);
+    CHECK(v05.decode_attention_issue_from.kind == "fitted_on");
+    CHECK(v05.kernel_issue == v06.kernel_issue);
+    CHECK(v05.launch_queue_depth == v06.launch_queue_depth);
+    CHECK(v05.kernel_efficiency == v06.kernel_efficiency);
+    CHECK(v05.fuse_elementwise == v06.fuse_elementwise);
+}
+
 TEST_CASE("software profiles: malformed files are errors at file:line:column naming the field") {
     CHECK(
         error_of(replace(kGood, "source: \"a profile\"", "note: x")) ==
