@@ -38,6 +38,14 @@ struct Instance {
     const CollectivePlan& current() const { return kept ? kept->plan : plan; }
 };
 
+// A flow between nodes in a phase whose step latency is the library's
+// GPU-to-GPU latency between nodes: that latency already holds the wire
+// (NCCL's hwLat NET), so the flow does not wait its route's link latencies
+// too (docs/network-model.md §5, "Route latency").
+bool wire_in_step(const Topology& topo, const PlanPhase& ph, const PlannedFlow& f) {
+    return ph.wire_in_latency && f.path == FlowPath::gpu_to_gpu && topo.node_of(f.src) != topo.node_of(f.dst);
+}
+
 // What a plan depends on, for algorithms whose plans are kept
 // (reuses_steps(op)): the request as planned (protocol applied) and the
 // algorithm. Every field of CollectiveRequest that plan() may read is here
@@ -194,6 +202,7 @@ void CollectiveEngine::Impl::resolve_step(const CollectivePlan& plan, std::size_
         }
         if (f.path != FlowPath::gpu_to_gpu)
             for (LinkId id : *s.route) s.latency += topo.link(id).latency;
+        if (wire_in_step(topo, ph, f)) s.latency = Time{};
         out.push_back(s);
     }
 }
@@ -331,6 +340,7 @@ Time CollectiveEngine::Impl::estimate(const CollectivePlan& plan) const {
                 latency += topo.link(l).latency;
                 load[l] += f.size.as_double() / (f.efficiency * topo.link(l).bandwidth.bytes_per_s);
             }
+            if (wire_in_step(topo, ph, f)) latency = Time{};
             longest = std::max(longest, latency);
         }
         double step = 0;

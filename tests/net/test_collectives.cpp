@@ -331,4 +331,35 @@ TEST_CASE("collective: a ring across nodes pays the network step latency only on
     CHECK(step_of(CollectiveOp::all_gather, {0, 1}) == Time::us(1));
 }
 
+TEST_CASE("collective: a step between nodes pays the network step latency, not the route's link latencies on top") {
+    // NCCL's per-step latency between nodes (hwLat NET, NVIDIA/nccl@5067397c
+    // src/graph/tuning.cc) is GPU to GPU: it holds the wire. 2 nodes x 1 GPU,
+    // links of 0.5 us, the route GPU -> PCIe switch -> NIC -> switch -> NIC ->
+    // PCIe switch -> GPU six links (3 us). Ring all-reduce of 2 MB: 2 steps of
+    // 1 MB at the network's 25 GB/s (40 us). With the library's network step
+    // latency (10 us) a step is 10 + 40 us; without one (an ideal library)
+    // the route latency is all there is of the wire and stays: 1 + 3 + 40 us.
+    const Topology t(pcie_nodes(2, 1, gbps(50), gbps(25), Time::ns(500)), 2);
+    REQUIRE(t.route_latency(0, 1) == Time::us(3));
+    auto r = request(CollectiveOp::all_reduce, first_gpus(2), Bytes{2'000'000}, "ring");
+    r.step_latency = Time::us(1);
+    r.network_step_latency = Time::us(10);
+    CHECK(simulate_collective(t, r) == Time::us(2 * (10 + 40)));
+    // The engine's estimate (its choice among algorithms) counts the same.
+    Simulation sim;
+    FlowNetwork net(sim, t);
+    CollectiveEngine e(sim, net, t);
+    r.protocols = {sim::net::Protocol{"Simple", 1.0, Time::us(1), Time::us(10), Time{}}};
+    r.algorithm = "auto";
+    const std::uint64_t predicted = e.choose(r).predicted.count_ps();  // rounded up from seconds
+    CHECK(predicted >= Time::us(2 * (10 + 40)).count_ps());
+    CHECK(predicted <= Time::us(2 * (10 + 40)).count_ps() + 1);
+    r.protocols.clear();
+    r.algorithm = "ring";
+    r.network_step_latency = Time{};
+    CHECK(simulate_collective(t, r) == Time::us(2 * (1 + 3 + 40)));
+    // Inside a node nothing changes: an NVSwitch route's 2 x 0.6 us stays (the
+    // first case of this file).
+}
+
 TEST_SUITE_END();

@@ -70,7 +70,7 @@ public:
         // token that reaches it, T x m / N tokens of S / (T k) bytes.
         const double m = nodes_per_token(req.tokens, static_cast<int>(big_n));
         const Bytes rdma = Bytes::ceil(s * m / (static_cast<double>(req.tokens.top_k) * big_n));
-        b.open_phase(1, b.group_step());
+        b.open_phase(1, b.group_step(), b.network_step_covers_wire());
         for (std::uint32_t a = 0; a < big_n; ++a)
             for (std::uint32_t j = 0; j < g; ++j) {
                 const int src = nodes[a][j];

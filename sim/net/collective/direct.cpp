@@ -24,7 +24,7 @@ public:
     void plan(PlanBuilder& b) const override {
         const auto& req = b.request();
         const std::vector<int>& g = req.gpus;
-        b.open_phase(1, b.group_step());
+        b.open_phase(1, b.group_step(), b.network_step_covers_wire());
         if (req.op == CollectiveOp::send_recv) {
             b.add(g[0], g[1], req.size);
         } else {

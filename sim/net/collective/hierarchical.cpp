@@ -38,7 +38,7 @@ public:
         };
         intra_ring();  // reduce-scatter, all nodes in the same steps
         if (m > 1) {
-            b.open_phase(2 * (m - 1), b.network_step());
+            b.open_phase(2 * (m - 1), b.network_step(), b.network_step_covers_wire());
             for (std::uint32_t j = 0; j < k; ++j)
                 for (std::uint32_t i = 0; i < m; ++i) b.add(nodes[i][j], nodes[(i + 1) % m][j], ceil_div(s, k * m));
             b.close_phase();

@@ -31,6 +31,11 @@ struct PlanPhase {
     std::uint32_t begin = 0, end = 0;  // into CollectivePlan::flows
     std::uint32_t repeat = 1;          // barrier-separated steps moving the same flows
     Time latency;                      // paid before each step
+    // The step latency is the library's per-step latency between nodes,
+    // which is GPU to GPU (NCCL's hwLat NET includes the wire): flows
+    // between nodes then do not also wait their route's link latencies
+    // (docs/network-model.md §5, "Route latency").
+    bool wire_in_latency = false;
 };
 
 // A collective as barrier-separated steps of concurrent flows (a ring's
@@ -52,6 +57,10 @@ public:
     bool spans_nodes() const { return spans_nodes_; }
     // Per-step latency of a phase whose flows cross nodes.
     Time network_step() const;
+    // Whether network_step() is the library's own latency between nodes
+    // (a request with a network step latency), which covers the wire: a
+    // phase paying it across nodes is opened with wire_in_latency.
+    bool network_step_covers_wire() const { return spans_nodes_ && req_.network_step_latency > Time{}; }
     // Per-step latency of a phase over the whole group.
     Time group_step() const { return spans_nodes_ ? network_step() : req_.step_latency; }
     // Per-step latency of `repeat` barrier steps around `ring`: inside a
@@ -63,7 +72,7 @@ public:
     void add(int src, int dst, Bytes size);
     // A flow on one GPU's link to (or from) its node's switch.
     void add_switch(int gpu, FlowPath path, Bytes size, double efficiency);
-    void open_phase(std::uint32_t repeat, Time latency);
+    void open_phase(std::uint32_t repeat, Time latency, bool wire_in_latency = false);
     // Ends the open phase; drops it when it has no flows.
     void close_phase();
     // One phase of `repeat` steps over the group's rings (one per rail across

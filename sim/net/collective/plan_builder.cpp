@@ -33,9 +33,9 @@ void PlanBuilder::add_switch(int gpu, FlowPath path, Bytes size, double efficien
     plan_.flows.push_back(PlannedFlow{gpu, gpu, size, efficiency, path});
 }
 
-void PlanBuilder::open_phase(std::uint32_t repeat, Time latency) {
+void PlanBuilder::open_phase(std::uint32_t repeat, Time latency, bool wire_in_latency) {
     const auto at = static_cast<std::uint32_t>(plan_.flows.size());
-    plan_.phases.push_back(PlanPhase{at, at, repeat, latency});
+    plan_.phases.push_back(PlanPhase{at, at, repeat, latency, wire_in_latency});
 }
 
 void PlanBuilder::close_phase() {
@@ -48,7 +48,7 @@ void PlanBuilder::channel_rings(Bytes size, std::uint32_t repeat) {
     const auto n = static_cast<std::uint64_t>(req_.gpus.size());
     if (n < 2 || repeat == 0) return;
     const Bytes chunk = ceil_div(size, n * rs.size());
-    open_phase(repeat, ring_step(rs.front(), repeat));
+    open_phase(repeat, ring_step(rs.front(), repeat), network_step_covers_wire());
     for (const auto& r : rs)
         for (std::size_t i = 0; i < r.size(); ++i) add(r[i], r[(i + 1) % r.size()], chunk);
     close_phase();
