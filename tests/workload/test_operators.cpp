@@ -556,6 +556,27 @@ TEST_CASE("embedding and head") {
     CHECK(workspace_bytes(m, s, o, true).as_double() > 2048 * 64128 * 6.0);
 }
 
+TEST_CASE("embedding backward: PyTorch's dense table gradient, then its add into the gradient storage") {
+    const ModelSpec m = shipped("llama3-8b");  // vocab 128256, hidden 4096, RoPE (no position table)
+    OperatorOptions o;
+    o.tp = 2;
+    o.precision.compute = DType::bf16;
+    o.precision.weights = DType::bf16;
+    const PassShape s{2, 1024, 1024};
+    const auto ops = embedding_backward(m, 0, s, o);
+    REQUIRE(ops.size() == 2u);
+    const double table = 64128.0 * 4096;        // this shard's vocabulary rows x hidden
+    const double rows = 2048.0 * 4096 * 2 / 2;  // the scatter's rows: 1/tp of the tokens, BF16
+    const double dx = 2048.0 * 4096 * 2;        // the incoming gradient of the embedding output
+    CHECK(ops[0].kernel.name == "embedding_bwd");
+    CHECK(wr(ops[0]) == doctest::Approx(2 * table + rows));  // the zero-filled BF16 table, then the rows
+    CHECK(rd(ops[0]) == doctest::Approx(dx + 2048.0 * 4 + rows));
+    CHECK(ops[1].kernel.name == "embedding_grad_add");
+    CHECK(ops[1].is_weight_grad);
+    CHECK(rd(ops[1]) == doctest::Approx(4 * table));  // the dense gradient and the storage, 2 bytes each
+    CHECK(wr(ops[1]) == doctest::Approx(2 * table));
+}
+
 TEST_CASE("cross-entropy: one fused pass each way, or Megatron's FP32 passes (52 bytes a BF16 logit)") {
     const ModelSpec m = shipped("llama3-8b");  // vocab 128256
     OperatorOptions o;
