@@ -96,6 +96,36 @@ void set_ring_step(const Dims& x, Operator& op, std::int64_t k, double ring_byte
     if (k > 0) op.cp_ring_bytes = Bytes::ceil(ring_bytes);
 }
 
+}  // namespace
+
+// Transformer Engine's bookkeeping around the ring steps (AttnFuncWithCP in
+// transformer_engine/pytorch/attention.py, v1.8, NeMo 24.07's release; the
+// same passes in later releases' context_parallel.py): copies that make the
+// send buffer and the half-chunk operands contiguous, the zeroed output, the
+// per-step output correction (flash_attn_fwd_out_correction: out +=
+// out_step * exp(lse_step - lse)), and in the backward the dK/dV
+// concatenation and the dQ and dK/dV accumulations. Bytes per layer,
+// averaged over the cp ranks (docs/parallelism.md, "Context parallelism",
+// has the derivation); q, o, kv are the rank's Q, O and K+V bytes.
+CpMergeBytes cp_merge_forward_bytes(double q, double o, double kv, std::int64_t cp) {
+    const double n = static_cast<double>(cp);
+    const double halves = (n - 1) / 4 * (kv + q);  // (n-1)/2 steps copy half the K/V or half the Q
+    CpMergeBytes b;
+    b.read = kv + halves + (3 * n + 1) / 2 * o;
+    b.written = kv + halves + (1 + (3 * n + 1) / 4) * o;
+    return b;
+}
+
+CpMergeBytes cp_merge_backward_bytes(double q, double o, double kv, std::int64_t cp) {
+    const double m = (static_cast<double>(cp) - 1) / 2;  // off-diagonal steps of each kind, per rank on average
+    CpMergeBytes b;
+    b.read = 4 * kv + 2 * q + m * (5 * kv + 3.5 * q + o);
+    b.written = 3 * kv + q + m * (3.5 * kv + 2 * q + o);
+    return b;
+}
+
+namespace {
+
 void ring_attention_forward(const Dims& x, const AttentionTensors& t, std::vector<Operator>& ops) {
     const double q = q_bytes(x), o = o_bytes(x), kv = kv_bytes(x), lse = t.lse.size.as_double();
     const double step_flops = flash_forward_flops(x, x.o->causal) / static_cast<double>(x.cp * x.cp);
@@ -103,15 +133,18 @@ void ring_attention_forward(const Dims& x, const AttentionTensors& t, std::vecto
         std::vector<TensorUse> uses{t.q};
         const auto kvs = ring_kv(x, t, k);
         uses.insert(uses.end(), kvs.begin(), kvs.end());
-        // Steps after the first rescale and update the running output and LSE.
-        if (k > 0) uses.insert(uses.end(), {t.o, t.lse});
+        // Each step writes its own partial output and LSE; the merge below
+        // rescales and adds them (the step kernels do not read the running output).
         uses.push_back(TensorUse{t.o.id, t.o.size, true});
         uses.push_back(TensorUse{t.lse.id, t.lse.size, true});
-        Operator op = make_op("attention", KernelKind::attention, x.attn_dt, step_flops,
-                              q + kv + (k > 0 ? o + lse : 0.0), o + lse, std::move(uses));
+        Operator op =
+            make_op("attention", KernelKind::attention, x.attn_dt, step_flops, q + kv, o + lse, std::move(uses));
         set_ring_step(x, op, k, kv);
         ops.push_back(std::move(op));
     }
+    const CpMergeBytes mb = cp_merge_forward_bytes(q, o, kv, x.cp);
+    ops.push_back(elementwise(x, "attention_cp_merge", mb.flops_per_byte * (mb.read + mb.written), mb.read, mb.written,
+                              {t.q, t.kv.front(), t.o, TensorUse{t.o.id, t.o.size, true}}));
 }
 
 // Backward: each step recomputes its block of scores and produces dQ
@@ -129,12 +162,16 @@ void ring_attention_backward(const Dims& x, const AttentionTensors& t, std::vect
         uses.push_back(TensorUse{flagged(t.q.id, kGrad), t.q.size, true});
         const auto dkv = grads_of(kvs, true);
         uses.insert(uses.end(), dkv.begin(), dkv.end());
-        Operator op = make_op("attention_bwd", KernelKind::attention, x.attn_dt, step_flops,
-                              q + 2 * o + kv + lse + (k > 0 ? q : 0.0), q + kv, std::move(uses));
+        Operator op = make_op("attention_bwd", KernelKind::attention, x.attn_dt, step_flops, q + 2 * o + kv + lse,
+                              q + kv, std::move(uses));
         op.kernel.backward = true;
         set_ring_step(x, op, k, 2 * kv);
         ops.push_back(std::move(op));
     }
+    const CpMergeBytes mb = cp_merge_backward_bytes(q, o, kv, x.cp);
+    const TensorUse dq{flagged(t.q.id, kGrad), t.q.size, false};
+    ops.push_back(elementwise(x, "attention_cp_merge_bwd", mb.flops_per_byte * (mb.read + mb.written), mb.read,
+                              mb.written, {t.q, t.o, dO, dq, TensorUse{dq.id, dq.size, true}}));
 }
 
 // ---- dropout ----------------------------------------------------------------------

@@ -28,12 +28,23 @@ std::vector<Operator> embedding_backward(const ModelSpec& m, std::int64_t microb
     const bool learned = m.position == PositionKind::learned;
     // Scatter-add of the rows' gradients into the table gradient (read-modify-write).
     const double rows = T * h * x.gb / static_cast<double>(x.p) + (learned ? T * h * x.gb : 0.0);
+    // PyTorch's embedding backward is dense: embedding_backward_cuda_kernel
+    // zero-fills a gradient of the whole table (this shard's vocabulary rows,
+    // and the position table when learned) in the gradient's dtype before
+    // the scatter (docs/workload-model.md §6).
+    const double table = static_cast<double>(ceil_div(m.vocab, x.p) + (learned ? m.max_seq : 0)) * h;
     Operator op = make_op("embedding_bwd", KernelKind::embedding, x.act_dt, (learned ? 2 : 1) * T * h,
-                          full_act(x) + T * 4.0 + rows, rows,
+                          full_act(x) + T * 4.0 + rows, table * x.ab + rows,
                           {use(gathered_if_sp(x, flagged(x.act(aslot::resid, 0), kGrad)), full_act(x))});
     op.is_weight_grad = true;
     if (x.sp) set_sync(x, op, TpSync::before_column_parallel, full_act(x));
-    return {std::move(op)};
+    // The dense gradient is then added into the stack's gradient storage:
+    // Megatron's param hook (main_grad.add_(grad)), autograd's accumulation
+    // into .grad after the first micro-batch, FSDP's copy into the flat gradient.
+    Operator add = make_op("embedding_grad_add", KernelKind::elementwise, x.act_dt, table, table * (x.ab + x.gb),
+                           table * x.gb, {});
+    add.is_weight_grad = true;
+    return {std::move(op), std::move(add)};
 }
 
 namespace {

@@ -265,6 +265,15 @@ double kv_bytes(const Dims& x);
 AttentionTensors attention_tensors(const Dims& x);
 // 4 * b * heads * pairs * head_dim (see attention_ops.cpp).
 double flash_forward_flops(const Dims& x, bool causal);
+// HBM bytes of Transformer Engine's merge passes around a layer's ring steps
+// (context parallelism), per rank on average over the cp ranks, from the
+// rank's Q, O and K+V bytes (docs/parallelism.md, "Context parallelism").
+struct CpMergeBytes {
+    double read = 0, written = 0;
+    double flops_per_byte = 0.25;  // exp, multiply, add on 16-bit elements: a memory-bound pass
+};
+CpMergeBytes cp_merge_forward_bytes(double q, double o, double kv, std::int64_t cp);
+CpMergeBytes cp_merge_backward_bytes(double q, double o, double kv, std::int64_t cp);
 // Flash, ring (cp > 1) or naive attention, with attention dropout.
 void attention_forward(const Dims& x, std::vector<Operator>& ops);
 void attention_backward(const Dims& x, std::vector<Operator>& ops);

@@ -10,6 +10,7 @@
 #include "sim/hw/dtype.h"
 #include "sim/workload/footprint.h"
 #include "sim/workload/model.h"
+#include "sim/workload/op_builders.h"
 #include "sim/workload/operators.h"
 
 TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
@@ -555,6 +556,27 @@ TEST_CASE("embedding and head") {
     CHECK(workspace_bytes(m, s, o, true).as_double() > 2048 * 64128 * 6.0);
 }
 
+TEST_CASE("embedding backward: PyTorch's dense table gradient, then its add into the gradient storage") {
+    const ModelSpec m = shipped("llama3-8b");  // vocab 128256, hidden 4096, RoPE (no position table)
+    OperatorOptions o;
+    o.tp = 2;
+    o.precision.compute = DType::bf16;
+    o.precision.weights = DType::bf16;
+    const PassShape s{2, 1024, 1024};
+    const auto ops = embedding_backward(m, 0, s, o);
+    REQUIRE(ops.size() == 2u);
+    const double table = 64128.0 * 4096;        // this shard's vocabulary rows x hidden
+    const double rows = 2048.0 * 4096 * 2 / 2;  // the scatter's rows: 1/tp of the tokens, BF16
+    const double dx = 2048.0 * 4096 * 2;        // the incoming gradient of the embedding output
+    CHECK(ops[0].kernel.name == "embedding_bwd");
+    CHECK(wr(ops[0]) == doctest::Approx(2 * table + rows));  // the zero-filled BF16 table, then the rows
+    CHECK(rd(ops[0]) == doctest::Approx(dx + 2048.0 * 4 + rows));
+    CHECK(ops[1].kernel.name == "embedding_grad_add");
+    CHECK(ops[1].is_weight_grad);
+    CHECK(rd(ops[1]) == doctest::Approx(4 * table));  // the dense gradient and the storage, 2 bytes each
+    CHECK(wr(ops[1]) == doctest::Approx(2 * table));
+}
+
 TEST_CASE("cross-entropy: one fused pass each way, or Megatron's FP32 passes (52 bytes a BF16 logit)") {
     const ModelSpec m = shipped("llama3-8b");  // vocab 128256
     OperatorOptions o;
@@ -645,6 +667,38 @@ TEST_CASE("context parallelism: 1/cp of the tokens, attention as a ring of cp eq
     CHECK_THROWS_AS(layer_forward(m, 0, 0, PassShape{1, 1000, 1000}, o), sim::ModelError);
     o.cp = 2;
     CHECK_THROWS_AS(layer_forward(m, 0, 0, PassShape{1, 1, 1000}, o), sim::ModelError);
+}
+
+TEST_CASE("context parallelism: Transformer Engine's merge passes around the ring steps, by hand") {
+    const ModelSpec m = shipped("llama3-8b");  // 32 heads, 8 KV heads of 128
+    const PassShape shape{2, 4096, 4096};
+    OperatorOptions o;
+    o.cp = 2;
+    // Per rank: 2 x 4096 / 2 = 4096 tokens. Q and O: 4096 x 32 x 128 x 2 B; K+V: 4096 x 8 x 2 x 128 x 2 B.
+    const double q = 4096.0 * 32 * 128 * 2, kv = 4096.0 * 8 * 2 * 128 * 2;
+    const auto fwd = layer_forward(m, 0, 0, shape, o);
+    const Operator& merge = find(fwd, "attention_cp_merge");
+    // cat(K, V) r/w KV; zeroed output w O; one half copy (of K/V or of Q) r/w (KV + Q)/4 on average;
+    // output corrections: 1.5 full steps (r 2O, w O) and 0.5 half steps (r O, w O/2) on average.
+    CHECK(rd(merge) == doctest::Approx(kv + (kv + q) / 4 + 3.5 * q));
+    CHECK(wr(merge) == doctest::Approx(kv + (kv + q) / 4 + 2.75 * q));
+    // The steps read Q and their K/V chunk only: the merge rescales their outputs.
+    for (const auto& op : fwd)
+        if (op.kernel.name == "attention") CHECK(rd(op) == doctest::Approx(q + kv));
+    const auto bwd = layer_backward(m, 0, 0, shape, o, Recompute::none);
+    const Operator& merge_bwd = find(bwd, "attention_cp_merge_bwd");
+    // Copy of K/V into the send buffer, the diagonal step (cat dK,dV; dQ add; dK/dV add) and, on average,
+    // half an off-diagonal step of each kind (A: half K/V copy, cat, dQ add, half dK/dV add;
+    // B: half Q, O, dO copies, cat, half dQ add, dK/dV add).
+    CHECK(rd(merge_bwd) == doctest::Approx(4 * kv + 2 * q + 0.5 * (5 * kv + 4.5 * q)));
+    CHECK(wr(merge_bwd) == doctest::Approx(3 * kv + q + 0.5 * (3.5 * kv + 3 * q)));
+    // Without context parallelism there is no merge.
+    o.cp = 1;
+    for (const auto& op : layer_forward(m, 0, 0, shape, o)) CHECK(op.kernel.name != "attention_cp_merge");
+    // cp = 4: 1.5 steps of each half kind per rank, 2.5 full output corrections.
+    const ops::CpMergeBytes b4 = ops::cp_merge_forward_bytes(q, q, kv, 4);
+    CHECK(b4.read == doctest::Approx(kv + 0.75 * (kv + q) + 6.5 * q));
+    CHECK(b4.written == doctest::Approx(kv + 0.75 * (kv + q) + 4.25 * q));
 }
 
 TEST_CASE(
