@@ -136,6 +136,7 @@ ServingSpec read_serving(const Node& node, const std::string& scenario_file) {
     MapReader r(node);
     ServingSpec s;
     s.where = node.location();
+    SourceLocation normalize_at;
     {
         const Node an = r.required("arrivals");
         MapReader a(an);
@@ -160,6 +161,10 @@ ServingSpec read_serving(const Node& node, const std::string& scenario_file) {
             const Node rate = a.required("rate");
             s.rate = rate.as_number(1.0 / 86400, 1e6);
             if (s.arrivals == ArrivalProcess::gamma) s.cv = a.required("cv").as_number(0.01, 100);
+            if (auto n = a.optional("normalize")) {
+                s.normalize = n->as_bool();
+                normalize_at = n->location();
+            }
         }
         a.finish();
     }
@@ -178,6 +183,9 @@ ServingSpec read_serving(const Node& node, const std::string& scenario_file) {
     if (!trace && !req && !dur) node.fail("give 'requests' (how many) or 'duration' (arrivals within a time)");
     if (s.arrivals == ArrivalProcess::closed && !req)
         node.fail("closed-loop clients need 'requests' (how many in all)");
+    if (s.normalize && (!req || dur))
+        throw ConfigError(normalize_at,
+                          "normalize spreads 'requests' over requests / rate: give 'requests', not a duration");
     if (s.arrivals == ArrivalProcess::closed && dur) dur->fail("closed-loop clients take 'requests', not a duration");
     if (auto n = r.optional("warmup_requests")) {
         s.warmup_requests = n->as_int(0, kMaxRequests);
@@ -189,6 +197,10 @@ ServingSpec read_serving(const Node& node, const std::string& scenario_file) {
     if (auto n = r.optional("scheduler"))
         s.scheduler = &serve::serving_scheduler(n->as_enum(serve::serving_scheduler_names()));
     if (auto n = r.optional("preemption")) s.swap_preemption = n->as_enum({"recompute", "swap"}) == "swap";
+    if (auto n = r.optional("async_scheduling")) {
+        s.async_scheduling = n->as_bool();
+        s.async_where = n->location();
+    }
     if (auto n = r.optional("prefix_cache")) {
         MapReader pc(*n);
         s.prefix_where = n->location();

@@ -38,8 +38,12 @@ struct TraceRequest {
 
 struct ServingSpec {
     ArrivalProcess arrivals = ArrivalProcess::poisson;
-    double rate = 0;                  // requests per second (poisson, gamma, fixed)
-    double cv = 1;                    // gamma: coefficient of variation of the inter-arrival gaps
+    double rate = 0;  // requests per second (poisson, gamma, fixed)
+    double cv = 1;    // gamma: coefficient of variation of the inter-arrival gaps
+    // poisson, gamma, fixed: rescale the gaps so that the last of the
+    // `requests` arrives at exactly requests / rate, the first one gap after
+    // 0 (vllm bench serve's request timing; docs/serving.md, "Requests").
+    bool normalize = false;
     std::int64_t concurrency = 0;     // closed: clients
     std::vector<TraceRequest> trace;  // trace: the file's rows, in order
     std::string trace_file;
@@ -67,6 +71,12 @@ struct ServingSpec {
     // when readmitted) or nothing (swap: its blocks go to host memory over
     // PCIe and come back before it runs again).
     bool swap_preemption = false;
+    // The engine's per-step host time (the software profile's
+    // sequence_overhead) runs while the GPU executes the previous step
+    // (vLLM's --async-scheduling) instead of before each step
+    // (docs/serving.md, "Host time of the serving engine").
+    bool async_scheduling = false;
+    SourceLocation async_where;
     // Prefix caching: every prompt starts with the same shared_prefix_tokens
     // (a system prompt); a replica keeps its whole blocks once computed
     // (0: no prefix caching).

@@ -98,6 +98,14 @@ std::vector<Request> make_requests(const config::ServingSpec& spec, std::int64_t
                 default: t += 1.0 / spec.rate; break;
             }
         }
+        // vllm bench serve sends request i after the first i + 1 gaps, all
+        // scaled so that the last is sent at exactly requests / rate; t is
+        // the sum of every gap drawn (one after each request).
+        if (spec.normalize && !out.empty() && t > 0) {
+            const double scale = static_cast<double>(out.size()) / spec.rate / t;
+            for (std::size_t i = 0; i < out.size(); ++i)
+                out[i].arrival_s = (i + 1 < out.size() ? out[i + 1].arrival_s : t) * scale;
+        }
     }
     for (auto& r : out) {
         if (r.prompt > max_seq - 1) {

@@ -127,6 +127,7 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
                                                       spec.name, tp, pp, sc.gpus));
         if (prefill > 0) throw ConfigError(sv.disaggregation_where, "disaggregation with pp > 1 is not supported yet");
         if (sv.swap_preemption) throw ConfigError(sv.where, "preemption: swap with pp > 1 is not supported yet");
+        if (sv.async_scheduling) throw ConfigError(sv.async_where, "async_scheduling with pp > 1 is not supported yet");
         if (!sv.scheduler->iteration_level())
             throw ConfigError(sv.where, fmt::format("pp > 1 needs an iteration-level scheduler (pp batches in "
                                                     "flight); {} is not one",

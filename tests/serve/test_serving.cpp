@@ -142,6 +142,27 @@ TEST_CASE("generated arrivals and lengths follow their distributions") {
         const auto r = serve::make_requests(s, 1 << 20);
         CHECK(r[100].arrival_s == doctest::Approx(25.0));
     }
+    SUBCASE("normalize: the drawn gaps shifted by one and scaled so the last request comes at requests / rate") {
+        // vllm bench serve's timing: request i after the first i + 1 gaps,
+        // scaled so that the last of 20,000 at 4/s comes at exactly 5,000 s.
+        s.arrivals = config::ArrivalProcess::poisson;
+        const auto raw = serve::make_requests(s, 1 << 20);
+        s.normalize = true;
+        const auto r = serve::make_requests(s, 1 << 20);
+        REQUIRE(r.size() == raw.size());
+        CHECK(r.back().arrival_s == doctest::Approx(5000.0).epsilon(1e-12));
+        CHECK(r.front().arrival_s > 0);
+        // The same gaps, one scale: arrival i is raw arrival i + 1 times it.
+        const double scale = r[0].arrival_s / raw[1].arrival_s;
+        CHECK(r[999].arrival_s == doctest::Approx(raw[1000].arrival_s * scale).epsilon(1e-12));
+        CHECK(scale == doctest::Approx(1.0).epsilon(0.03));  // 20,000 gaps: their sum is within 3% of 5,000 s
+        CHECK(r[999].output == raw[999].output);             // lengths untouched
+        // fixed gaps: every request one gap later, the last at exactly 5,000 s.
+        s.arrivals = config::ArrivalProcess::fixed;
+        const auto f = serve::make_requests(s, 1 << 20);
+        CHECK(f[0].arrival_s == doctest::Approx(0.25).epsilon(1e-12));
+        CHECK(f[100].arrival_s == doctest::Approx(25.25).epsilon(1e-12));
+    }
     SUBCASE("the same seed gives the same requests; another seed others") {
         const auto a = serve::make_requests(s, 1 << 20), b = serve::make_requests(s, 1 << 20);
         s.seed = 2;

@@ -48,6 +48,17 @@ const std::string kTwo =
     "    arrivals: {process: fixed, rate: 1}\n    requests: 2\n"
     "    prompt_tokens: {distribution: fixed, value: 64}\n    output_tokens: {distribution: fixed, value: 4}\n";
 
+// Serving `sc` is a ConfigError at a line of its file whose message holds `text`.
+void check_refused(const config::ScenarioSpec& sc, const std::string& text) {
+    try {
+        serve::simulate_serving(sc, sc.strategies.front(), {});
+        FAIL("no ConfigError");
+    } catch (const ConfigError& e) {
+        CHECK(e.where().line > 0);
+        CHECK(std::string(e.what()).find(text) != std::string::npos);
+    }
+}
+
 }  // namespace
 
 TEST_CASE("pp 2 at a low rate: TTFT is the prefill on both stages plus one activation send over NVLink") {
@@ -133,14 +144,11 @@ TEST_CASE("pp 2: the KV pool is what the fullest stage leaves, each GPU holding 
 
 TEST_CASE("pp the model's layers cannot be split into is refused at the strategy, as run refuses it") {
     // Llama 3 8B has 32 layers: 64 stages (on 8 DGX H100) is more than there are.
-    const auto sc = pp_scenario(kTwo, 64, "dgx-h100-pod");
-    try {
-        serve::simulate_serving(sc, sc.strategies.front(), {});
-        FAIL("no ConfigError");
-    } catch (const ConfigError& e) {
-        CHECK(e.where().line > 0);
-        CHECK(std::string(e.what()).find("exceeds the model's 32 layers") != std::string::npos);
-    }
+    check_refused(pp_scenario(kTwo, 64, "dgx-h100-pod"), "exceeds the model's 32 layers");
+}
+
+TEST_CASE("async_scheduling with pp > 1 is refused at its key") {
+    check_refused(pp_scenario(kTwo + "    async_scheduling: true\n", 2), "async_scheduling with pp > 1");
 }
 
 TEST_SUITE_END();

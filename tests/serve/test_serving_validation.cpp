@@ -84,8 +84,11 @@ TEST_CASE("the vLLM serving points stay within the guarded MAPE per metric class
     // first fit's were 5.3%, 24.7%, 7.6%) plus a margin; lowered as the
     // model improves, never raised to let a change pass. The six kvcached
     // points (Poisson and burst arrivals, added later) are held separately.
-    const auto b =
-        by_class([](const std::string& id) { return !starts(id, "trtllm-") && !starts(id, "vllm-0.19-qwen3-"); }, 36);
+    const auto b = by_class(
+        [](const std::string& id) {
+            return !starts(id, "trtllm-") && !starts(id, "vllm-0.19-qwen3-") && !starts(id, "vllm-0.11-qwen3-8b-");
+        },
+        36);
     CHECK(b.n[0] == 12);
     CHECK(b.n[1] == 19);
     CHECK(b.n[2] == 5);
@@ -102,6 +105,17 @@ TEST_CASE("the kvcached vLLM points (Poisson 16 req/s and 500 at once) stay with
     CHECK(b.n[1] == 4);
     CHECK(b.mape(0) <= 0.20);  // throughput
     CHECK(b.mape(1) <= 0.23);  // mean TTFT and TPOT
+}
+
+TEST_CASE("the GPUStack vLLM points (Qwen3-8B, H100, ShareGPT, 4 clients) stay within their guarded MAPE") {
+    // docs/serving.md, "Validation status": an unseen source, added after the
+    // host times were fitted: 2.9% (throughput, 1 point) and 11.4% (median
+    // TTFT and mean TPOT, 2 points) in November 2026, plus a margin.
+    const auto b = by_class([](const std::string& id) { return starts(id, "vllm-0.11-qwen3-8b-"); }, 3);
+    CHECK(b.n[0] == 1);
+    CHECK(b.n[1] == 2);
+    CHECK(b.mape(0) <= 0.05);  // throughput
+    CHECK(b.mape(1) <= 0.13);  // median TTFT and mean TPOT
 }
 
 TEST_SUITE_END();
