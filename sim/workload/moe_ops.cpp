@@ -13,6 +13,8 @@ namespace sim::workload::ops {
 
 namespace {
 
+constexpr double kGateBytes = 4.0;  // a routed token's gate weight (FP32) moved with it
+
 // The dimensions of an expert's MLP: the model's moe_ffn (each expert's
 // intermediate size) in place of ffn, split over tp like the dense MLP.
 Dims expert_dims(const Dims& x, std::int64_t ffn) {
@@ -102,6 +104,35 @@ void precede_by_all_to_all(Operator& op, double bytes) {
     if (bytes > 0) op.ep_a2a_bytes = Bytes::ceil(bytes);
 }
 
+// Megatron-Core's alltoall dispatcher with more than one local expert
+// (docs/moe.md section 3f): the received tokens arrive grouped by source
+// rank and are re-sorted by local expert (sort_chunks_by_idxs, or with token
+// dropping a transpose copy), and the experts' output is sorted back before
+// the combine; the backward runs the mirror images. One memory pass over the
+// straggler's received tokens (read and written once, with a gate weight
+// each in the forward sort), reading the experts' input or output slices.
+bool sorts_chunks(const Dims& x, const MoeShape& ms) {
+    return x.o->moe_sort_chunks && x.o->ep > 1 && ms.local.size() > 1;
+}
+
+// `pick` names the tensor of each local expert the pass reads (its input or
+// output, or their gradients); `per_token` bytes ride along with each token
+// (the FP32 gate weight the forward sort moves with it).
+template <class Pick>
+Operator sort_chunks(const Dims& x, const Dims& xe, const MoeShape& ms, std::string name, double per_token, Pick pick) {
+    double tokens = 0;
+    std::vector<TensorUse> uses;
+    for (std::size_t e = 0; e < ms.local.size(); ++e) {
+        const std::int64_t n = ms.local[e];
+        if (n == 0) continue;
+        tokens += static_cast<double>(n);
+        const MlpIds ids = expert_mlp_ids(xe, static_cast<std::int64_t>(e), n);
+        uses.push_back(use(pick(ids), static_cast<double>(n) * static_cast<double>(x.h) * x.ab));
+    }
+    const double bytes = tokens * (static_cast<double>(x.h) * x.ab + per_token);
+    return elementwise(x, std::move(name), 0, bytes, bytes, std::move(uses));
+}
+
 // The router: a replicated weight on the gathered norm output, which it
 // gathers under SP (the dispatch reads the gathered copy after it). Its
 // input gradient accumulates into the one the dispatch backward produced
@@ -174,9 +205,13 @@ void moe_forward(const Dims& layer, std::vector<Operator>& ops) {
         }
         combine.push_back(use(ids.out, full_act(x)));
     }
+    const bool sorts = sorts_chunks(x, ms);
     const std::size_t first_expert = ops.size();
+    if (sorts)
+        ops.push_back(sort_chunks(x, xe, ms, "moe_sort_chunks", kGateBytes, [](const MlpIds& i) { return i.in; }));
     append_experts(xe, experts, ops);
     if (ops.size() > first_expert) precede_by_all_to_all(ops[first_expert], ms.to_experts);
+    if (sorts) ops.push_back(sort_chunks(x, xe, ms, "moe_unsort_chunks", 0, [](const MlpIds& i) { return i.out; }));
     combine.push_back(use(partial_if_tp(x, x.act(aslot::down)), full_act(x), true));
     Operator op = elementwise(x, "moe_combine", 2 * T * k * h, T * k * h * x.ab + idx, full_act(x), std::move(combine));
     precede_by_all_to_all(op, ms.a2a);
@@ -231,9 +266,16 @@ void moe_backward(const Dims& layer, std::vector<Operator>& ops) {
         }
         db.push_back(use(flagged(ids.in, kGrad), full_act(x)));
     }
+    const bool sorts = sorts_chunks(x, ms);
     const std::size_t first_expert = ops.size();
+    if (sorts)
+        ops.push_back(
+            sort_chunks(x, xe, ms, "moe_unsort_chunks_bwd", 0, [](const MlpIds& i) { return flagged(i.out, kGrad); }));
     append_experts(xe, experts, ops);
     if (ops.size() > first_expert) precede_by_all_to_all(ops[first_expert], ms.to_experts);
+    if (sorts)
+        ops.push_back(sort_chunks(x, xe, ms, "moe_sort_chunks_bwd", kGateBytes,
+                                  [](const MlpIds& i) { return flagged(i.in, kGrad); }));
     // Dispatch backward: sum each token's expert input gradients; the TP
     // reduction of the column-parallel experts' input gradient follows.
     db.push_back(use(partial_if_tp(x, flagged(x.act(aslot::norm2), kGrad)), full_act(x), true));

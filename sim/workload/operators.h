@@ -80,6 +80,11 @@ struct OperatorOptions {
     // the backward) travel in FP8 with a scale per 128 elements; the
     // combines stay in the activation type (docs/moe.md section 3b).
     bool fp8_dispatch = false;
+    // Megatron-Core's MoEAlltoAllTokenDispatcher (SoftwareProfile::
+    // moe_dispatcher alltoall): with more than one local expert it re-sorts
+    // the received tokens by local expert after the dispatch and back before
+    // the combine, one more pass over them each way (docs/moe.md section 3f).
+    bool moe_sort_chunks = false;
     // The stack's generation attention kernel (SoftwareProfile::
     // decode_attention_issue): CUDA-core lane instructions per K/V element
     // and query head of a decode step (one new token per sequence); 0 = a

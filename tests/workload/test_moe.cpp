@@ -262,4 +262,59 @@ TEST_CASE("FP8 dispatch in FP8 training: each token quantized once before the ex
     CHECK(named(fwd, "grouped_expert_down_cast_transpose") != nullptr);
 }
 
+TEST_CASE("alltoall dispatcher: the received tokens sorted by local expert and back, one pass each way and pass") {
+    // Megatron-Core's MoEAlltoAllTokenDispatcher (docs/moe.md section 3f).
+    // Mixtral, ep 4 (2 local experts), balanced, T = 1000: each expert gets
+    // 4 x 1000 x 2 / 8 = 1000 tokens, the rank 2000, so a pass moves
+    // 2000 x 4096 x 2 = 16 384 000 bytes each way, the forward sort and its
+    // backward also a 4-byte gate weight a token (16 392 000).
+    const ModelSpec m = mixtral();
+    OperatorOptions o;
+    o.ep = 4;
+    o.moe.grouped_gemm = true;
+    o.moe_sort_chunks = true;
+    const PassShape s{1, 1000, 1000};
+    const auto fwd = layer_forward(m, 0, 0, s, o);
+    const auto bwd = layer_backward(m, 0, 0, s, o, Recompute::none);
+    const auto at = [](const std::vector<Operator>& ops, const std::string& name) {
+        for (std::size_t i = 0; i < ops.size(); ++i)
+            if (ops[i].kernel.name == name) return i;
+        return ops.size();
+    };
+    struct Pass {
+        const std::vector<Operator>* ops;
+        std::string name, next;  // the kernel that follows it
+        std::uint64_t bytes;
+        bool after_exchange;  // the all-to-all precedes the pass (into the experts)
+    };
+    const std::vector<Pass> passes{{&fwd, "moe_sort_chunks", "grouped_expert_up", 16'392'000u, true},
+                                   {&fwd, "moe_unsort_chunks", "moe_combine", 16'384'000u, false},
+                                   {&bwd, "moe_unsort_chunks_bwd", "", 16'384'000u, true},
+                                   {&bwd, "moe_sort_chunks_bwd", "moe_dispatch_bwd", 16'392'000u, false}};
+    for (const auto& p : passes) {
+        CAPTURE(p.name);
+        const std::size_t i = at(*p.ops, p.name);
+        REQUIRE(i + 1 < p.ops->size());
+        const Operator& op = (*p.ops)[i];
+        CHECK(op.kernel.bytes_read.value == p.bytes);
+        CHECK(op.kernel.bytes_written.value == p.bytes);
+        CHECK(op.kernel.flops.value == 0.0);
+        // The exchange into the experts now precedes the sort (2000 x 8192 bytes a rank).
+        CHECK(op.ep_a2a_bytes.value == (p.after_exchange ? 16'384'000u : 0u));
+        if (!p.next.empty()) CHECK((*p.ops)[i + 1].kernel.name == p.next);
+    }
+    int a2a = 0;
+    for (const auto* ops : {&fwd, &bwd})
+        for (const auto& op : *ops) a2a += op.ep_a2a_bytes.value > 0 ? 1 : 0;
+    CHECK(a2a == 4);
+    // Not under another dispatcher, nor with one local expert (ep 8).
+    o.moe_sort_chunks = false;
+    CHECK(at(layer_forward(m, 0, 0, s, o), "moe_sort_chunks") == layer_forward(m, 0, 0, s, o).size());
+    o.moe_sort_chunks = true;
+    o.ep = 8;
+    const auto one = layer_forward(m, 0, 0, s, o);
+    CHECK(at(one, "moe_sort_chunks") == one.size());
+    CHECK(at(one, "moe_unsort_chunks") == one.size());
+}
+
 TEST_SUITE_END();
