@@ -26,9 +26,14 @@ namespace {
 // (parallel).
 Linear out_linear(const Dims& x) {
     const std::uint64_t residual = x.parallel ? x.act(aslot::resid, x.layer + 1) : x.act(aslot::resid_mid);
-    Linear l = row_parallel_linear(x, "out_proj", wslot::out, x.T, x.a_p * x.dout, x.h,
-                                   use(x.act(aslot::attn), static_cast<double>(x.T * x.a_p * x.dout) * x.ab),
-                                   use(x.act(aslot::out_proj), full_act(x)), residual);
+    // MLA decode with W_UV absorbed at load: W_UV_O (heads x kv_lora ->
+    // hidden, under w_uv's slot) projects the core's latent output.
+    const bool folded = x.absorbed && x.o->mla_absorbed_weights;
+    const std::int64_t width = folded ? x.mla->kv_lora_rank : x.dout;
+    Linear l = row_parallel_linear(
+        x, "out_proj", folded ? wslot::w_uv : wslot::out, x.T, x.a_p * width, x.h,
+        use(x.act(folded ? aslot::o_latent : aslot::attn), static_cast<double>(x.T * x.a_p * width) * x.ab),
+        use(x.act(aslot::out_proj), full_act(x)), residual);
     l.has_bias = x.bias.out;  // added in the residual kernel
     return l;
 }
