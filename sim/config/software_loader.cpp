@@ -103,6 +103,12 @@ SoftwareProfile load_software_profile(const Node& root, const std::string& expec
         p.fused_moe_chunk_tokens =
             sourced(r, "fused_moe_chunk_tokens", p.fused_moe_chunk_tokens_from).as_int(0, std::int64_t{1} << 24);
     }
+    if (r.has("fp8_gemm_ceiling")) {
+        const Node c = sourced(r, "fp8_gemm_ceiling", p.fp8_gemm_ceiling_from);
+        p.fp8_gemm_ceiling = c.as_number(0, 1);
+        if (p.fp8_gemm_ceiling > 0 && p.fp8_gemm_ceiling < 0.01)
+            c.fail("an FP8 GEMM ceiling below 1% of peak is not plausible");
+    }
     if (auto serving = r.optional("serving")) {
         MapReader sv(*serving);
         // Host times per sequence, request or token above 1 s are a unit slip.

@@ -125,6 +125,13 @@ struct SoftwareProfile {
     // Optional key `fused_moe_chunk_tokens`, 0 (default) = not modelled.
     std::int64_t fused_moe_chunk_tokens = 0;
     Provenance fused_moe_chunk_tokens_from;
+    // The fraction of the FP8 dense peak the stack's FP8 GEMMs reach on large
+    // shapes, where they are not the GPU's best library (cuBLASLt, whose
+    // ceiling the GPU file gives): vLLM 0.7's block-scaled (128 x 128 weight,
+    // 1 x 128 activation scales) Triton kernels (docs/moe.md section 7b).
+    // Optional key `fp8_gemm_ceiling`, 0 (default) = the GPU's ceiling.
+    double fp8_gemm_ceiling = 0.0;
+    Provenance fp8_gemm_ceiling_from;
     // Overlaps the stack can do (documentation: the run says which it used).
     std::vector<std::string> overlaps;
     Provenance overlaps_from;

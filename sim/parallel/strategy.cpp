@@ -42,6 +42,7 @@ workload::OperatorOptions operator_options(const config::ScenarioSpec& sc, const
     o.cross_entropy_fp32_unfused = sc.profile.cross_entropy_fp32_unfused;
     o.mla_absorbed_weights = sc.profile.mla_absorbed_weights;
     o.fused_moe_chunk_tokens = sc.profile.fused_moe_chunk_tokens;
+    o.fp8_gemm_ceiling = sc.profile.fp8_gemm_ceiling;
     return o;
 }
 

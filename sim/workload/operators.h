@@ -99,6 +99,9 @@ struct OperatorOptions {
     // are part of the workspace (SoftwareProfile::fused_moe_chunk_tokens); 0 =
     // the experts' inputs of every token, as for any MLP.
     std::int64_t fused_moe_chunk_tokens = 0;
+    // The stack's FP8 GEMMs reach this fraction of the FP8 peak at best
+    // (SoftwareProfile::fp8_gemm_ceiling; hw::KernelDesc::ceiling); 0 = the GPU's.
+    double fp8_gemm_ceiling = 0.0;
 };
 
 // The shape of one pass of a micro-batch through a layer.

@@ -242,4 +242,18 @@ TEST_CASE("vLLM's fused-MoE buffers in the workspace: a chunk of 32 768 of DeepS
           4096.0 * 2 * (14'336 + 8192 + 768) + 4096.0 * 8 * 7936 * 2 + library);
 }
 
+TEST_CASE("vLLM 0.7's FP8 GEMMs carry the stack's ceiling; BF16 ones and other kernels the GPU's") {
+    const ModelSpec m = shipped("deepseek-v3");
+    OperatorOptions o = fp8_tp8();
+    o.mla_absorbed_weights = true;
+    o.fp8_gemm_ceiling = 0.18;
+    const auto ops = layer_forward(m, 0, 3, PassShape{4, 1, 1000}, o);
+    CHECK(find(ops, "q_uk").kernel.ceiling == 0.18);
+    CHECK(find(ops, "out_proj").kernel.ceiling == 0.18);
+    CHECK(find(ops, "q_rope").kernel.ceiling == 0);  // W_QR stays BF16
+    CHECK(find(ops, "attention").kernel.ceiling == 0);
+    o.fp8_gemm_ceiling = 0;
+    CHECK(find(layer_forward(m, 0, 3, PassShape{4, 1, 1000}, o), "q_uk").kernel.ceiling == 0);
+}
+
 TEST_SUITE_END();
