@@ -24,6 +24,7 @@ const std::vector<std::string> kGradReduceDtypes = {"weights", "fp32", "fp32_if_
 const std::vector<std::string> kGradSyncs = {"last_microbatch", "every_microbatch"};
 const std::vector<std::string> kMoeDispatchers = {"auto", "alltoall"};
 const std::vector<std::string> kCrossEntropies = {"fused", "fp32_unfused"};
+const std::vector<std::string> kMlaDecodeWeights = {"per_head", "absorbed"};
 
 bool version_is_file_safe(const std::string& v) {
     if (v.empty() || v.size() > 64 || v.front() == '.') return false;
@@ -94,6 +95,20 @@ SoftwareProfile load_software_profile(const Node& root, const std::string& expec
     if (r.has("cross_entropy"))
         p.cross_entropy_fp32_unfused =
             sourced(r, "cross_entropy", p.cross_entropy_from).as_enum(kCrossEntropies) == "fp32_unfused";
+    if (r.has("mla_decode_weights"))
+        p.mla_absorbed_weights =
+            sourced(r, "mla_decode_weights", p.mla_decode_weights_from).as_enum(kMlaDecodeWeights) == "absorbed";
+    if (r.has("fused_moe_chunk_tokens")) {
+        // A chunk of more than 2^24 tokens is no engine's batch: a unit slip.
+        p.fused_moe_chunk_tokens =
+            sourced(r, "fused_moe_chunk_tokens", p.fused_moe_chunk_tokens_from).as_int(0, std::int64_t{1} << 24);
+    }
+    if (r.has("fp8_gemm_ceiling")) {
+        const Node c = sourced(r, "fp8_gemm_ceiling", p.fp8_gemm_ceiling_from);
+        p.fp8_gemm_ceiling = c.as_number(0, 1);
+        if (p.fp8_gemm_ceiling > 0 && p.fp8_gemm_ceiling < 0.01)
+            c.fail("an FP8 GEMM ceiling below 1% of peak is not plausible");
+    }
     if (auto serving = r.optional("serving")) {
         MapReader sv(*serving);
         // Host times per sequence, request or token above 1 s are a unit slip.

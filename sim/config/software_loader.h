@@ -12,6 +12,7 @@
 #include "sim/config/provenance.h"
 #include "sim/config/yaml_reader.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,29 @@ struct SoftwareProfile {
     // op per pass). Optional key `cross_entropy`.
     bool cross_entropy_fp32_unfused = false;
     Provenance cross_entropy_from;
+    // MLA decode (docs/moe.md section 7b): "per_head" multiplies each head's
+    // query by its slice of kv_up's W_UK and its latent output by W_UV at run
+    // time; "absorbed" runs with W_UK folded into the query up-projection
+    // (W_Q_UK: q latent -> heads x kv_lora) and W_UV into the output
+    // projection (W_UV_O: heads x kv_lora -> hidden), precomputed at load in
+    // the weights' dtype and kept beside the raw weights, which prompts still
+    // use (vLLM 0.7's MLACommonImpl). Optional key `mla_decode_weights`.
+    bool mla_absorbed_weights = false;
+    Provenance mla_decode_weights_from;
+    // The Triton fused-MoE kernel's intermediate buffers (docs/moe.md section
+    // 7b): for up to this many tokens at a time it holds the experts' up
+    // output, its activation and the down output of each (token, expert)
+    // pair, so the engine's memory profile pays them at its largest batch.
+    // Optional key `fused_moe_chunk_tokens`, 0 (default) = not modelled.
+    std::int64_t fused_moe_chunk_tokens = 0;
+    Provenance fused_moe_chunk_tokens_from;
+    // The fraction of the FP8 dense peak the stack's FP8 GEMMs reach on large
+    // shapes, where they are not the GPU's best library (cuBLASLt, whose
+    // ceiling the GPU file gives): vLLM 0.7's block-scaled (128 x 128 weight,
+    // 1 x 128 activation scales) Triton kernels (docs/moe.md section 7b).
+    // Optional key `fp8_gemm_ceiling`, 0 (default) = the GPU's ceiling.
+    double fp8_gemm_ceiling = 0.0;
+    Provenance fp8_gemm_ceiling_from;
     // Overlaps the stack can do (documentation: the run says which it used).
     std::vector<std::string> overlaps;
     Provenance overlaps_from;

@@ -157,7 +157,7 @@ public:
                     c.waves = p.waves;
                 } else {
                     w = streaming_work(gpu, kd);
-                    w.efficiency = gpu.gemm_ceiling(kd.dtype);
+                    w.efficiency = kd.ceiling > 0.0 ? kd.ceiling : gpu.gemm_ceiling(kd.dtype);
                     w.rate = gpu.peak_of(kd.dtype).per_s;
                 }
                 break;
@@ -228,7 +228,7 @@ GemmPlan evaluate_gemm_plan(const GpuSpec& gpu, const KernelDesc& kd, int tm, in
     check(tm > 0 && tn > 0 && s >= 1, "GEMM plan with an empty tile or split");
     check(gpu.sm_count > 0, "GPU spec without SMs");
     const double peak = gpu.peak_of(kd.dtype).per_s;
-    const double ceiling = gpu.gemm_ceiling(kd.dtype);
+    const double ceiling = kd.ceiling > 0.0 ? kd.ceiling : gpu.gemm_ceiling(kd.dtype);
     const double e = bytes_per_element(kd.dtype);
     const std::int64_t m = kd.m, n = kd.n, k = kd.k, b = kd.batch;
     const double md = static_cast<double>(m), nd = static_cast<double>(n), kd_ = static_cast<double>(k),

@@ -74,6 +74,11 @@ struct KernelDesc {
     // works per query head on CUDA cores (docs/software-profiles.md §3,
     // "Generation attention").
     double issue_instructions = 0.0;
+    // GEMM only: the fraction of the dtype's peak that this kernel's
+    // implementation reaches on large shapes, where it is not the GPU's best
+    // library's (gemm_ceiling); 0 = the GPU's. A stack whose FP8 GEMMs are
+    // block-scaled Triton kernels sets it (SoftwareProfile::fp8_gemm_ceiling).
+    double ceiling = 0.0;
     std::vector<TensorUse> tensors;
 };
 

@@ -41,6 +41,9 @@ workload::OperatorOptions operator_options(const config::ScenarioSpec& sc, const
     o.moe_sort_chunks = sc.profile.moe_dispatcher == "alltoall";
     o.decode_attention_issue = sc.profile.decode_attention_issue;
     o.cross_entropy_fp32_unfused = sc.profile.cross_entropy_fp32_unfused;
+    o.mla_absorbed_weights = sc.profile.mla_absorbed_weights;
+    o.fused_moe_chunk_tokens = sc.profile.fused_moe_chunk_tokens;
+    o.fp8_gemm_ceiling = sc.profile.fp8_gemm_ceiling;
     return o;
 }
 
@@ -325,7 +328,8 @@ hw::MemoryBreakdown stage_memory(const config::ScenarioSpec& sc, const ResolvedS
                         layers_per_chunk * inflight_chunks;
         b.workspace = workload::workspace_bytes(m, sh.train, opt, true).as_double();
     } else {
-        b.weights = weight_bytes;
+        // The absorbed MLA decode matrices sit beside every attention layer's raw weights.
+        b.weights = weight_bytes + layers * workload::mla_absorbed_weight_bytes(m, opt).as_double();
         b.expert_weights = expert_bytes;
         const std::int64_t replica_batch =
             std::accumulate(rs.microbatch_sizes.begin(), rs.microbatch_sizes.end(), std::int64_t{0});

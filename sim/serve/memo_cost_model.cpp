@@ -31,7 +31,8 @@ hw::KernelCost MemoCostModel::cost(const hw::GpuSpec& gpu, const hw::KernelDesc&
                   u(k.batch),
                   u(k.causal) | u(k.backward) << 1 | u(k.attention_kernel) << 2,
                   l2.resident_read_bytes.value,
-                  std::bit_cast<std::uint64_t>(k.issue_instructions)};
+                  std::bit_cast<std::uint64_t>(k.issue_instructions),
+                  std::bit_cast<std::uint64_t>(k.ceiling)};
     if (const auto it = memo_.find(key); it != memo_.end()) {
         ++hits_;
         return it->second;

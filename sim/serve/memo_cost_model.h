@@ -25,7 +25,7 @@ public:
     std::uint64_t misses() const { return misses_; }
 
 private:
-    using Key = std::array<std::uint64_t, 13>;
+    using Key = std::array<std::uint64_t, 14>;
     struct KeyHash {
         std::size_t operator()(const Key& k) const;
     };

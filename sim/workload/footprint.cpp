@@ -202,18 +202,44 @@ Bytes workspace_bytes(const ModelSpec& m, const PassShape& shape, const Operator
         // (fixed: k x the dense `ffn` overcounted DeepSeek-V3 and Qwen3 8-9x);
         // the larger where a model has both kinds of layer.
         double mlp = mlp_inputs_per_shard(m, m.ffn, opt.tp);
+        double chunk_bytes = 0;  // the fused-MoE kernel's buffers, when the stack has them
         if (m.experts > 0) {
-            const double moe = as_d(m.top_k) * mlp_inputs_per_shard(m, m.expert_ffn(), opt.tp) +
-                               mlp_inputs_per_shard(m, m.shared_experts * m.expert_ffn(), opt.tp);
-            mlp = m.first_dense_layers > 0 ? std::max(mlp, moe) : moe;
+            const double k = as_d(m.top_k);
+            const double shared = mlp_inputs_per_shard(m, m.shared_experts * m.expert_ffn(), opt.tp);
+            double moe = k * mlp_inputs_per_shard(m, m.expert_ffn(), opt.tp) + shared;
+            if (opt.fused_moe_chunk_tokens > 0) {
+                // Buffers for a chunk of c tokens: each (token, expert) pair's
+                // up output (2 f_e / etp under SwiGLU), its activation
+                // (f_e / etp) and its down output (hidden), in the
+                // activations' dtype (docs/moe.md section 7b).
+                const double c = std::min(tokens, as_d(opt.fused_moe_chunk_tokens));
+                chunk_bytes = c * ab * k * (mlp_inputs_per_shard(m, m.expert_ffn(), opt.expert_tp()) + as_d(m.hidden));
+                moe = shared;
+            }
+            if (m.first_dense_layers > 0 && mlp * tokens * ab > moe * tokens * ab + chunk_bytes) {
+                chunk_bytes = 0;  // a dense layer's MLP is the larger
+            } else {
+                mlp = moe;
+            }
         }
-        double layer = tokens * ab * (2 * as_d(m.hidden) + qkv + mlp);
+        double layer = tokens * ab * (2 * as_d(m.hidden) + qkv + mlp) + chunk_bytes;
         if (!opt.flash_attention) {
             layer += 2 * as_d(shape.batch) * a_p * as_d(shape.new_tokens) * as_d(shape.context) * ab;  // S and P
         }
         transient = std::max(transient, layer);
     }
     return whole_bytes(kLibraryWorkspace + transient);
+}
+
+Bytes mla_absorbed_weight_bytes(const ModelSpec& m, const OperatorOptions& opt) {
+    const auto* x = m.mla();
+    if (x == nullptr || !opt.inference || !opt.mla_absorbed_weights) return Bytes{0};
+    const double wb = hw::bytes_per_element(opt.precision.weights);
+    const double ab = hw::bytes_per_element(activation_dtype(opt.precision));
+    const double a_p = as_d(heads_per_shard(m, opt.tp)), lat = as_d(x->kv_lora_rank);
+    const double q_in = as_d(x->q_lora_rank > 0 ? x->q_lora_rank : m.hidden);
+    return whole_bytes((q_in * a_p * lat + a_p * lat * as_d(m.hidden)) * wb +
+                       q_in * a_p * as_d(x->qk_rope_head_dim) * ab);
 }
 
 }  // namespace sim::workload

@@ -44,10 +44,18 @@ Bytes head_weight_bytes(const ModelSpec& m, const OperatorOptions& opt);
 // norms (enorm, hnorm, final) on one TP shard, all mtp_layers of them; their
 // transformer layers count as layers (layer_weight_bytes).
 Bytes mtp_module_weight_bytes(const ModelSpec& m, const OperatorOptions& opt);
+// Bytes of one MLA layer's absorbed decode matrices on one TP shard, held
+// besides its raw weights when opt.mla_absorbed_weights (inference): W_Q_UK
+// (q latent, or hidden without one, x heads/tp x kv_lora) and W_UV_O
+// (heads/tp x kv_lora x hidden) in the weights' dtype, W_QR (q latent x
+// heads/tp x rope) in the activations' dtype; 0 otherwise (docs/moe.md
+// section 7b).
+Bytes mla_absorbed_weight_bytes(const ModelSpec& m, const OperatorOptions& opt);
 // Transient memory besides stored activations, weights and KV cache: a fixed
 // library workspace (cuBLAS, 32 MiB) plus the largest short-lived tensor: the
 // logits (+ FP32 softmax in training) or, in inference, one layer's live
-// intermediates (and the naive attention score matrix).
+// intermediates (and the naive attention score matrix; with
+// opt.fused_moe_chunk_tokens, the fused-MoE kernel's buffers for a chunk).
 Bytes workspace_bytes(const ModelSpec& m, const PassShape& shape, const OperatorOptions& opt, bool training);
 
 }  // namespace sim::workload

@@ -9,7 +9,9 @@
 //    expands the cache: q_nope x W_UK gives a latent query per head, the core
 //    attends the latent cache as one shared KV head (keys kv_lora + rope,
 //    values the kv_lora latent), and the latent output x W_UV gives each
-//    head's value.
+//    head's value; or, with the matrices absorbed at load
+//    (mla_absorbed_weights), the q latent x W_Q_UK and x W_QR give the
+//    latent query and the latent output x W_UV_O is the output projection.
 // Down projections are replicated over TP ranks and the up projections split
 // by head (Megatron-Core's layout): the up projections' input gradients are
 // all-reduced over TP, latent-sized.
@@ -137,6 +139,23 @@ Operator absorb_gemm(const Dims& x, const char* name, int weight, std::int64_t k
                 {use(x.act(in), in_b), use(x.weight(weight), w), use(x.act(out), out_b, true)});
 }
 
+// With the decode matrices absorbed at load (OperatorOptions::
+// mla_absorbed_weights): the latent query's two parts straight from the q
+// latent (or the norm output without one), [T, q_in] x [q_in, heads x n]:
+// W_Q_UK in the weights' dtype under kv_up's slot (it replaces W_UK), and
+// W_QR, kept in the activations' dtype, under q_up's (it is q_up's rope part).
+Operator folded_q_gemm(const Dims& x, const char* name, int weight, std::int64_t n, bool act_dtype) {
+    const MlaAttention& a = *x.mla;
+    const bool low = a.q_lora_rank > 0;
+    const std::int64_t q_in = low ? a.q_lora_rank : x.h;
+    const int in = low ? aslot::q_latent_norm : aslot::norm1;
+    const double w = static_cast<double>(q_in * x.a_p * n) * (act_dtype ? x.ab : x.wb);
+    const double in_b = static_cast<double>(x.T * q_in) * x.ab;
+    const double out_b = static_cast<double>(x.T * x.a_p * n) * x.ab;
+    return gemm(name, act_dtype ? x.act_dt : x.gemm_dt, x.T, x.a_p * n, q_in, 1, in_b + w, out_b,
+                {use(x.act(in), in_b), use(x.weight(weight), w), use(x.act(aslot::q_absorbed), out_b, true)});
+}
+
 }  // namespace
 
 void mla_block_forward(const Dims& x, std::vector<Operator>& ops) {
@@ -146,6 +165,16 @@ void mla_block_forward(const Dims& x, std::vector<Operator>& ops) {
         ops.push_back(linear_forward(x, q.down));
         ops.push_back(latent_norm(x, "q_norm", wslot::q_norm, a.q_lora_rank, aslot::q_latent,
                                   {use(x.act(aslot::q_latent_norm), lat_bytes(x, a.q_lora_rank), true)}));
+    }
+    if (x.absorbed && x.o->mla_absorbed_weights) {
+        // The latent query from W_Q_UK and W_QR; the core's latent output
+        // goes straight to W_UV_O, the output projection (out_linear).
+        ops.push_back(linear_forward(x, kv_down_linear(x)));
+        ops.push_back(kv_norm_op(x));
+        ops.push_back(folded_q_gemm(x, "q_uk", wslot::kv_up, a.kv_lora_rank, false));
+        ops.push_back(folded_q_gemm(x, "q_rope", wslot::q_up, a.qk_rope_head_dim, true));
+        attention_forward(x, ops);
+        return;
     }
     ops.push_back(linear_forward(x, q.up));
     ops.push_back(linear_forward(x, kv_down_linear(x)));

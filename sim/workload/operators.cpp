@@ -26,9 +26,14 @@ namespace {
 // (parallel).
 Linear out_linear(const Dims& x) {
     const std::uint64_t residual = x.parallel ? x.act(aslot::resid, x.layer + 1) : x.act(aslot::resid_mid);
-    Linear l = row_parallel_linear(x, "out_proj", wslot::out, x.T, x.a_p * x.dout, x.h,
-                                   use(x.act(aslot::attn), static_cast<double>(x.T * x.a_p * x.dout) * x.ab),
-                                   use(x.act(aslot::out_proj), full_act(x)), residual);
+    // MLA decode with W_UV absorbed at load: W_UV_O (heads x kv_lora ->
+    // hidden, under w_uv's slot) projects the core's latent output.
+    const bool folded = x.absorbed && x.o->mla_absorbed_weights;
+    const std::int64_t width = folded ? x.mla->kv_lora_rank : x.dout;
+    Linear l = row_parallel_linear(
+        x, "out_proj", folded ? wslot::w_uv : wslot::out, x.T, x.a_p * width, x.h,
+        use(x.act(folded ? aslot::o_latent : aslot::attn), static_cast<double>(x.T * x.a_p * width) * x.ab),
+        use(x.act(aslot::out_proj), full_act(x)), residual);
     l.has_bias = x.bias.out;  // added in the residual kernel
     return l;
 }
@@ -465,10 +470,14 @@ hw::AttentionKernel attention_kernel_of(AttentionImpl a) {
 }
 
 namespace {
-// Fused attention kernels run as the options' implementation.
+// Fused attention kernels run as the options' implementation, and FP8 GEMMs
+// at the stack's FP8 ceiling where it has its own.
 std::vector<Operator> with_attention_kernel(std::vector<Operator> ops, const OperatorOptions& opt) {
-    for (auto& op : ops)
+    for (auto& op : ops) {
         if (op.kernel.kind == KernelKind::attention) op.kernel.attention_kernel = opt.attention_kernel;
+        if (op.kernel.kind == KernelKind::gemm && op.kernel.dtype == DType::fp8)
+            op.kernel.ceiling = opt.fp8_gemm_ceiling;
+    }
     return ops;
 }
 

@@ -94,6 +94,19 @@ struct OperatorOptions {
     // runs one op per pass (SoftwareProfile::cross_entropy_fp32_unfused;
     // docs/workload-model.md §6) instead of one fused pass each way.
     bool cross_entropy_fp32_unfused = false;
+    // MLA decode with W_UK and W_UV absorbed into the query up- and output
+    // projections at load (SoftwareProfile::mla_absorbed_weights; docs/moe.md
+    // section 7b): decode runs q latent -> heads x kv_lora (weights' dtype),
+    // q latent -> heads x rope (activation dtype) and heads x kv_lora ->
+    // hidden, and the GPU holds those matrices besides the raw weights.
+    bool mla_absorbed_weights = false;
+    // Inference: the fused-MoE kernel's buffers for up to this many tokens
+    // are part of the workspace (SoftwareProfile::fused_moe_chunk_tokens); 0 =
+    // the experts' inputs of every token, as for any MLP.
+    std::int64_t fused_moe_chunk_tokens = 0;
+    // The stack's FP8 GEMMs reach this fraction of the FP8 peak at best
+    // (SoftwareProfile::fp8_gemm_ceiling; hw::KernelDesc::ceiling); 0 = the GPU's.
+    double fp8_gemm_ceiling = 0.0;
 };
 
 // The shape of one pass of a micro-batch through a layer.

@@ -278,4 +278,36 @@ TEST_CASE("software profiles: the training loss's cross-entropy (cross_entropy)"
     CHECK_FALSE(software_profile("llm-foundry").cross_entropy_fp32_unfused);
 }
 
+TEST_CASE("software profiles: vllm 0.7.x gets its release file with the MLA and fused-MoE keys") {
+    const SoftwareProfile p = software_profile("vllm", "0.7.4.dev181", "");
+    CHECK(p.version == "0.7");
+    CHECK(p.mla_absorbed_weights);
+    CHECK(p.fused_moe_chunk_tokens == 32'768);
+    CHECK(p.fp8_gemm_ceiling == 0.18);
+    CHECK_FALSE(p.mla_decode_weights_from.text.empty());
+    const SoftwareProfile now = software_profile("vllm", "0.23.0", "");
+    CHECK_FALSE(now.mla_absorbed_weights);
+    CHECK(now.fused_moe_chunk_tokens == 0);
+    CHECK(now.fp8_gemm_ceiling == 0);
+    // A value outside the enum is an error at file:line:column.
+    const std::string bad =
+        "name: vllm\ndescription: \"t\"\nhost:\n  kernel_issue: {value: 3 us, source: \"s\"}\n"
+        "  launch_queue_depth: {value: 64, source: \"s\"}\n"
+        "kernel_efficiency: {value: 1.0, source: \"s\"}\nfuse_elementwise: {value: true, source: "
+        "\"s\"}\noverlaps: {value: [], source: \"s\"}\n"
+        "mla_decode_weights: {value: folded, source: \"s\"}\n";
+    const std::string err = parasim_test::config_error_of(
+        [](const std::string& t) { load_software_profile(load_string(t, "software/vllm.yaml"), "vllm"); }, bad);
+    CHECK(err.find("software/vllm.yaml:9:") != std::string::npos);
+    CHECK(err.find("absorbed") != std::string::npos);
+    // An FP8 GEMM ceiling outside (0.01, 1] is a unit slip.
+    std::string low = bad;
+    low.replace(low.find("mla_decode_weights: {value: folded"),
+                std::string("mla_decode_weights: {value: folded").size(), "fp8_gemm_ceiling: {value: 0.001");
+    const std::string low_err = parasim_test::config_error_of(
+        [](const std::string& t) { load_software_profile(load_string(t, "software/vllm.yaml"), "vllm"); }, low);
+    CHECK(low_err.find("software/vllm.yaml:9:") != std::string::npos);
+    CHECK(low_err.find("not plausible") != std::string::npos);
+}
+
 TEST_SUITE_END();
