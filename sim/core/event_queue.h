@@ -29,7 +29,8 @@
 // slot, so a move copies 16 bytes. Slots are reused last-freed-first, so at
 // steady state a pop and the push its callback makes touch the same table
 // entry; when the table outgrows the caches, an event's callback is
-// prefetched as it moves to level 0, a few pops before it runs. Arrays are
+// prefetched as it moves to level 0, a few pops before it runs, and a pop
+// from a level-0 bucket requests the next entry's callback. Arrays are
 // reused and a bucket gives back only an unusually large one, so a
 // steady-state run allocates nothing per event.
 //
