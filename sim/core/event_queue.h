@@ -29,7 +29,8 @@
 // slot, so a move copies 16 bytes. Slots are reused last-freed-first, so at
 // steady state a pop and the push its callback makes touch the same table
 // entry; when the table outgrows the caches, an event's callback is
-// prefetched as it moves to level 0, a few pops before it runs. Arrays are
+// prefetched as it moves to level 0, a few pops before it runs, and a pop
+// from a level-0 bucket requests the next entry's callback. Arrays are
 // reused and a bucket gives back only an unusually large one, so a
 // steady-state run allocates nothing per event.
 //
@@ -94,6 +95,11 @@ public:
                     bucket.clear();
                     unmark(b);
                     head_ = 0;
+                } else {
+                    // The next pop serves the next entry: its callback, often
+                    // out of cache in a large table, is fetched while this
+                    // event runs.
+                    __builtin_prefetch(&callbacks_[bucket[head_].slot]);
                 }
             } else if (bucket.size() == 1) {
                 // A lone entry is the earliest: serve it where it is.

@@ -91,31 +91,27 @@ public:
             }
         succ_begin_.pop_back();
         const std::size_t g = plan.simulated_gpus.size();
+        gs_.assign(g, GpuState{});
         build_order_layout();
-        heads_.assign(g, {});
-        busy_.assign(g, {});
-        active_comm_.assign(g, 0);
-        issue_next_.assign(g, 0);
-        issue_done_.assign(g, Time{});
-        issue_wait_.assign(g, kNone);
         if (options.host_kernel_issue > Time{} && options.launch_queue_depth > 0) {
             // A ring of the last `depth` compute-stream end times per GPU
             // whose stream is longer than that (shorter ones never look back).
             // Interleaved like the stream order (slot j mod depth of every
             // such GPU side by side, in slot order), for the same reason.
             const auto depth = static_cast<std::size_t>(options.launch_queue_depth);
-            issue_ring_at_.assign(g, SIZE_MAX);
-            std::size_t ring_gpus = 0;
+            has_ring_ = true;
+            std::uint32_t ring_gpus = 0;
             for (std::size_t k = 0; k < g; ++k) {
                 const std::size_t i = by_slot_.empty() ? k : by_slot_[k];
                 if (plan.streams[i][static_cast<std::size_t>(StreamKind::compute)].size() > depth)
-                    issue_ring_at_[i] = ring_gpus++;
+                    gs_[i].ring_at = ring_gpus++;
             }
             issue_ring_stride_ = ring_gpus;
             issue_ring_.assign(ring_gpus * depth, Time{});
         }
         result_.gpus.resize(g);
         for (std::size_t i = 0; i < g; ++i) result_.gpus[i].real_gpu = plan.simulated_gpus[i];
+        totals_.assign(g, GpuTotals{});
         sim_.reserve(1024);
         flows_.record_class_utilization(options.record_link_samples);
     }
@@ -144,6 +140,14 @@ public:
         }
         result_.max_link_load = flows_.max_link_load();
         result_.link_samples = flows_.class_utilization_samples();
+        for (std::size_t i = 0; i < totals_.size(); ++i) {
+            GpuRecord& rec = result_.gpus[i];
+            rec.l2_requested_bytes = totals_[i][0];
+            rec.l2_hit_bytes = totals_[i][1];
+            rec.hbm_bytes = totals_[i][2];
+            rec.flops = totals_[i][3];
+        }
+        release(totals_);
         per_gpu_results();
         return std::move(result_);
     }
@@ -240,8 +244,7 @@ private:
         by_slot_ = so.by_slot();
         for (std::size_t i = 0; i < g; ++i)
             if (so.slot(i) == parallel::StreamOrder::kEmpty) by_slot_.push_back(static_cast<std::uint32_t>(i));
-        slot_.resize(g);
-        for (std::size_t i = 0; i < g; ++i) slot_[by_slot_[i]] = static_cast<std::uint32_t>(i);
+        for (std::size_t i = 0; i < g; ++i) gs_[by_slot_[i]].slot = static_cast<std::uint32_t>(i);
         for (std::size_t s = 0; s < kStreamCount; ++s) {
             if (so.interleaved(s)) {
                 cells_[s] = so.cells(s);
@@ -258,7 +261,7 @@ private:
             order_[s].assign(longest * g, kNone);
             for (std::size_t i = 0; i < g; ++i) {
                 const auto o = so.view(i, s);
-                for (std::size_t h = 0; h < o.size(); ++h) order_[s][h * g + slot_[i]] = o[h];
+                for (std::size_t h = 0; h < o.size(); ++h) order_[s][h * g + gs_[i].slot] = o[h];
             }
             cells_[s] = order_[s].data();
             order_len_[s] = longest;
@@ -267,14 +270,15 @@ private:
 
     // Task at position h of GPU `gpu`'s stream s; kNone past its end.
     std::uint32_t order_at(std::uint32_t gpu, std::size_t s, std::size_t h) const {
-        if (cells_[s] != nullptr) return h < order_len_[s] ? cells_[s][h * slot_.size() + slot_[gpu]] : kNone;
+        if (cells_[s] != nullptr) return h < order_len_[s] ? cells_[s][h * gs_.size() + gs_[gpu].slot] : kNone;
         const auto order = plan_.streams.view(gpu, s);
         return h < order.size() ? order[h] : kNone;
     }
 
     bool at_head(std::uint32_t gpu, StreamKind s, std::uint32_t task) const {
         const auto k = static_cast<std::size_t>(s);
-        return order_at(gpu, k, heads_[gpu][k]) == task && !busy_[gpu][k];
+        const GpuState& q = gs_[gpu];
+        return order_at(gpu, k, q.head[k]) == task && !q.busy[k];
     }
 
     // Asks for the lines try_start(id) reads first (no effect on results).
@@ -290,8 +294,8 @@ private:
             for (const std::uint32_t m : plan_.groups[t.group].members)
                 if (!at_head(m, t.stream, id)) return;
             for (const std::uint32_t m : plan_.groups[t.group].members) {
-                busy_[m][static_cast<std::size_t>(t.stream)] = 1;
-                ++active_comm_[m];
+                gs_[m].busy[static_cast<std::size_t>(t.stream)] = 1;
+                ++gs_[m].active_comm;
             }
         } else {
             if (!at_head(t.gpu, t.stream, id)) return;
@@ -299,15 +303,16 @@ private:
                 const Time issued = issue_time_of_head(t.gpu);
                 if (issued > sim_.now()) {
                     // One wake-up per task: later calls find it scheduled.
-                    if (issue_wait_[t.gpu] != id) {
-                        issue_wait_[t.gpu] = id;
+                    if (gs_[t.gpu].issue_wait != id) {
+                        gs_[t.gpu].issue_wait = id;
                         sim_.schedule_at(issued, [this, id] { try_start(id); });
                     }
                     return;
                 }
             }
-            busy_[t.gpu][static_cast<std::size_t>(t.stream)] = 1;
-            if (t.stream != StreamKind::compute && t.stream != StreamKind::host) ++active_comm_[t.gpu];
+            GpuState& q = gs_[t.gpu];
+            q.busy[static_cast<std::size_t>(t.stream)] = 1;
+            if (t.stream != StreamKind::compute && t.stream != StreamKind::host) ++q.active_comm;
         }
         remaining_[id] = kStarted;
         result_.task_start[id] = sim_.now();
@@ -353,34 +358,31 @@ private:
     // each gate is known, and no event is spent unless the host is behind.
     Time issue_time_of_head(std::uint32_t gpu) {
         const auto c = static_cast<std::size_t>(StreamKind::compute);
-        const std::size_t head = heads_[gpu][c];
+        GpuState& q = gs_[gpu];
+        const std::size_t head = q.head[c];
         const auto depth = static_cast<std::size_t>(options_.launch_queue_depth);
-        while (issue_next_[gpu] <= head) {
-            const std::size_t j = issue_next_[gpu]++;
+        while (q.issue_next <= head) {
+            const std::size_t j = q.issue_next++;
             // Position j - depth finished (it is before the head) and its ring
             // slot is next overwritten when position j finishes.
             if (depth > 0 && j >= depth)
-                issue_done_[gpu] =
-                    std::max(issue_done_[gpu], issue_ring_[(j % depth) * issue_ring_stride_ + issue_ring_at_[gpu]]);
+                q.issue_done = std::max(q.issue_done, issue_ring_[(j % depth) * issue_ring_stride_ + q.ring_at]);
             if (plan_.tasks[order_at(gpu, c, j)].kind == TaskKind::kernel)
-                issue_done_[gpu] = issue_done_[gpu] + options_.host_kernel_issue;
+                q.issue_done = q.issue_done + options_.host_kernel_issue;
         }
-        return issue_done_[gpu];
+        return q.issue_done;
     }
 
     void start_kernel(std::uint32_t id, const Task& t) {
         const hw::KernelDesc& k = plan_.kernels[t.kernel];
-        const Bytes hit = l2_.access(t.gpu, heads_[t.gpu][static_cast<std::size_t>(t.stream)], t.kernel);
+        const Bytes hit = l2_.access(t.gpu, gs_[t.gpu].head[static_cast<std::size_t>(t.stream)], t.kernel);
         CostMemo& m = kernel_cost(t.kernel, k, hit);
         const hw::KernelCost& c = m.cost;
-        const Time duration = kernel_duration(m, active_comm_[t.gpu] > 0);
-        GpuRecord& rec = result_.gpus[t.gpu];
-        // L2 hit rate counts every byte the kernel requests: its tiling
-        // re-reads within the kernel plus the cross-kernel residency hits.
-        rec.l2_requested_bytes += c.l2_request_bytes.as_double();
-        rec.l2_hit_bytes += std::max(0.0, c.l2_request_bytes.as_double() - c.hbm_bytes.as_double());
-        rec.hbm_bytes += c.hbm_bytes.as_double();
-        rec.flops += k.flops.value;
+        const Time duration = kernel_duration(m, gs_[t.gpu].active_comm > 0);
+        // The GPU's totals (copied into its record after the run): the
+        // memo's addends, summed in the same order as before.
+        GpuTotals& sum = totals_[t.gpu];
+        for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += m.add[i];
         result_.kernel_stats_index[id] = m.stats;
         result_.task_kind[id] = c.compute_bound() ? IntervalKind::compute_kernel : IntervalKind::memory_kernel;
         sim_.schedule_after(duration, [this, id, gpu = t.gpu, st = t.stream] { finish(id, gpu, st); });
@@ -405,6 +407,12 @@ private:
             m.hit = hit;
             m.has_duration = {false, false};
             m.stats = stats_entry(kernel, k, hit, m.cost);
+            // L2 hit rate counts every byte the kernel requests: its tiling
+            // re-reads within the kernel plus the cross-kernel residency hits.
+            const hw::KernelCost& c = m.cost;
+            m.add = {c.l2_request_bytes.as_double(),
+                     std::max(0.0, c.l2_request_bytes.as_double() - c.hbm_bytes.as_double()), c.hbm_bytes.as_double(),
+                     k.flops.value};
         }
         return m;
     }
@@ -463,13 +471,13 @@ private:
         std::size_t ntouched = 0;
         const auto k = static_cast<std::size_t>(stream);
         auto release = [&](std::uint32_t g) {
-            busy_[g][k] = 0;
-            if (stream == StreamKind::compute && !issue_ring_at_.empty() && issue_ring_at_[g] != SIZE_MAX)
-                issue_ring_[(heads_[g][k] % static_cast<std::size_t>(options_.launch_queue_depth)) *
-                                issue_ring_stride_ +
-                            issue_ring_at_[g]] = sim_.now();
-            ++heads_[g][k];
-            if (stream != StreamKind::compute && stream != StreamKind::host) --active_comm_[g];
+            GpuState& q = gs_[g];
+            q.busy[k] = 0;
+            if (stream == StreamKind::compute && has_ring_ && q.ring_at != kNone)
+                issue_ring_[(q.head[k] % static_cast<std::size_t>(options_.launch_queue_depth)) * issue_ring_stride_ +
+                            q.ring_at] = sim_.now();
+            ++q.head[k];
+            if (stream != StreamKind::compute && stream != StreamKind::host) --q.active_comm;
             if (ntouched < 64) touched[ntouched++] = g;
         };
         if (gpu == kNone) {
@@ -478,7 +486,7 @@ private:
             release(gpu);
         }
         for (std::size_t i = 0; i < ntouched; ++i) {
-            const std::uint32_t next = order_at(touched[i], k, heads_[touched[i]][k]);
+            const std::uint32_t next = order_at(touched[i], k, gs_[touched[i]].head[k]);
             if (next != kNone) try_start(next);
         }
         for (std::uint32_t i = succ_first; i < succ_end; ++i) {
@@ -487,6 +495,11 @@ private:
         }
     }
 
+    // Per GPU: L2-requested, L2-hit and HBM bytes and flops of its kernels
+    // so far, in GpuRecord's order. Kept apart from the records (hundreds of
+    // bytes each) so the run's per-kernel adds touch 32 bytes per GPU.
+    using GpuTotals = std::array<double, 4>;
+    std::vector<GpuTotals> totals_;
     const Plan& plan_;
     const hw::GpuSpec& gpu_;
     const net::Topology& topo_;
@@ -509,28 +522,36 @@ private:
     static constexpr std::uint32_t kStarted = UINT32_MAX;
     std::vector<std::uint32_t> remaining_;
     std::vector<std::uint32_t> succ_begin_, succ_;
-    std::vector<std::array<std::size_t, kStreamCount>> heads_;
-    std::vector<std::array<char, kStreamCount>> busy_;
-    std::vector<int> active_comm_;
-    // Host issue per GPU: next compute-stream index to issue, when the last
-    // issue ended, the task waiting for its issue (kNone: none).
-    std::vector<std::size_t> issue_next_;
-    std::vector<Time> issue_done_;
-    std::vector<std::uint32_t> issue_wait_;
+    // What a kernel's start and finish read and write of its GPU, in one
+    // line: separate per-GPU arrays made a start touch about ten lines.
+    struct alignas(64) GpuState {
+        std::array<std::uint32_t, kStreamCount> head{};  // next position of each stream
+        std::array<char, kStreamCount> busy{};           // the stream runs a task
+        std::int32_t active_comm = 0;                    // communication tasks running
+        // Host issue: next compute-stream index to issue, the task waiting
+        // for its issue (kNone: none), when the last issue ended.
+        std::uint32_t issue_next = 0;
+        std::uint32_t issue_wait = kNone;
+        Time issue_done;
+        std::uint32_t slot = 0;         // its column of the stream order (interleaved layout)
+        std::uint32_t ring_at = kNone;  // its column of issue_ring_ (kNone: none)
+    };
+    static_assert(sizeof(GpuState) == 64);
+    std::vector<GpuState> gs_;
     // End times of the last launch_queue_depth compute tasks of each GPU, by
     // stream position modulo the depth: the issue gate reads one of them at
     // every kernel, and the ring is where the GPU's recent tasks are, not
     // a random task id (a cache miss per kernel at thousands of GPUs).
     std::vector<Time> issue_ring_;
-    std::vector<std::size_t> issue_ring_at_;  // per GPU: its ring column, SIZE_MAX: none
-    std::size_t issue_ring_stride_ = 0;       // GPUs with a ring
+    bool has_ring_ = false;
+    std::size_t issue_ring_stride_ = 0;  // GPUs with a ring
     // Stream order interleaved by position (build_order_layout): the plan's
-    // cells or the copy in order_; null: the plan's per-GPU vectors. slot_: a
-    // GPU's column; by_slot_: its inverse (both empty below kInterleaveGpus).
+    // cells or the copy in order_; null: the plan's per-GPU vectors.
+    // by_slot_: the GPU in each column (empty below kInterleaveGpus).
     std::array<const std::uint32_t*, kStreamCount> cells_{};
     std::array<std::vector<std::uint32_t>, kStreamCount> order_;
     std::array<std::size_t, kStreamCount> order_len_{};
-    std::vector<std::uint32_t> slot_, by_slot_;
+    std::vector<std::uint32_t> by_slot_;
     struct CostMemo {
         std::uint32_t kernel = parallel::kNone;
         Bytes hit;
@@ -538,6 +559,7 @@ private:
         std::array<Time, 2> duration{};  // [contended]
         std::array<bool, 2> has_duration{};
         std::uint32_t stats = 0;  // its entry of result_.kernel_stats
+        GpuTotals add{};          // what the kernel adds to its GPU's totals_
     };
     std::map<std::pair<std::uint32_t, std::uint64_t>, std::uint32_t> stats_at_;  // (descriptor, hit bytes)
     // A power of two up to 4096 entries, about two per descriptor: serving

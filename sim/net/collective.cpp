@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <map>
 #include <memory>
 #include <string_view>
@@ -33,9 +34,10 @@ struct Instance {
     std::size_t phase = 0;
     std::vector<FlowNetwork::StepFlow> step;  // the phase's flows, as the network runs them
     const ResolvedPlan* kept = nullptr;       // a kept plan (reuses_steps(op)), used instead of plan and step
+    const ResolvedPlan* shared = nullptr;     // a shared plan (not reuses_steps(op)), likewise
     Callback on_done;
     bool busy = false;
-    const CollectivePlan& current() const { return kept ? kept->plan : plan; }
+    const CollectivePlan& current() const { return kept ? kept->plan : shared ? shared->plan : plan; }
 };
 
 // A flow between nodes in a phase whose step latency is the library's
@@ -53,9 +55,14 @@ bool wire_in_step(const Topology& topo, const PlanPhase& ph, const PlannedFlow& 
 using PlanKey = std::tuple<std::string, int, std::vector<int>, std::uint64_t, std::array<int, 4>, std::array<double, 3>,
                            std::array<std::uint64_t, 4>>;
 
-PlanKey plan_key(std::string_view algorithm, const CollectiveRequest& r, Time initial) {
+// The same fields as references, to look a request up without copying its
+// group or the algorithm's name (shared plans are looked up at every start).
+using PlanRef = std::tuple<std::string_view, int, const std::vector<int>&, std::uint64_t, std::array<int, 4>,
+                           std::array<double, 3>, std::array<std::uint64_t, 4>>;
+
+PlanRef plan_ref(std::string_view algorithm, const CollectiveRequest& r, Time initial) {
     const TokenRouting& t = r.tokens;
-    return {std::string(algorithm),
+    return {algorithm,
             static_cast<int>(r.op),
             r.gpus,
             r.size.value,
@@ -65,9 +72,58 @@ PlanKey plan_key(std::string_view algorithm, const CollectiveRequest& r, Time in
              initial.count_ps()}};
 }
 
+// Transparent hashing and equality for a key tuple K, looked up by R, the
+// same fields as views and references (no copy of a group or a name per
+// lookup). Hashed: a tree of keys compared group by group missed the cache
+// at every level of every start's lookup.
+void mix_field(std::uint64_t& h, std::uint64_t v) { h = (h ^ v) * 0x100000001B3ULL; }
+void mix_field(std::uint64_t& h, int v) { mix_field(h, static_cast<std::uint64_t>(static_cast<std::uint32_t>(v))); }
+void mix_field(std::uint64_t& h, double v) { mix_field(h, std::bit_cast<std::uint64_t>(v)); }
+void mix_field(std::uint64_t& h, std::string_view v) { mix_field(h, std::hash<std::string_view>{}(v)); }
+template <class Range>
+void mix_field(std::uint64_t& h, const Range& r) {
+    for (const auto& v : r) mix_field(h, v);
+}
+
+template <class R, class K>
+R ref_of(const K& k) {
+    return std::apply([](const auto&... f) { return R(f...); }, k);
+}
+
+template <class K, class R>
+struct RefHash {
+    using is_transparent = void;
+    std::size_t operator()(const K& k) const { return (*this)(ref_of<R>(k)); }
+    std::size_t operator()(const R& r) const {
+        std::uint64_t h = 1469598103934665603ULL;
+        std::apply([&h](const auto&... f) { (mix_field(h, f), ...); }, r);
+        return static_cast<std::size_t>(h ^ (h >> 29));
+    }
+};
+
+template <class K, class R>
+struct RefEq {
+    using is_transparent = void;
+    static R ref(const K& k) { return ref_of<R>(k); }
+    static const R& ref(const R& r) { return r; }
+    template <class A, class B>
+    bool operator()(const A& a, const B& b) const {
+        return ref(a) == ref(b);
+    }
+};
+
+PlanKey plan_key(std::string_view algorithm, const CollectiveRequest& r, Time initial) {
+    return std::apply([](const auto&... f) { return PlanKey(f...); }, plan_ref(algorithm, r, initial));
+}
+
 // Kept plans are few (one per distinct MoE exchange of a run); past this
 // many, new ones are planned per call as for other algorithms.
 constexpr std::size_t kMaxKeptPlans = 1024;
+// Shared plans (plans of algorithms that do not reuse steps): one per
+// distinct request, a few thousand in a large training run (each TP group's
+// few sizes); past either bound, new ones are planned per call as before.
+constexpr std::size_t kMaxSharedPlans = 16384;
+constexpr std::size_t kMaxSharedFlows = std::size_t{1} << 22;
 
 }  // namespace
 
@@ -107,24 +163,49 @@ struct CollectiveEngine::Impl {
     // The same fields as references, to look a request up without copying
     // its group (a collective starts thousands of times per run).
     using ChoiceRef = std::tuple<int, std::uint64_t, std::string_view, const std::vector<int>&, std::array<int, 4>>;
-    struct ChoiceLess {
-        using is_transparent = void;
-        static ChoiceRef ref(const ChoiceKey& k) {
-            return {std::get<0>(k), std::get<1>(k), std::get<2>(k), std::get<3>(k), std::get<4>(k)};
-        }
-        static const ChoiceRef& ref(const ChoiceRef& r) { return r; }
-        template <class A, class B>
-        bool operator()(const A& a, const B& b) const {
-            return ref(a) < ref(b);
-        }
+    // A memoised choice, and what start() ran for it last: the algorithm,
+    // and the shared plan with the planned request's fields that are not in
+    // the key (PlanKey's efficiencies and latencies), which a later start
+    // compares before running the same plan.
+    struct ChoiceEntry {
+        CollectiveChoice choice;
+        const ICollectiveAlgorithm* algo = nullptr;
+        const ResolvedPlan* shared = nullptr;
+        std::array<double, 3> efficiencies{};
+        std::array<std::uint64_t, 4> latencies{};
     };
     static ChoiceRef choice_ref(const CollectiveRequest& req) {
         const TokenRouting& tr = req.tokens;
         return {static_cast<int>(req.op), req.size.value, req.algorithm, req.gpus,
                 std::array<int, 4>{tr.top_k, tr.experts, tr.groups, tr.group_limit}};
     }
-    mutable std::map<ChoiceKey, CollectiveChoice, ChoiceLess> choices;
+    mutable std::unordered_map<ChoiceKey, ChoiceEntry, RefHash<ChoiceKey, ChoiceRef>, RefEq<ChoiceKey, ChoiceRef>>
+        choices;
+    // choose()'s memo entry of `req` (added by choose() if new; a hit checks
+    // the efficiencies as choose() does), or nullptr where choose() does not
+    // memoise (no protocol table, or one GPU).
+    ChoiceEntry* choose_memo(const CollectiveRequest& req) {
+        if (req.protocols.empty() || req.gpus.size() < 2) return nullptr;
+        if (const auto it = choices.find(choice_ref(req)); it != choices.end()) {
+            validate_efficiencies(req);
+            return &it->second;
+        }
+        choose(req);
+        return &choices.find(choice_ref(req))->second;
+    }
     std::map<PlanKey, std::unique_ptr<ResolvedPlan>> kept_plans;
+    // Plans of algorithms that do not reuse steps, with their routes
+    // resolved, shared by every start of the same request: a plan and its
+    // routes are functions of the key (PlanKey says why), so a start that
+    // finds one runs the same flows as one that plans anew, without planning
+    // and resolving them again. Bounded like the kept plans.
+    std::unordered_map<PlanKey, std::unique_ptr<ResolvedPlan>, RefHash<PlanKey, PlanRef>, RefEq<PlanKey, PlanRef>>
+        shared_plans;
+    std::size_t shared_flows = 0;
+    const ResolvedPlan* shared_plan(const CollectiveRequest& r, const ICollectiveAlgorithm& algo, Time initial);
+    // `r`'s plan by `algo`, every phase's routes resolved.
+    std::unique_ptr<ResolvedPlan> resolved_plan(const CollectiveRequest& r, const ICollectiveAlgorithm& algo,
+                                                Time initial, bool reuse_steps) const;
     // Resolves the routes of phase `phase` of `plan` into `out`.
     void resolve_step(const CollectivePlan& plan, std::size_t phase, std::vector<FlowNetwork::StepFlow>& out) const;
     // The kept plan of `r` run by `algo`, planning and keeping it the first
@@ -207,18 +288,34 @@ void CollectiveEngine::Impl::resolve_step(const CollectivePlan& plan, std::size_
     }
 }
 
+std::unique_ptr<ResolvedPlan> CollectiveEngine::Impl::resolved_plan(const CollectiveRequest& r,
+                                                                    const ICollectiveAlgorithm& algo, Time initial,
+                                                                    bool reuse_steps) const {
+    auto rp = std::make_unique<ResolvedPlan>();
+    plan(rp->plan, r, algo);
+    rp->plan.initial = initial;
+    rp->plan.reuse_steps = reuse_steps;
+    rp->steps.resize(rp->plan.phases.size());
+    for (std::size_t p = 0; p < rp->plan.phases.size(); ++p) resolve_step(rp->plan, p, rp->steps[p]);
+    return rp;
+}
+
 const ResolvedPlan* CollectiveEngine::Impl::kept_plan(const CollectiveRequest& r, const ICollectiveAlgorithm& algo,
                                                       Time initial) {
     PlanKey key = plan_key(algo.name(), r, initial);
     if (auto it = kept_plans.find(key); it != kept_plans.end()) return it->second.get();
     if (kept_plans.size() >= kMaxKeptPlans) return nullptr;
-    auto rp = std::make_unique<ResolvedPlan>();
-    plan(rp->plan, r, algo);
-    rp->plan.initial = initial;
-    rp->plan.reuse_steps = true;
-    rp->steps.resize(rp->plan.phases.size());
-    for (std::size_t p = 0; p < rp->plan.phases.size(); ++p) resolve_step(rp->plan, p, rp->steps[p]);
-    return kept_plans.emplace(std::move(key), std::move(rp)).first->second.get();
+    return kept_plans.emplace(std::move(key), resolved_plan(r, algo, initial, true)).first->second.get();
+}
+
+const ResolvedPlan* CollectiveEngine::Impl::shared_plan(const CollectiveRequest& r, const ICollectiveAlgorithm& algo,
+                                                        Time initial) {
+    if (auto it = shared_plans.find(plan_ref(algo.name(), r, initial)); it != shared_plans.end())
+        return it->second.get();
+    if (shared_plans.size() >= kMaxSharedPlans || shared_flows >= kMaxSharedFlows) return nullptr;
+    auto rp = resolved_plan(r, algo, initial, false);
+    shared_flows += rp->plan.flows.size();
+    return shared_plans.emplace(plan_key(algo.name(), r, initial), std::move(rp)).first->second.get();
 }
 
 void CollectiveEngine::Impl::launch(std::uint32_t slot) {
@@ -228,6 +325,10 @@ void CollectiveEngine::Impl::launch(std::uint32_t slot) {
     const auto done = [this, slot] { phase_done(slot); };
     if (inst.kept) {
         flows.run_steps(inst.kept->steps[inst.phase], ph.repeat, ph.latency, done, true);
+        return;
+    }
+    if (inst.shared) {
+        flows.run_steps(inst.shared->steps[inst.phase], ph.repeat, ph.latency, done, false);
         return;
     }
     resolve_step(plan, inst.phase, inst.step);
@@ -254,12 +355,18 @@ CollectiveEngine::CollectiveEngine(Simulation& sim, FlowNetwork& flows, const To
 CollectiveEngine::~CollectiveEngine() = default;
 
 void CollectiveEngine::start(const CollectiveRequest& req, Callback on_done) {
-    const CollectiveChoice choice = impl_->choose(req);
+    // The memo entry when choose() memoises this request (it keeps what the
+    // last start ran, see ChoiceEntry); otherwise a choice of our own.
+    Impl::ChoiceEntry* e = impl_->choose_memo(req);
+    CollectiveChoice own;
+    if (!e) own = impl_->choose(req);
+    const CollectiveChoice& choice = e ? e->choice : own;
     if (req.gpus.size() == 1) {
         impl_->sim.schedule_after(Time{}, on_done);
         return;
     }
-    const ICollectiveAlgorithm& algo = *find_collective_algorithm(choice.algorithm);
+    const ICollectiveAlgorithm& algo = e && e->algo ? *e->algo : *find_collective_algorithm(choice.algorithm);
+    if (e) e->algo = &algo;
     std::uint32_t slot;
     if (!impl_->free_instances.empty()) {
         slot = impl_->free_instances.back();
@@ -270,19 +377,41 @@ void CollectiveEngine::start(const CollectiveRequest& req, Callback on_done) {
     }
     Instance& inst = impl_->instances[slot];
     inst.kept = nullptr;
+    inst.shared = nullptr;
     const Protocol* p = nullptr;
-    if (!choice.protocol.empty()) {
+    if (!choice.protocol.empty())
         p = &*std::find_if(req.protocols.begin(), req.protocols.end(),
                            [&](const Protocol& q) { return q.name == choice.protocol; });
-        Impl::set_with_protocol(impl_->protocol_request, req, *p);
-    }
-    const CollectiveRequest& planned = p ? impl_->protocol_request : req;
     const Time initial = p && algo.pays_base_latency() ? p->base_latency : Time{};
-    if (algo.reuses_steps(planned.op)) inst.kept = impl_->kept_plan(planned, algo, initial);
-    if (!inst.kept) {
-        impl_->plan(inst.plan, planned, algo);
-        inst.plan.initial = initial;
-        inst.plan.reuse_steps = algo.reuses_steps(planned.op);
+    // The planned request's fields outside the memo key, as
+    // set_with_protocol computes them: equal to those of the shared plan the
+    // entry keeps, the plan's key is equal too, so it is that plan.
+    std::array<double, 3> eff{};
+    std::array<std::uint64_t, 4> lat{};
+    if (p) {
+        eff = {req.protocol_efficiency * p->bandwidth_share,
+               req.network_efficiency > 0.0 ? req.network_efficiency * p->bandwidth_share : req.network_efficiency,
+               req.in_switch_efficiency};
+        lat = {p->step_latency.count_ps(), p->network_step_latency.count_ps(), req.in_switch_latency.count_ps(),
+               initial.count_ps()};
+    }
+    if (e && p && e->shared && e->efficiencies == eff && e->latencies == lat) {
+        inst.shared = e->shared;
+    } else {
+        if (p) Impl::set_with_protocol(impl_->protocol_request, req, *p);
+        const CollectiveRequest& planned = p ? impl_->protocol_request : req;
+        if (algo.reuses_steps(planned.op)) inst.kept = impl_->kept_plan(planned, algo, initial);
+        else inst.shared = impl_->shared_plan(planned, algo, initial);
+        if (e && p && inst.shared) {
+            e->shared = inst.shared;
+            e->efficiencies = eff;
+            e->latencies = lat;
+        }
+        if (!inst.kept && !inst.shared) {
+            impl_->plan(inst.plan, planned, algo);
+            inst.plan.initial = initial;
+            inst.plan.reuse_steps = algo.reuses_steps(planned.op);
+        }
     }
     inst.phase = 0;
     inst.on_done = on_done;
@@ -358,7 +487,7 @@ CollectiveChoice CollectiveEngine::Impl::choose(const CollectiveRequest& req) co
     if (!req.protocols.empty() && req.gpus.size() >= 2)
         if (auto it = choices.find(choice_ref(req)); it != choices.end()) {
             validate_efficiencies(req);
-            return it->second;
+            return it->second.choice;
         }
     const ICollectiveAlgorithm& rule = resolve(req);  // validates
     if (req.protocols.empty() || req.gpus.size() < 2) return CollectiveChoice{std::string(rule.name()), "", Time{}};
@@ -384,7 +513,7 @@ CollectiveChoice CollectiveEngine::Impl::choose(const CollectiveRequest& req) co
         }
     }
     if (best.algorithm.empty()) best = CollectiveChoice{std::string(rule.name()), req.protocols.back().name, Time{}};
-    choices.emplace(std::move(key), best);
+    choices.emplace(std::move(key), ChoiceEntry{best});
     return best;
 }
 

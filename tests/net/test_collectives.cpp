@@ -53,6 +53,14 @@ CollectiveRequest nccl_all_reduce(const sim::net::ClusterSpec& c, int n, std::ui
     return r;
 }
 
+// An engine on one DGX A100 node.
+struct OneNode {
+    Topology ta{sim::config::load_cluster_file("dgx-a100"), 8};
+    Simulation sim;
+    FlowNetwork net{sim, ta};
+    CollectiveEngine e{sim, net, ta};
+};
+
 double busbw_gbps(const Topology& t, const CollectiveRequest& r) {
     return bus_bandwidth(r.op, r.size, static_cast<int>(r.gpus.size()), simulate_collective(t, r)) / 1e9;
 }
@@ -203,10 +211,8 @@ TEST_CASE("collective: impossible requests are ModelErrors that say why") {
 TEST_CASE("collective: a request the choice memo knows is still refused when it is bad") {
     // choose() looks a request up in its memo before resolving it; a hit
     // must give the first answer and still refuse what resolve() refuses.
-    const Topology ta(sim::config::load_cluster_file("dgx-a100"), 8);
-    Simulation sim;
-    FlowNetwork net(sim, ta);
-    CollectiveEngine e(sim, net, ta);
+    OneNode n;
+    CollectiveEngine& e = n.e;
     auto r = request(CollectiveOp::all_reduce, first_gpus(8), Bytes{kMiB});
     r.protocols = {sim::net::Protocol{"LL", 0.25, Time::us(1), Time{}, Time{}},
                    sim::net::Protocol{"Simple", 1.0, Time::us(5), Time{}, Time::us(10)}};
@@ -225,6 +231,40 @@ TEST_CASE("collective: a request the choice memo knows is still refused when it 
     // A group with a repeated GPU is another key: resolved, and refused.
     r.gpus = {0, 1, 1};
     CHECK_THROWS_AS(e.choose(r), sim::ModelError);
+}
+
+TEST_CASE("collective: a start that finds a shared plan runs as a fresh engine's; other fields plan anew") {
+    // Plans of algorithms that do not reuse steps are kept per request and
+    // found again through the choice memo, which compares the planned
+    // efficiencies and latencies (not in its key) before reusing one.
+    OneNode n;
+    const Topology& ta = n.ta;
+    Simulation& sim = n.sim;
+    auto r = request(CollectiveOp::all_reduce, first_gpus(8), Bytes{kMiB});
+    r.algorithm = "ring";
+    r.protocols = {sim::net::Protocol{"Simple", 1.0, Time::us(5), Time{}, Time::us(10)}};
+    const auto on_engine = [&](const CollectiveRequest& q) {
+        const Time from = sim.now();
+        bool done = false;
+        n.e.start(q, [&done] { done = true; });
+        sim.run();
+        REQUIRE(done);
+        return sim.now() - from;
+    };
+    const Time fresh = simulate_collective(ta, r);
+    CHECK(on_engine(r) == fresh);
+    CHECK(on_engine(r) == fresh);  // the shared plan
+    auto slower = r;
+    slower.protocol_efficiency = 0.5;
+    const Time fresh_slower = simulate_collective(ta, slower);
+    CHECK(fresh_slower > fresh);
+    CHECK(on_engine(slower) == fresh_slower);
+    auto later = r;
+    later.protocols[0].step_latency = Time::us(50);
+    const Time fresh_later = simulate_collective(ta, later);
+    CHECK(fresh_later > fresh);
+    CHECK(on_engine(later) == fresh_later);
+    CHECK(on_engine(r) == fresh);
 }
 
 TEST_CASE("collective: nccl-tests busbw of the shipped clusters is within 15% of the measurements" *
