@@ -653,14 +653,12 @@ TEST_CASE("list software prints a profile's serving host times on a second line,
     // tensorrt-llm has no serving block: its line is followed by the next profile's.
     const auto trt = r.out.find("\ntensorrt-llm ");
     REQUIRE(trt != std::string::npos);
-    CHECK(r.out.compare(r.out.find('
-', trt + 1) + 1, 17, "tensorrt-llm-0.5 ") == 0);
+    CHECK(r.out.compare(r.out.find('\n', trt + 1) + 1, 17, "tensorrt-llm-0.5 ") == 0);
     // vllm and its 0.7 release file (the same serving block, docs/moe.md section 7b) are the only profiles with one.
     const auto first = r.out.find("serving host time");
     const auto second = r.out.find("serving host time", first + 1);
     REQUIRE(second != std::string::npos);
-    CHECK(second > r.out.find("
-vllm-0.7 "));
+    CHECK(second > r.out.find("\nvllm-0.7 "));
     CHECK(r.out.find("serving host time", second + 1) == std::string::npos);
 }
 
