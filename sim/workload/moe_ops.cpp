@@ -13,7 +13,8 @@ namespace sim::workload::ops {
 
 namespace {
 
-constexpr double kGateBytes = 4.0;  // a routed token's gate weight (FP32) moved with it
+constexpr double kGateBytes = 4.0;   // a routed token's gate weight (FP32) moved with it
+constexpr double kScoreBytes = 4.0;  // a routing score (FP32) of one token and expert
 
 // The dimensions of an expert's MLP: the model's moe_ffn (each expert's
 // intermediate size) in place of ffn, split over tp like the dense MLP.
@@ -171,8 +172,8 @@ void moe_forward(const Dims& layer, std::vector<Operator>& ops) {
     // upper bound for the narrower ones (group scores, the k picked).
     if (x.m->expert_groups > 1)
         for (int i = 1; i < x.o->grouped_topk_kernels; ++i)
-            ops.push_back(
-                elementwise(x, "router_topk_" + std::to_string(i), T * E, T * E * kGateBytes, T * E * kGateBytes, {}));
+            ops.push_back(elementwise(x, "router_topk_" + std::to_string(i), T * E, T * E * kScoreBytes,
+                                      T * E * kScoreBytes, {}));
     // vLLM's fused MoE quantizes the tokens once for its up GEMM, which
     // gathers each routed copy's FP8 row (OperatorOptions::fp8_input_quant_group).
     const bool quant_tokens = x.o->inference && x.o->fp8_input_quant_group > 0 && x.gemm_dt == hw::DType::fp8;
