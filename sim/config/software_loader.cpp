@@ -109,6 +109,16 @@ SoftwareProfile load_software_profile(const Node& root, const std::string& expec
         if (p.fp8_gemm_ceiling > 0 && p.fp8_gemm_ceiling < 0.01)
             c.fail("an FP8 GEMM ceiling below 1% of peak is not plausible");
     }
+    if (r.has("fp8_input_quant_group")) {
+        // A quantization group is a slice of one row: at most a hidden size.
+        p.fp8_input_quant_group =
+            sourced(r, "fp8_input_quant_group", p.fp8_input_quant_group_from).as_int(0, std::int64_t{1} << 20);
+    }
+    if (r.has("grouped_topk_kernels")) {
+        // A routing step of more than 64 kernels is no stack's: a slip.
+        p.grouped_topk_kernels =
+            static_cast<int>(sourced(r, "grouped_topk_kernels", p.grouped_topk_kernels_from).as_int(1, 64));
+    }
     if (auto serving = r.optional("serving")) {
         MapReader sv(*serving);
         // Host times per sequence, request or token above 1 s are a unit slip.

@@ -132,6 +132,20 @@ struct SoftwareProfile {
     // Optional key `fp8_gemm_ceiling`, 0 (default) = the GPU's ceiling.
     double fp8_gemm_ceiling = 0.0;
     Provenance fp8_gemm_ceiling_from;
+    // Inference: the stack quantizes the activation input of each FP8 GEMM
+    // in a kernel of its own, to FP8 with one FP32 scale per this many
+    // elements of a row (vLLM's per_token_group_quant_fp8 before its
+    // block-FP8 linears and before each of the fused MoE's two GEMMs;
+    // docs/moe.md section 7b). Optional key `fp8_input_quant_group`, 0
+    // (default) = no separate kernel (the GEMM reads FP8 rows as they come).
+    std::int64_t fp8_input_quant_group = 0;
+    Provenance fp8_input_quant_group_from;
+    // The kernels the stack runs for the top-k routing of a model with expert
+    // groups (DeepSeek's group-limited top-k) after the router GEMM (docs/moe.md
+    // section 7b). Optional key `grouped_topk_kernels`, 1 (default) = one
+    // fused routing kernel.
+    int grouped_topk_kernels = 1;
+    Provenance grouped_topk_kernels_from;
     // Overlaps the stack can do (documentation: the run says which it used).
     std::vector<std::string> overlaps;
     Provenance overlaps_from;

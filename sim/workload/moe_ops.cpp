@@ -13,7 +13,8 @@ namespace sim::workload::ops {
 
 namespace {
 
-constexpr double kGateBytes = 4.0;  // a routed token's gate weight (FP32) moved with it
+constexpr double kGateBytes = 4.0;   // a routed token's gate weight (FP32) moved with it
+constexpr double kScoreBytes = 4.0;  // a routing score (FP32) of one token and expert
 
 // The dimensions of an expert's MLP: the model's moe_ffn (each expert's
 // intermediate size) in place of ffn, split over tp like the dense MLP.
@@ -165,6 +166,18 @@ void moe_forward(const Dims& layer, std::vector<Operator>& ops) {
     const double idx = T * k * 8.0;  // expert index (int32) and gate weight (fp32) per routed token
     ops.push_back(elementwise(x, "router_topk", kSoftmaxFlops * T * E, T * E * x.ab, idx,
                               {use(x.act(aslot::router), T * E * x.ab), use(x.act(aslot::topk), idx, true)}));
+    // Group-limited top-k (expert groups) as a stack runs it in several
+    // kernels (OperatorOptions::grouped_topk_kernels; docs/moe.md section 7b):
+    // each further kernel charged a pass over FP32 scores of every expert, an
+    // upper bound for the narrower ones (group scores, the k picked).
+    if (x.m->expert_groups > 1)
+        for (int i = 1; i < x.o->grouped_topk_kernels; ++i)
+            ops.push_back(elementwise(x, "router_topk_" + std::to_string(i), T * E, T * E * kScoreBytes,
+                                      T * E * kScoreBytes, {}));
+    // vLLM's fused MoE quantizes the tokens once for its up GEMM, which
+    // gathers each routed copy's FP8 row (OperatorOptions::fp8_input_quant_group).
+    const bool quant_tokens = x.o->inference && x.o->fp8_input_quant_group > 0 && x.gemm_dt == hw::DType::fp8;
+    if (quant_tokens) ops.push_back(fp8_group_quant("moe_input_quant", x.act_dt, T, x.h, x.o->fp8_input_quant_group));
     const auto slice = [&](std::int64_t tokens) { return static_cast<double>(tokens) * h * x.ab; };
     std::vector<TensorUse> dispatch{use(gathered_if_sp(x, x.act(aslot::norm2)), full_act(x)),
                                     use(x.act(aslot::topk), idx)};
@@ -177,7 +190,7 @@ void moe_forward(const Dims& layer, std::vector<Operator>& ops) {
         dispatch.push_back(use(ids.in, slice(n), true));
         std::vector<Operator> eo;
         mlp_forward(xe, ids, eo);
-        eo.front().input_quantized = quantize_once;  // the up projection reads the dispatched FP8 rows
+        eo.front().input_quantized = quantize_once || quant_tokens;  // the up projection reads the dispatched FP8 rows
         experts.push_back(std::move(eo));
         combine.push_back(use(ids.out, slice(n)));
     }

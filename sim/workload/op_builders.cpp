@@ -153,6 +153,14 @@ Operator gemm(std::string name, DType dt, std::int64_t m, std::int64_t n, std::i
     return op;
 }
 
+Operator fp8_group_quant(std::string name, DType act, double rows, std::int64_t width, std::int64_t group) {
+    const double elems = rows * static_cast<double>(width);
+    const double scales = rows * static_cast<double>(ceil_div(width, group));
+    return make_op(std::move(name), KernelKind::elementwise, act, kQuantFlops * elems,
+                   elems * hw::bytes_per_element(act),
+                   elems * hw::bytes_per_element(DType::fp8) + scales * kQuantScaleBytes, {});
+}
+
 void set_sync(const Dims& x, Operator& op, TpSync sync, double bytes) {
     if (x.p <= 1 || sync == TpSync::none) return;
     op.tp_sync = sync;

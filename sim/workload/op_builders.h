@@ -164,6 +164,14 @@ Operator elementwise(const Dims& x, std::string name, double flops, double read,
 Operator gemm(std::string name, DType dt, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch,
               double read, double written, std::vector<TensorUse> tensors);
 void set_sync(const Dims& x, Operator& op, TpSync sync, double bytes);
+// Inference FP8 input quantization (docs/moe.md section 7b): a kernel that
+// reads `rows` x `width` activations of type `act` and writes them in FP8
+// with one FP32 scale per `group` elements of a row (vLLM's
+// per_token_group_quant_fp8): read rows x width x act bytes, written
+// rows x width + rows x ceil(width / group) x 4.
+inline constexpr double kQuantFlops = 3;       // absolute value, group maximum, scale and round
+inline constexpr double kQuantScaleBytes = 4;  // one FP32 scale per group
+Operator fp8_group_quant(std::string name, DType act, double rows, std::int64_t width, std::int64_t group);
 
 // A weight GEMM Y[tokens, out] = X[tokens, in] W[in, out] and its two
 // backward GEMMs. Tensor ids are given explicitly; grads are the same ids

@@ -513,6 +513,33 @@ std::vector<Operator> with_low_precision_casts(std::vector<Operator> ops, const 
     }
     return out;
 }
+
+// Inference with a stack that quantizes FP8 GEMM inputs in a kernel of their
+// own (OperatorOptions::fp8_input_quant_group; docs/moe.md section 7b): vLLM's
+// block-FP8 linear layer runs per_token_group_quant_fp8 on its BF16 input
+// before every GEMM. One kernel per FP8 GEMM of the layer, on its m x batch
+// rows of k; none before a GEMM that reads rows already quantized (the routed
+// experts' up GEMM: moe_ops.cpp quantizes the tokens once before the
+// dispatch) and none before the router's, whose weight the checkpoint keeps
+// in BF16 (vLLM's gate has no quantization).
+std::vector<Operator> with_input_quant(std::vector<Operator> ops, const OperatorOptions& opt, std::int64_t layer) {
+    if (!opt.inference || opt.fp8_input_quant_group <= 0) return ops;
+    const std::uint64_t router = weight_tensor_id(layer, ops::wslot::router);
+    const DType act = activation_dtype(opt.precision);
+    std::vector<Operator> out;
+    out.reserve(ops.size() * 2);
+    for (auto& op : ops) {
+        const hw::KernelDesc& k = op.kernel;
+        const bool reads_router =
+            std::any_of(k.tensors.begin(), k.tensors.end(), [router](const TensorUse& u) { return u.id == router; });
+        if (k.kind == KernelKind::gemm && k.dtype == DType::fp8 && !op.input_quantized && !reads_router) {
+            const double rows = static_cast<double>(k.m) * static_cast<double>(std::max<std::int64_t>(1, k.batch));
+            out.push_back(ops::fp8_group_quant(k.name + "_quant", act, rows, k.k, opt.fp8_input_quant_group));
+        }
+        out.push_back(std::move(op));
+    }
+    return out;
+}
 }  // namespace
 
 std::vector<Operator> layer_forward(const ModelSpec& m, std::int64_t layer, std::int64_t microbatch,
@@ -521,7 +548,7 @@ std::vector<Operator> layer_forward(const ModelSpec& m, std::int64_t layer, std:
     const Dims x = make_dims(m, layer, microbatch, shape, opt);
     std::vector<Operator> ops;
     forward_ops(x, ops);
-    return with_attention_kernel(with_low_precision_casts(std::move(ops), opt), opt);
+    return with_attention_kernel(with_input_quant(with_low_precision_casts(std::move(ops), opt), opt, layer), opt);
 }
 
 std::vector<Operator> layer_backward(const ModelSpec& m, std::int64_t layer, std::int64_t microbatch,

@@ -107,6 +107,15 @@ struct OperatorOptions {
     // The stack's FP8 GEMMs reach this fraction of the FP8 peak at best
     // (SoftwareProfile::fp8_gemm_ceiling; hw::KernelDesc::ceiling); 0 = the GPU's.
     double fp8_gemm_ceiling = 0.0;
+    // Inference: each FP8 GEMM whose input is an activation is preceded by a
+    // kernel that quantizes it, one FP32 scale per this many elements of a
+    // row (SoftwareProfile::fp8_input_quant_group; docs/moe.md section 7b).
+    // The router's GEMM is left out (the checkpoint keeps its weight in
+    // BF16). 0 = none.
+    std::int64_t fp8_input_quant_group = 0;
+    // Kernels of the group-limited top-k routing of a model with expert
+    // groups (SoftwareProfile::grouped_topk_kernels); 1 = one routing kernel.
+    int grouped_topk_kernels = 1;
 };
 
 // The shape of one pass of a micro-batch through a layer.

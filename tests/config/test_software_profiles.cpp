@@ -278,7 +278,8 @@ TEST_CASE("software profiles: the training loss's cross-entropy (cross_entropy)"
     CHECK_FALSE(software_profile("llm-foundry").cross_entropy_fp32_unfused);
 }
 
-TEST_CASE("software profiles: vllm 0.7.x gets its release file with the MLA and fused-MoE keys") {
+TEST_CASE(
+    "software profiles: vllm 0.7.x gets its release file with the MLA, fused-MoE, quantization and routing keys") {
     const SoftwareProfile p = software_profile("vllm", "0.7.4.dev181", "");
     CHECK(p.version == "0.7");
     CHECK(p.mla_absorbed_weights);
@@ -308,6 +309,19 @@ TEST_CASE("software profiles: vllm 0.7.x gets its release file with the MLA and 
         [](const std::string& t) { load_software_profile(load_string(t, "software/vllm.yaml"), "vllm"); }, low);
     CHECK(low_err.find("software/vllm.yaml:9:") != std::string::npos);
     CHECK(low_err.find("not plausible") != std::string::npos);
+    // The input quantization and routing kernels (docs/moe.md section 7b).
+    CHECK(p.fp8_input_quant_group == 128);
+    CHECK(p.grouped_topk_kernels == 10);
+    CHECK_FALSE(p.grouped_topk_kernels_from.text.empty());
+    CHECK(now.fp8_input_quant_group == 0);
+    CHECK(now.grouped_topk_kernels == 1);
+    // No routing without a kernel: 0 is out of range, at file:line:column.
+    std::string zero = bad;
+    zero.replace(zero.find("mla_decode_weights: {value: folded"),
+                 std::string("mla_decode_weights: {value: folded").size(), "grouped_topk_kernels: {value: 0");
+    const std::string zero_err = parasim_test::config_error_of(
+        [](const std::string& t) { load_software_profile(load_string(t, "software/vllm.yaml"), "vllm"); }, zero);
+    CHECK(zero_err.find("software/vllm.yaml:9:") != std::string::npos);
 }
 
 TEST_SUITE_END();

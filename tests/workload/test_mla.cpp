@@ -256,4 +256,74 @@ TEST_CASE("vLLM 0.7's FP8 GEMMs carry the stack's ceiling; BF16 ones and other k
     CHECK(find(layer_forward(m, 0, 3, PassShape{4, 1, 1000}, o), "q_uk").kernel.ceiling == 0);
 }
 
+TEST_CASE("vLLM 0.7 quantizes each FP8 GEMM's input in a kernel of its own: 8 in an MoE layer, 6 in a dense one") {
+    const ModelSpec m = shipped("deepseek-v3");
+    OperatorOptions o = fp8_tp8();
+    o.mla_absorbed_weights = true;
+    o.moe.grouped_gemm = true;           // vLLM's fused MoE
+    const PassShape decode{4, 1, 1000};  // 4 tokens
+    const auto count = [](const std::vector<Operator>& ops) {
+        return std::count_if(ops.begin(), ops.end(), [](const Operator& op) {
+            const std::string& n = op.kernel.name;
+            return n.size() > 6 && n.compare(n.size() - 6, 6, "_quant") == 0;
+        });
+    };
+    CHECK(count(layer_forward(m, 3, 0, decode, o)) == 0);  // without the key: none
+    o.fp8_input_quant_group = 128;
+    const auto moe = layer_forward(m, 3, 0, decode, o);
+    const auto dense = layer_forward(m, 0, 0, decode, o);
+    // Rows x width: read 2 bytes an element (BF16), written 1 (FP8) and an
+    // FP32 scale per 128 of a row.
+    const auto check_quant = [](const Operator& q, double rows, double width) {
+        CHECK(q.kernel.kind == KernelKind::elementwise);
+        CHECK(q.kernel.bytes_read.as_double() == rows * width * 2);
+        CHECK(q.kernel.bytes_written.as_double() == rows * width + rows * (width / 128) * 4);
+    };
+    // The hidden states into q_down, kv_down, the shared expert and the
+    // routed experts (quantized once for all 8 copies of a token):
+    // 4 x 7168 x 2 = 57 344 read, 28 672 + 4 x 56 x 4 = 29 568 written.
+    for (const char* n : {"q_down_quant", "kv_down_quant", "shared_expert_up_quant", "moe_input_quant"}) {
+        CAPTURE(n);
+        check_quant(find(moe, n), 4, 7168);
+        CHECK(find(moe, n).kernel.bytes_written.as_double() == 29'568);
+    }
+    check_quant(find(moe, "q_uk_quant"), 4, 1536);                 // the q latent
+    check_quant(find(moe, "out_proj_quant"), 4, 16 * 512);         // 16 heads' latent outputs
+    check_quant(find(moe, "shared_expert_down_quant"), 4, 256);    // 2048 / 8
+    check_quant(find(moe, "grouped_expert_down_quant"), 32, 256);  // 4 x 8 routed copies
+    CHECK(count(moe) == 8);
+    // Not before the router (BF16 in vLLM), W_QR (BF16) or the routed up
+    // GEMM (it reads the rows moe_input_quant wrote).
+    CHECK_FALSE(has(moe, "router_quant"));
+    CHECK_FALSE(has(moe, "q_rope_quant"));
+    CHECK_FALSE(has(moe, "grouped_expert_up_quant"));
+    // The dense layer: q_down, kv_down, q_uk, out_proj, the MLP's up (7168
+    // wide) and down (18 432 / 8 = 2304 wide).
+    CHECK(count(dense) == 6);
+    check_quant(find(dense, "mlp_down_quant"), 4, 2304);
+    // A step of 3 dense and 58 MoE layers: 3 x 6 + 58 x 8 = 482 kernels.
+    // Training keeps Transformer Engine's casts instead.
+    o.inference = false;
+    CHECK(count(layer_forward(m, 3, 0, PassShape{4, 16, 16}, o)) == 0);
+}
+
+TEST_CASE("DeepSeek's group-limited routing as vLLM 0.7 compiled it: 10 kernels, each a pass over FP32 scores") {
+    const ModelSpec m = shipped("deepseek-v3");
+    OperatorOptions o = fp8_tp8();
+    const PassShape decode{4, 1, 1000};
+    const auto routing = [](const std::vector<Operator>& ops) {
+        return std::count_if(ops.begin(), ops.end(),
+                             [](const Operator& op) { return op.kernel.name.rfind("router_topk", 0) == 0; });
+    };
+    CHECK(routing(layer_forward(m, 3, 0, decode, o)) == 1);
+    o.grouped_topk_kernels = 10;
+    const auto ops = layer_forward(m, 3, 0, decode, o);
+    CHECK(routing(ops) == 10);
+    // 4 tokens x 256 experts x 4 bytes = 4096 read and written by each added kernel.
+    CHECK(find(ops, "router_topk_9").kernel.bytes_read.as_double() == 4096);
+    CHECK(find(ops, "router_topk_9").kernel.bytes_written.as_double() == 4096);
+    // A model without expert groups routes in one kernel whatever the key.
+    CHECK(routing(layer_forward(shipped("mixtral-8x7b"), 0, 0, decode, o)) == 1);
+}
+
 TEST_SUITE_END();
