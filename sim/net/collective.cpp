@@ -60,16 +60,42 @@ using PlanKey = std::tuple<std::string, int, std::vector<int>, std::uint64_t, st
 using PlanRef = std::tuple<std::string_view, int, const std::vector<int>&, std::uint64_t, std::array<int, 4>,
                            std::array<double, 3>, std::array<std::uint64_t, 4>>;
 
+// PlanKey's efficiencies and latencies, the planned request's fields that
+// a protocol sets (with_protocol) or that the protocol table leaves as given.
+struct PlanTuning {
+    std::array<double, 3> efficiencies{};
+    std::array<std::uint64_t, 4> latencies{};
+    bool operator==(const PlanTuning&) const = default;
+};
+
+PlanTuning plan_tuning(const CollectiveRequest& r, Time initial) {
+    return {{r.protocol_efficiency, r.network_efficiency, r.in_switch_efficiency},
+            {r.step_latency.count_ps(), r.network_step_latency.count_ps(), r.in_switch_latency.count_ps(),
+             initial.count_ps()}};
+}
+
+// What running `req` with protocol `p` sets: the protocol's share of the
+// efficiencies (a network efficiency of 0, "not given", stays as given) and its
+// step latencies. with_protocol applies it; start() compares its tuning
+// with a shared plan's without building the planned request.
+void apply_protocol(CollectiveRequest& r, const CollectiveRequest& req, const Protocol& p) {
+    r.protocol_efficiency = req.protocol_efficiency * p.bandwidth_share;
+    r.network_efficiency =
+        req.network_efficiency > 0.0 ? req.network_efficiency * p.bandwidth_share : req.network_efficiency;
+    r.step_latency = p.step_latency;
+    r.network_step_latency = p.network_step_latency;
+}
+
 PlanRef plan_ref(std::string_view algorithm, const CollectiveRequest& r, Time initial) {
     const TokenRouting& t = r.tokens;
+    const PlanTuning tuning = plan_tuning(r, initial);
     return {algorithm,
             static_cast<int>(r.op),
             r.gpus,
             r.size.value,
             {t.top_k, t.experts, t.groups, t.group_limit},
-            {r.protocol_efficiency, r.network_efficiency, r.in_switch_efficiency},
-            {r.step_latency.count_ps(), r.network_step_latency.count_ps(), r.in_switch_latency.count_ps(),
-             initial.count_ps()}};
+            tuning.efficiencies,
+            tuning.latencies};
 }
 
 // Transparent hashing and equality for a key tuple K, looked up by R, the
@@ -154,6 +180,7 @@ struct CollectiveEngine::Impl {
     // (start() runs for every collective; a copy would allocate each time).
     static void set_with_protocol(CollectiveRequest& out, const CollectiveRequest& req, const Protocol& protocol);
     CollectiveRequest protocol_request;  // start()'s, reused
+    CollectiveRequest tuning_request;    // start()'s: only the fields plan_tuning reads
     // Contention-free time of a plan: per step, the phase's latency + the
     // longest route latency + the most loaded link's bytes / (efficiency x
     // bandwidth).
@@ -171,8 +198,7 @@ struct CollectiveEngine::Impl {
         CollectiveChoice choice;
         const ICollectiveAlgorithm* algo = nullptr;
         const ResolvedPlan* shared = nullptr;
-        std::array<double, 3> efficiencies{};
-        std::array<std::uint64_t, 4> latencies{};
+        PlanTuning tuning{};
     };
     static ChoiceRef choice_ref(const CollectiveRequest& req) {
         const TokenRouting& tr = req.tokens;
@@ -383,19 +409,18 @@ void CollectiveEngine::start(const CollectiveRequest& req, Callback on_done) {
         p = &*std::find_if(req.protocols.begin(), req.protocols.end(),
                            [&](const Protocol& q) { return q.name == choice.protocol; });
     const Time initial = p && algo.pays_base_latency() ? p->base_latency : Time{};
-    // The planned request's fields outside the memo key, as
-    // set_with_protocol computes them: equal to those of the shared plan the
-    // entry keeps, the plan's key is equal too, so it is that plan.
-    std::array<double, 3> eff{};
-    std::array<std::uint64_t, 4> lat{};
+    // The planned request's fields outside the memo key (apply_protocol's,
+    // without building the planned request): equal to those of the shared
+    // plan the entry keeps, the plan's key is equal too, so it is that plan.
+    PlanTuning tuning;
     if (p) {
-        eff = {req.protocol_efficiency * p->bandwidth_share,
-               req.network_efficiency > 0.0 ? req.network_efficiency * p->bandwidth_share : req.network_efficiency,
-               req.in_switch_efficiency};
-        lat = {p->step_latency.count_ps(), p->network_step_latency.count_ps(), req.in_switch_latency.count_ps(),
-               initial.count_ps()};
+        CollectiveRequest& scratch = impl_->tuning_request;
+        scratch.in_switch_efficiency = req.in_switch_efficiency;
+        scratch.in_switch_latency = req.in_switch_latency;
+        apply_protocol(scratch, req, *p);
+        tuning = plan_tuning(scratch, initial);
     }
-    if (e && p && e->shared && e->efficiencies == eff && e->latencies == lat) {
+    if (e && p && e->shared && e->tuning == tuning) {
         inst.shared = e->shared;
     } else {
         if (p) Impl::set_with_protocol(impl_->protocol_request, req, *p);
@@ -404,8 +429,7 @@ void CollectiveEngine::start(const CollectiveRequest& req, Callback on_done) {
         else inst.shared = impl_->shared_plan(planned, algo, initial);
         if (e && p && inst.shared) {
             e->shared = inst.shared;
-            e->efficiencies = eff;
-            e->latencies = lat;
+            e->tuning = tuning;
         }
         if (!inst.kept && !inst.shared) {
             impl_->plan(inst.plan, planned, algo);
@@ -443,10 +467,7 @@ CollectiveRequest CollectiveEngine::Impl::with_protocol(const CollectiveRequest&
 
 void CollectiveEngine::Impl::set_with_protocol(CollectiveRequest& r, const CollectiveRequest& req, const Protocol& p) {
     r = req;
-    r.protocol_efficiency = req.protocol_efficiency * p.bandwidth_share;
-    if (req.network_efficiency > 0.0) r.network_efficiency = req.network_efficiency * p.bandwidth_share;
-    r.step_latency = p.step_latency;
-    r.network_step_latency = p.network_step_latency;
+    apply_protocol(r, req, p);
     r.protocols.clear();
 }
 

@@ -278,6 +278,24 @@ TEST_CASE("software profiles: the training loss's cross-entropy (cross_entropy)"
     CHECK_FALSE(software_profile("llm-foundry").cross_entropy_fp32_unfused);
 }
 
+TEST_CASE("software profiles: the shipped vLLM 0.7 file keeps vllm.yaml's host, kernel and serving values") {
+    // vllm-0.7.yaml is vllm.yaml plus the MLA and MoE keys of that release
+    // (docs/moe.md section 7b); its other values are vllm.yaml's, not
+    // refitted, and must not drift apart on a refit of either file.
+    const SoftwareProfile v07 = software_profile("vllm", "0.7.4", "");
+    const SoftwareProfile general = software_profile("vllm");
+    CHECK(v07.version == "0.7");
+    CHECK(v07.kernel_issue == general.kernel_issue);
+    CHECK(v07.launch_queue_depth == general.launch_queue_depth);
+    CHECK(v07.kernel_efficiency == general.kernel_efficiency);
+    CHECK(v07.fuse_elementwise == general.fuse_elementwise);
+    CHECK(v07.overlaps == general.overlaps);
+    CHECK(v07.serving_sequence_overhead == general.serving_sequence_overhead);
+    CHECK(v07.serving_request_overhead == general.serving_request_overhead);
+    CHECK(v07.serving_token_overhead == general.serving_token_overhead);
+    CHECK(v07.serving_request_latency == general.serving_request_latency);
+}
+
 TEST_CASE(
     "software profiles: vllm 0.7.x gets its release file with the MLA, fused-MoE, quantization and routing keys") {
     const SoftwareProfile p = software_profile("vllm", "0.7.4.dev181", "");
@@ -297,16 +315,19 @@ TEST_CASE(
         "kernel_efficiency: {value: 1.0, source: \"s\"}\nfuse_elementwise: {value: true, source: "
         "\"s\"}\noverlaps: {value: [], source: \"s\"}\n"
         "mla_decode_weights: {value: folded, source: \"s\"}\n";
-    const std::string err = parasim_test::config_error_of(
-        [](const std::string& t) { load_software_profile(load_string(t, "software/vllm.yaml"), "vllm"); }, bad);
+    // The load error of `bad` with its last line's key and value replaced by `field`.
+    const auto error_with = [&bad](const std::string& field) {
+        const std::string last = "mla_decode_weights: {value: folded";
+        std::string text = bad;
+        text.replace(text.find(last), last.size(), field);
+        return parasim_test::config_error_of(
+            [](const std::string& t) { load_software_profile(load_string(t, "software/vllm.yaml"), "vllm"); }, text);
+    };
+    const std::string err = error_with("mla_decode_weights: {value: folded");
     CHECK(err.find("software/vllm.yaml:9:") != std::string::npos);
     CHECK(err.find("absorbed") != std::string::npos);
     // An FP8 GEMM ceiling outside (0.01, 1] is a unit slip.
-    std::string low = bad;
-    low.replace(low.find("mla_decode_weights: {value: folded"),
-                std::string("mla_decode_weights: {value: folded").size(), "fp8_gemm_ceiling: {value: 0.001");
-    const std::string low_err = parasim_test::config_error_of(
-        [](const std::string& t) { load_software_profile(load_string(t, "software/vllm.yaml"), "vllm"); }, low);
+    const std::string low_err = error_with("fp8_gemm_ceiling: {value: 0.001");
     CHECK(low_err.find("software/vllm.yaml:9:") != std::string::npos);
     CHECK(low_err.find("not plausible") != std::string::npos);
     // The input quantization and routing kernels (docs/moe.md section 7b).
@@ -316,11 +337,7 @@ TEST_CASE(
     CHECK(now.fp8_input_quant_group == 0);
     CHECK(now.grouped_topk_kernels == 1);
     // No routing without a kernel: 0 is out of range, at file:line:column.
-    std::string zero = bad;
-    zero.replace(zero.find("mla_decode_weights: {value: folded"),
-                 std::string("mla_decode_weights: {value: folded").size(), "grouped_topk_kernels: {value: 0");
-    const std::string zero_err = parasim_test::config_error_of(
-        [](const std::string& t) { load_software_profile(load_string(t, "software/vllm.yaml"), "vllm"); }, zero);
+    const std::string zero_err = error_with("grouped_topk_kernels: {value: 0");
     CHECK(zero_err.find("software/vllm.yaml:9:") != std::string::npos);
 }
 
