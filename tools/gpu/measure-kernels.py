@@ -1,0 +1,548 @@
+#!/usr/bin/env python3
+"""Measures, on one NVIDIA GPU, the kernels whose efficiency parasim's cost model
+calibrates (docs/hardware-model.md, docs/validation.md §3), and writes them as CSV
+with the machine's versions beside them (tests/data/kernels/README.md says where
+the results live and how they become validation points).
+
+    python3 tools/gpu/measure-kernels.py --out DIR [--budget-s 480]
+
+What it measures, each section in its own CSV, each row flushed as it is taken:
+  memory.csv     copy / read / write / triad over array sizes from 1 MiB to 4 GiB:
+                 the small sizes stay in L2, the large ones stream from HBM.
+  gemm.csv       cuBLAS GEMMs (torch.matmul, BF16) over the shapes that tensor
+                 parallelism and decode produce for four transformer sizes, forward
+                 (y = x W^T) and, for token counts >= 1024, the two backward GEMMs.
+  gemm_fp8.csv   the same forward shapes in FP8 E4M3 (torch._scaled_mm, cuBLASLt,
+                 per-tensor scales, BF16 output), with and without fast accumulation.
+  attention.csv  FlashAttention-2 (PyTorch's flash backend) and cuDNN attention,
+                 forward and forward+backward, the FlashAttention-2 paper's sweep
+                 (16k tokens per batch, hidden 2048, head_dim 64 and 128, causal or not).
+  decode.csv     one-token decode attention over a KV cache (flash backend, GQA).
+  launch.csv     the floor of a tiny kernel: back to back from Python and in a
+                 CUDA graph.
+  meta.json      GPU, driver, CUDA, cuBLAS, cuDNN, PyTorch and Triton versions,
+                 clocks before and after, the date, and the timing method.
+
+Timing method. A "cold" time is the median over repetitions of one kernel between
+two CUDA events, each repetition after a 256 MiB buffer was read so that no
+operand is left in L2 and no dirty line either (triton.testing.do_bench zeroes its
+buffer instead, which leaves dirty lines for the timed kernel to write back). A "warm" time is the mean
+of back-to-back launches of the same kernel on the same operands inside a CUDA
+graph, so operands that fit stay in L2 and no Python overhead enters. FLOP counts:
+a GEMM is 2mnk; attention forward 4*b*h*s^2*d (halved when causal), backward 2.5
+times the forward (the FlashAttention-2 paper's convention).
+
+Everything runs under a time budget (--budget-s): a section that would run past it
+is cut short and says so in meta.json. Nothing here is needed by the build or the
+tests; CI never runs it.
+"""
+import argparse
+import ctypes
+import csv
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # the L2 loop needs Triton; every other section runs without it
+    triton = None
+
+if triton is not None:
+    @triton.jit
+    def read_repeatedly(x_ptr, out_ptr, n, reps, BLOCK: tl.constexpr):
+        """Each program reads its grid-stride share of x, reps times, through L2
+        only (.cg skips L1), and stores a sum so the loads cannot be dropped."""
+        pid = tl.program_id(0)
+        step = tl.num_programs(0) * BLOCK
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
+        for _ in range(reps):
+            for start in range(pid * BLOCK, n, step):
+                acc += tl.load(x_ptr + start + tl.arange(0, BLOCK), cache_modifier=".cg")
+        tl.store(out_ptr + pid * BLOCK + tl.arange(0, BLOCK), acc)
+
+DEV = "cuda"
+BF16 = torch.bfloat16
+FLUSH_BYTES = 256 << 20
+START = time.monotonic()
+
+# Transformer sizes whose TP shards and decode batches the GEMM sweep covers:
+# name, hidden, query heads, KV heads, head_dim, ffn, ffn kind (models/*.yaml).
+MODELS = [
+    ("llama3-8b", 4096, 32, 8, 128, 14336, "swiglu"),
+    ("llama3-70b", 8192, 64, 8, 128, 28672, "swiglu"),
+    ("gpt3-175b", 12288, 96, 96, 128, 49152, "gelu"),
+    ("llama3-405b", 16384, 128, 8, 128, 53248, "swiglu"),
+]
+TP = [1, 2, 4, 8]
+TOKENS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
+BACKWARD_MIN_TOKENS = 1024
+WARM_MAX_US = 2000  # longer GEMMs are compute-bound: L2 residency cannot change them
+
+
+def elapsed():
+    return time.monotonic() - START
+
+
+class Budget:
+    def __init__(self, seconds):
+        self.deadline = seconds
+        self.cut = []
+
+    def left(self):
+        return self.deadline - elapsed()
+
+    def over(self, section, reserve=0.0):
+        if self.left() < reserve:
+            if section not in self.cut:
+                self.cut.append(section)
+                log(f"budget: {section} cut short at {elapsed():.0f} s")
+            return True
+        return False
+
+
+def log(msg):
+    print(f"[{elapsed():7.1f} s] {msg}", flush=True)
+
+
+class Table:
+    """A CSV file written row by row, flushed, so a cut run keeps what it took."""
+
+    def __init__(self, path, columns):
+        self.f = open(path, "w", newline="")
+        self.w = csv.writer(self.f)
+        self.w.writerow(columns)
+        self.f.flush()
+        self.rows = 0
+
+    def add(self, row):
+        self.w.writerow(row)
+        self.f.flush()
+        self.rows += 1
+
+
+_flush = None
+
+
+def flush_l2():
+    """Fills L2 with clean lines of a buffer four times its size. Reading, not
+    writing: a zeroed buffer would leave L2 full of dirty lines, and the timed
+    kernel would pay for writing them back (about 13 us on an H200, measured)."""
+    global _flush
+    if _flush is None:
+        _flush = torch.ones(FLUSH_BYTES // 4, dtype=torch.float32, device=DEV)
+    torch.sum(_flush)
+
+
+def cold_us(fn, min_reps=10, max_reps=100, target_s=0.03):
+    """Median and minimum microseconds of fn() after an L2 flush, per repetition."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.monotonic()
+    fn()
+    torch.cuda.synchronize()
+    est = max(time.monotonic() - t0, 1e-6)
+    reps = int(min(max_reps, max(min_reps, target_s / est)))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for i in range(reps):
+        flush_l2()
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize()
+    t = sorted(s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends))
+    return statistics.median(t), t[0], reps
+
+
+def warm_us(fn, target_s=0.02, max_launches=100):
+    """Mean microseconds of back-to-back fn() in a CUDA graph (operands stay in L2
+    when they fit). None when the graph cannot be captured."""
+    try:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(s)
+        torch.cuda.synchronize()
+        t0 = time.monotonic()
+        fn()
+        torch.cuda.synchronize()
+        est = max(time.monotonic() - t0, 1e-6)
+        n = int(min(max_launches, max(5, target_s / est)))
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(n):
+                fn()
+        g.replay()
+        torch.cuda.synchronize()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        best = None
+        for _ in range(3):
+            a.record()
+            g.replay()
+            b.record()
+            torch.cuda.synchronize()
+            us = a.elapsed_time(b) * 1e3 / n
+            best = us if best is None else min(best, us)
+        del g
+        return best, n
+    except Exception as e:  # a kernel that cannot be captured: keep the cold figure
+        log(f"  graph capture failed: {type(e).__name__}: {e}")
+        torch.cuda.synchronize()
+        return None, 0
+
+
+def fmt(x, digits=3):
+    return "" if x is None else f"{x:.{digits}f}"
+
+
+# --------------------------------------------------------------------------- meta
+
+def smi(query):
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout.strip()
+        return dict(zip(query.split(","), [v.strip() for v in out.split("\n")[0].split(",")]))
+    except Exception as e:
+        return {"error": str(e)}
+
+
+def loaded_library_version(fragment, symbol):
+    """Major.minor.patch of a loaded NVIDIA library, read through its
+    *GetProperty(MAJOR|MINOR|PATCH) entry point."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = sorted({l.split()[-1] for l in f if fragment in l and ".so" in l})
+        for p in paths:
+            lib = ctypes.CDLL(p)
+            fn = getattr(lib, symbol, None)
+            if fn is None:
+                continue
+            parts = []
+            for prop in range(3):
+                v = ctypes.c_int()
+                fn(ctypes.c_int(prop), ctypes.byref(v))
+                parts.append(str(v.value))
+            return {"path": os.path.basename(p), "version": ".".join(parts)}
+    except Exception as e:
+        return {"error": str(e)}
+    return None
+
+
+def meta(args, clocks_before):
+    p = torch.cuda.get_device_properties(0)
+    try:
+        import triton
+        triton_version = triton.__version__
+    except Exception:
+        triton_version = None
+    return {
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "gpu": {"name": p.name, "sm_count": p.multi_processor_count, "total_memory_bytes": p.total_memory,
+                "l2_cache_bytes": getattr(p, "L2_cache_size", None), "compute_capability": f"{p.major}.{p.minor}"},
+        "nvidia_smi_before": clocks_before,
+        "nvidia_smi_after": smi("clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,temperature.gpu,power.draw,"
+                                "power.limit"),
+        "driver": smi("driver_version,vbios_version"),
+        "cuda_runtime": torch.version.cuda,
+        "cublas": loaded_library_version("libcublas.so", "cublasGetProperty"),
+        "cublaslt": loaded_library_version("libcublasLt.so", "cublasLtGetProperty"),
+        "cudnn": torch.backends.cudnn.version(),
+        "torch": torch.__version__,
+        "triton": triton_version,
+        "python": platform.python_version(),
+        "timing": {"cold": "median of per-repetition CUDA-event times, each after reading a 256 MiB buffer",
+                   "warm": "least of 3 replays of a CUDA graph of n back-to-back launches, divided by n",
+                   "flush_bytes": FLUSH_BYTES},
+        "budget_s": args.budget_s,
+        "sections_cut_short": [],
+        "wall_s": None,
+    }
+
+
+# ------------------------------------------------------------------------ memory
+
+def memory_section(out, budget):
+    t = Table(os.path.join(out, "memory.csv"),
+              ["op", "array_bytes", "bytes_moved", "launches", "us_per_op", "bandwidth_GBps", "cold_us",
+               "cold_GBps"])
+    ops = {  # name: (arrays, bytes moved per array byte, fn builder)
+        "copy": (2, 2, lambda a: (lambda: a[1].copy_(a[0]))),
+        "read": (1, 1, lambda a: (lambda: torch.sum(a[0]))),
+        "write": (1, 1, lambda a: (lambda: a[0].fill_(1.0))),
+        "triad": (3, 3, lambda a: (lambda: torch.add(a[1], a[2], alpha=2.0, out=a[0]))),
+    }
+    for name, (narrays, moved, build) in ops.items():
+        for shift in range(20, 33):  # 1 MiB .. 4 GiB per array
+            if budget.over("memory", reserve=300):
+                return
+            size = 1 << shift
+            arrays = [torch.ones(size // 4, dtype=torch.float32, device=DEV) for _ in range(narrays)]
+            fn = build(arrays)
+            est_s = moved * size / 4e12
+            us, n = warm_us(fn, target_s=max(0.005, 50 * est_s), max_launches=max(2, min(200, int(0.02 / est_s))))
+            cold, _, _ = cold_us(fn, max_reps=50, target_s=0.01)
+            t.add([name, size, moved * size, n, fmt(us), "" if us is None else fmt(moved * size / us / 1e3, 1),
+                   fmt(cold), fmt(moved * size / cold / 1e3, 1)])
+            del arrays, fn
+            torch.cuda.empty_cache()
+    l2_loop(t, budget)
+    log(f"memory: {t.rows} rows")
+
+
+def l2_loop(t, budget):
+    """L2 bandwidth without launch gaps: one kernel reads an array of S bytes many
+    times. Arrays under the L2 size stay resident; large ones stream from HBM."""
+    if triton is None:
+        log("memory: no Triton, no L2 loop")
+        return
+    block = 2048
+    programs = torch.cuda.get_device_properties(0).multi_processor_count * 4
+    out = torch.empty(programs * block, dtype=torch.float32, device=DEV)
+    for mib in (2, 4, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 128, 256, 1024):
+        if budget.over("memory", reserve=300):
+            return
+        size = mib << 20
+        n = size // 4
+        x = torch.ones(n, dtype=torch.float32, device=DEV)
+        reps = max(1, (4 << 30) // size)
+        launch = lambda: read_repeatedly[(programs,)](x, out, n, reps, BLOCK=block, num_warps=8)
+        launch()
+        torch.cuda.synchronize()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        best = None
+        for _ in range(5):
+            a.record()
+            launch()
+            b.record()
+            torch.cuda.synchronize()
+            us = a.elapsed_time(b) * 1e3
+            best = us if best is None else min(best, us)
+        t.add(["read_loop", size, reps * size, 1, fmt(best), fmt(reps * size / best / 1e3, 1), "", ""])
+        del x
+
+
+# ------------------------------------------------------------------------- GEMMs
+
+def layer_gemms(hidden, heads, kv_heads, head_dim, ffn, kind, tp):
+    """(layer, n, k) of the forward GEMMs y[m, n] = x[m, k] W^T of one TP shard."""
+    qkv = (heads + 2 * kv_heads) * head_dim
+    up = ffn * (2 if kind == "swiglu" else 1)
+    return [("qkv", qkv // tp, hidden), ("attn_out", hidden, heads * head_dim // tp),
+            ("mlp_up", up // tp, hidden), ("mlp_down", hidden, ffn // tp)]
+
+
+def gemm_section(out, budget):
+    t = Table(os.path.join(out, "gemm.csv"),
+              ["model", "tp", "layer", "pass", "m", "n", "k", "dtype", "cold_us", "cold_min_us", "reps",
+               "warm_us", "warm_launches", "cold_tflops"])
+    done = set()
+    for tokens in TOKENS:  # every model at small m first: a cut run still spans the sizes
+        for model, hidden, heads, kv, hd, ffn, kind in MODELS:
+            for tp in TP:
+                for layer, n, k in layer_gemms(hidden, heads, kv, hd, ffn, kind, tp):
+                    if budget.over("gemm", reserve=200):
+                        log(f"gemm: {t.rows} rows")
+                        return
+                    w = torch.randn(n, k, dtype=BF16, device=DEV)
+                    x = torch.randn(tokens, k, dtype=BF16, device=DEV)
+                    passes = [("fwd", tokens, n, k, lambda: torch.matmul(x, w.t()))]
+                    if tokens >= BACKWARD_MIN_TOKENS:
+                        dy = torch.randn(tokens, n, dtype=BF16, device=DEV)
+                        # dgrad dx[m, k] = dy[m, n] W[n, k]; wgrad dW[n, k] = dy^T[n, m] x[m, k]
+                        passes.append(("dgrad", tokens, k, n, lambda: torch.matmul(dy, w)))
+                        passes.append(("wgrad", n, k, tokens, lambda: torch.matmul(dy.t(), x)))
+                    for pname, m_, n_, k_, fn in passes:
+                        key = (pname, m_, n_, k_)
+                        if key in done:
+                            continue
+                        done.add(key)
+                        med, mn, reps = cold_us(fn)
+                        wus, wn = warm_us(fn) if med < WARM_MAX_US else (None, 0)
+                        t.add([model, tp, layer, pname, m_, n_, k_, "bf16", fmt(med), fmt(mn), reps, fmt(wus), wn,
+                               fmt(2.0 * m_ * n_ * k_ / med / 1e6, 2)])
+                    del w, x
+                    torch.cuda.empty_cache()
+        log(f"gemm: tokens {tokens} done, {t.rows} rows")
+    log(f"gemm: {t.rows} rows")
+
+
+def gemm_fp8_section(out, budget):
+    t = Table(os.path.join(out, "gemm_fp8.csv"),
+              ["model", "tp", "layer", "m", "n", "k", "dtype", "fast_accum", "cold_us", "cold_min_us", "reps",
+               "warm_us", "warm_launches", "cold_tflops"])
+    e4m3 = torch.float8_e4m3fn
+    one = torch.tensor(1.0, device=DEV)
+    done = set()
+    for tokens in [m for m in TOKENS if m >= 16]:  # cuBLASLt FP8 wants every dimension a multiple of 16
+        for model, hidden, heads, kv, hd, ffn, kind in MODELS:
+            for tp in TP:
+                for layer, n, k in layer_gemms(hidden, heads, kv, hd, ffn, kind, tp):
+                    if budget.over("gemm_fp8", reserve=110):
+                        log(f"gemm_fp8: {t.rows} rows")
+                        return
+                    if (tokens, n, k) in done:
+                        continue
+                    done.add((tokens, n, k))
+                    a = torch.randn(tokens, k, device=DEV).to(e4m3)
+                    b = torch.randn(n, k, device=DEV).to(e4m3)
+                    for fast in (False, True):
+                        fn = lambda: torch._scaled_mm(a, b.t(), one, one, out_dtype=BF16, use_fast_accum=fast)
+                        try:
+                            med, mn, reps = cold_us(fn)
+                        except Exception as e:
+                            log(f"  fp8 {tokens}x{n}x{k}: {type(e).__name__}: {e}")
+                            continue
+                        wus, wn = warm_us(fn) if med < WARM_MAX_US else (None, 0)
+                        t.add([model, tp, layer, tokens, n, k, "fp8_e4m3", int(fast), fmt(med), fmt(mn), reps,
+                               fmt(wus), wn, fmt(2.0 * tokens * n * k / med / 1e6, 2)])
+                    del a, b
+                    torch.cuda.empty_cache()
+        log(f"gemm_fp8: tokens {tokens} done, {t.rows} rows")
+    log(f"gemm_fp8: {t.rows} rows")
+
+
+# --------------------------------------------------------------------- attention
+
+def attention_section(out, budget):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    t = Table(os.path.join(out, "attention.csv"),
+              ["backend", "pass", "batch", "heads", "seq_len", "head_dim", "causal", "dtype", "cold_us",
+               "cold_min_us", "reps", "tflops"])
+    backends = [("flash2", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)]
+    for hd in (128, 64):
+        heads = 2048 // hd
+        for causal in (True, False):
+            for seq in (512, 1024, 2048, 4096, 8192, 16384):
+                batch = 16384 // seq
+                q, k, v, do = (torch.randn(batch, heads, seq, hd, dtype=BF16, device=DEV) for _ in range(4))
+                for q_ in (q, k, v):
+                    q_.requires_grad_(True)
+                fwd_flop = 4.0 * batch * heads * seq * seq * hd / (2 if causal else 1)
+                for bname, backend in backends:
+                    if budget.over("attention", reserve=60):
+                        log(f"attention: {t.rows} rows")
+                        return
+
+                    def fwd():
+                        with sdpa_kernel([backend]):
+                            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+                    def fwd_bwd():
+                        with sdpa_kernel([backend]):
+                            o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                        return torch.autograd.grad(o, (q, k, v), do)
+
+                    for pname, fn, flop in (("fwd", fwd, fwd_flop), ("fwd_bwd", fwd_bwd, 3.5 * fwd_flop)):
+                        try:
+                            med, mn, reps = cold_us(fn, min_reps=10, max_reps=50)
+                        except Exception as e:
+                            log(f"  {bname} {pname} s={seq} d={hd}: {type(e).__name__}: {e}")
+                            continue
+                        t.add([bname, pname, batch, heads, seq, hd, int(causal), "bf16", fmt(med), fmt(mn), reps,
+                               fmt(flop / med / 1e6, 2)])
+                del q, k, v, do
+                torch.cuda.empty_cache()
+        log(f"attention: head_dim {hd} done, {t.rows} rows")
+    log(f"attention: {t.rows} rows")
+
+
+def decode_section(out, budget):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    t = Table(os.path.join(out, "decode.csv"),
+              ["backend", "batch", "heads", "kv_heads", "kv_len", "head_dim", "dtype", "kv_bytes", "cold_us",
+               "cold_min_us", "reps", "kv_GBps"])
+    for (heads, kv_heads, hd), batch in ((h, b) for h in ((8, 8, 128), (32, 8, 128)) for b in (1, 8, 32, 128)):
+        for kv_len in (1024, 4096, 16384):
+            if budget.over("decode", reserve=40):
+                return
+            q = torch.randn(batch, heads, 1, hd, dtype=BF16, device=DEV)
+            k, v = (torch.randn(batch, kv_heads, kv_len, hd, dtype=BF16, device=DEV) for _ in range(2))
+            kv_bytes = 2 * batch * kv_heads * kv_len * hd * 2
+
+            def fn():
+                with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                    return F.scaled_dot_product_attention(q, k, v, enable_gqa=kv_heads != heads)
+
+            try:
+                med, mn, reps = cold_us(fn)
+            except Exception as e:
+                log(f"  decode b={batch} L={kv_len}: {type(e).__name__}: {e}")
+                continue
+            t.add(["flash2", batch, heads, kv_heads, kv_len, hd, "bf16", kv_bytes, fmt(med), fmt(mn), reps,
+                   fmt(kv_bytes / med / 1e3, 1)])
+            del q, k, v
+            torch.cuda.empty_cache()
+    log(f"decode: {t.rows} rows")
+
+
+def launch_section(out, budget):
+    t = Table(os.path.join(out, "launch.csv"), ["kernel", "mode", "launches", "us_per_launch"])
+    x = torch.zeros(1, dtype=torch.float32, device=DEV)
+    a = torch.randn(64, 64, dtype=BF16, device=DEV)
+    for name, fn in (("fill_4B", lambda: x.fill_(1.0)), ("gemm_64", lambda: torch.matmul(a, a))):
+        if budget.over("launch", reserve=10):
+            return
+        n = 2000
+        for _ in range(100):
+            fn()
+        torch.cuda.synchronize()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(n):
+            fn()
+        e.record()
+        torch.cuda.synchronize()
+        t.add([name, "python_loop", n, fmt(s.elapsed_time(e) * 1e3 / n)])
+        us, launches = warm_us(fn, target_s=0.01, max_launches=1000)
+        t.add([name, "cuda_graph", launches, fmt(us)])
+        med, mn, reps = cold_us(fn)
+        t.add([name, "after_l2_flush_median", reps, fmt(med)])
+    log(f"launch: {t.rows} rows")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--budget-s", type=float, default=480.0)
+    ap.add_argument("--sections", default="launch,memory,gemm,gemm_fp8,attention,decode")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    if not torch.cuda.is_available():
+        sys.exit("no CUDA device")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.manual_seed(0)
+    clocks_before = smi("clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,temperature.gpu,power.draw,power.limit")
+    budget = Budget(args.budget_s)
+    sections = {"launch": launch_section, "memory": memory_section, "gemm": gemm_section,
+                "gemm_fp8": gemm_fp8_section, "attention": attention_section, "decode": decode_section}
+    for name in args.sections.split(","):
+        log(f"section {name}")
+        try:
+            sections[name](args.out, budget)
+        except Exception as e:  # one section's failure must not lose the others
+            log(f"section {name} failed: {type(e).__name__}: {e}")
+            budget.cut.append(f"{name} (failed: {type(e).__name__})")
+            torch.cuda.synchronize()
+    m = meta(args, clocks_before)
+    m["sections_cut_short"] = budget.cut
+    m["wall_s"] = round(elapsed(), 1)
+    with open(os.path.join(args.out, "meta.json"), "w") as f:
+        json.dump(m, f, indent=2, sort_keys=True)
+    log("done")
+
+
+if __name__ == "__main__":
+    main()
