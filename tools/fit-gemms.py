@@ -26,6 +26,16 @@ comes first). The search is exhaustive on the grid FP8_GRID (least MAPE; a
 tie goes to the smaller value), so it is deterministic and needs no start.
 
     python3 tools/fit-gemms.py --parasim build/bin/parasim --fp8 [--write]
+
+--dataset FILE --gpu NAME --dtype DTYPE fits one GPU on another kernel set of the
+same format and split convention, on its GEMMs of that dtype (with --fp8: its FP8
+GEMMs), and also scores the held-out split. parasim's own H200 measurement
+(tests/data/kernels/h200-2026-11-25, tools/gpu/measure-kernels.py) is fitted so:
+
+    python3 tools/fit-gemms.py --dataset tests/data/validation/h200-kernels.yaml \
+        --gpu h200 --dtype bf16 [--write]
+    python3 tools/fit-gemms.py --dataset tests/data/validation/h200-kernels.yaml \
+        --gpu h200 --fp8 [--write]
 """
 import argparse
 import json
@@ -65,9 +75,9 @@ def start_ceiling(text):
     return float(m.group(1))
 
 
-def with_params(text, ceiling, k0, overlap, comment):
+def with_params(text, ceiling, k0, overlap, comment, dtype="fp16"):
     """The GPU file's text with the three values set (other lines untouched)."""
-    text = re.sub(r"(^  gemm:\n(?:    .*\n)*?    fp16: )[0-9.]+( *)(#.*)?$",
+    text = re.sub(r"(^  gemm:\n(?:    .*\n)*?    " + dtype + r": )[0-9.]+( *)(#.*)?$",
                   lambda m: f"{m.group(1)}{ceiling:.3f}{m.group(2) or ' '}# {comment}", text, count=1, flags=re.M)
     fp8 = re.search(r"^  k0_fp8:.*\n", text, re.M)  # the --fp8 fit's line, kept as it is
     text = re.sub(r"^gemm_curve:.*\n(?:  .*\n)*", "", text, flags=re.M)
@@ -104,15 +114,20 @@ class Scorer:
         return self.cache[text]
 
 
-def fit(gpu, points, parasim, comment):
+def of_dtype(points, gpu, dtype, split):
+    return [p for p in points if p["hardware"]["gpu"] == gpu and p["kind"] == "gemm" and p["op"]["dtype"] == dtype
+            and split_of(p) == split]
+
+
+def fit(gpu, points, parasim, comment, dtype="fp16"):
     base = open(os.path.join(GPU_DIR, gpu + ".yaml")).read()
-    fit_points = [p for p in points if p["hardware"]["gpu"] == gpu and split_of(p) == "fit"]
+    fit_points = of_dtype(points, gpu, dtype, "fit")
     with tempfile.TemporaryDirectory() as tmp:
         s = Scorer(parasim, fit_points, tmp)
         x = {name: start for name, start, _, _, _ in PARAMS}
         x["ceiling"] = start_ceiling(base)
         steps = {name: step for name, _, _, _, step in PARAMS}
-        score = lambda v: s.mape(gpu, with_params(base, v["ceiling"], v["k0"], v["overlap"], comment))
+        score = lambda v: s.mape(gpu, with_params(base, v["ceiling"], v["k0"], v["overlap"], comment, dtype))
         best = score(x)
         for _ in range(ROUNDS):
             for name, _, lo, hi, _ in PARAMS:
@@ -151,9 +166,8 @@ def with_k0_fp8(text, k0_fp8, comment):
 def fit_fp8(gpu, points, parasim, comment):
     """k0_fp8 of least fit-split MAPE over FP8_GRID; also the MAPE at k0 and on the held-out split."""
     base = open(os.path.join(GPU_DIR, gpu + ".yaml")).read()
-    mine = [p for p in points if p["hardware"]["gpu"] == gpu]
-    fit_points = [p for p in mine if split_of(p) == "fit" and p["op"]["m"] >= FP8_MIN_M]
-    held = [p for p in mine if split_of(p) == "held-out"]
+    fit_points = [p for p in of_dtype(points, gpu, "fp8", "fit") if p["op"]["m"] >= FP8_MIN_M]
+    held = of_dtype(points, gpu, "fp8", "held-out")
     with tempfile.TemporaryDirectory() as tmp:
         s = Scorer(parasim, fit_points, tmp)
         scores = [(s.mape(gpu, with_k0_fp8(base, k, comment)), k) for k in FP8_GRID]
@@ -165,12 +179,14 @@ def fit_fp8(gpu, points, parasim, comment):
 
 
 def main_fp8(a):
-    points = yaml.safe_load(open(FP8_DATASET))["points"]
-    for gpu in FP8_GPUS:
-        n_fit = sum(1 for p in points
-                    if p["hardware"]["gpu"] == gpu and split_of(p) == "fit" and p["op"]["m"] >= FP8_MIN_M)
-        comment = (f"fitted_on: tools/fit-gemms.py --fp8, the {n_fit} {gpu} FP8 GEMMs with m >= {FP8_MIN_M} of the "
-                   f"fit split of {FP8_DATASET} (deepseek-ai/DeepGEMM H800 table; held-out points never read)")
+    dataset = a.dataset or FP8_DATASET
+    points = yaml.safe_load(open(dataset))["points"]
+    for gpu in ([a.gpu] if a.dataset else FP8_GPUS):
+        n_fit = sum(1 for p in of_dtype(points, gpu, "fp8", "fit") if p["op"]["m"] >= FP8_MIN_M)
+        what = "parasim's own measurement" if a.dataset else "deepseek-ai/DeepGEMM H800 table"
+        args = f" --dataset {dataset} --gpu {gpu}" if a.dataset else ""
+        comment = (f"fitted_on: tools/fit-gemms.py --fp8{args}, the {n_fit} {gpu} FP8 GEMMs with m >= {FP8_MIN_M} "
+                   f"of the fit split of {dataset} ({what}; held-out points never read)")
         k0_fp8, best, n, held, n_held = fit_fp8(gpu, points, a.parasim, comment)
         print(f"{gpu}: k0_fp8 {k0_fp8}; fit-split MAPE {best * 100:.2f}% (n {n}); "
               f"held-out MAPE {held * 100:.2f}% (n {n_held}, all m)", flush=True)
@@ -186,23 +202,40 @@ def main():
     ap.add_argument("--parasim", default="build/bin/parasim")
     ap.add_argument("--write", action="store_true", help="write the fitted values into topologies/gpus/*.yaml")
     ap.add_argument("--fp8", action="store_true", help="fit gemm_curve.k0_fp8 on the FP8 dataset instead")
+    ap.add_argument("--dataset", help="another kernel set (same format and splits); needs --gpu")
+    ap.add_argument("--gpu", help="the one GPU to fit on --dataset")
+    ap.add_argument("--dtype", default="fp16", help="with --dataset: the GEMM dtype to fit (fp16, bf16)")
     a = ap.parse_args()
+    if bool(a.dataset) != bool(a.gpu):
+        ap.error("--dataset and --gpu go together")
     if a.fp8:
         main_fp8(a)
         return
-    points = yaml.safe_load(open(DATASET))["points"]
-    for gpu in GPUS:
-        n_fit = sum(1 for p in points if p["hardware"]["gpu"] == gpu and split_of(p) == "fit")
-        comment = (f"fitted_on: tools/fit-gemms.py, the {n_fit} {gpu} FP16 GEMMs of the fit split of "
-                   f"{DATASET} (microsoft/vidur profiles; held-out models never read)")
-        x, best, n = fit(gpu, points, a.parasim, comment)
-        print(f"{gpu}: ceiling fp16 {x['ceiling']:.3f}, k0 {x['k0']:.0f}, overlap {x['overlap']:.2f}; "
+    dataset = a.dataset or DATASET
+    points = yaml.safe_load(open(dataset))["points"]
+    for gpu in ([a.gpu] if a.dataset else GPUS):
+        n_fit = len(of_dtype(points, gpu, a.dtype, "fit"))
+        if a.dataset:
+            comment = (f"fitted_on: tools/fit-gemms.py --dataset {dataset} --gpu {gpu} --dtype {a.dtype}, the {n_fit} "
+                       f"{gpu} {a.dtype.upper()} GEMMs of its fit split (parasim's own measurement; held-out models "
+                       f"never read)")
+        else:
+            comment = (f"fitted_on: tools/fit-gemms.py, the {n_fit} {gpu} FP16 GEMMs of the fit split of "
+                       f"{DATASET} (microsoft/vidur profiles; held-out models never read)")
+        x, best, n = fit(gpu, points, a.parasim, comment, a.dtype)
+        print(f"{gpu}: ceiling {a.dtype} {x['ceiling']:.3f}, k0 {x['k0']:.0f}, overlap {x['overlap']:.2f}; "
               f"fit-split MAPE {best * 100:.2f}% (n {n})", flush=True)
+        if a.dataset:
+            held = of_dtype(points, gpu, a.dtype, "held-out")
+            base = open(os.path.join(GPU_DIR, gpu + ".yaml")).read()
+            with tempfile.TemporaryDirectory() as tmp:
+                h = Scorer(a.parasim, held, tmp)
+                print(f"{gpu}: held-out MAPE {h.mape(gpu, with_params(base, x['ceiling'], x['k0'], x['overlap'], comment, a.dtype)) * 100:.2f}% (n {len(held)})", flush=True)
         if a.write:
             path = os.path.join(GPU_DIR, gpu + ".yaml")
             text = open(path).read()
             with open(path, "w") as f:
-                f.write(with_params(text, x["ceiling"], x["k0"], x["overlap"], comment))
+                f.write(with_params(text, x["ceiling"], x["k0"], x["overlap"], comment, a.dtype))
 
 
 if __name__ == "__main__":
