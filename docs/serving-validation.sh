@@ -145,6 +145,7 @@ att.append(f"TTFT: {len(ttft)} of the {len(med)} points, {100 * sum(ttft) / tota
            f"By group (class MAPE {100 * total / len(med):.1f}%): " + "; ".join(
     f"{g}: {len(e)} points, {100 * sum(e) / total:.0f}% of the error (MAPE {100 * sum(e) / len(e):.1f}%)"
     for g, e in sorted(groups.items(), key=lambda kv: -sum(kv[1]))) + ".")
+summary = att[-1]
 
 # The same points by source (the id up to its load, -conc<C>- or -rate<R>-,
 # names one run set of one source) and metric: how many, their MAPE and their
@@ -171,5 +172,5 @@ for tag, body in (("", out), (" (latencies)", lat), (" (median attribution)", at
 open(doc, "w").write(text)
 print(out[-1])
 print(lat[-1])
-print(att[-1])
+print(summary)
 PY
