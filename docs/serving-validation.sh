@@ -145,6 +145,24 @@ att.append(f"TTFT: {len(ttft)} of the {len(med)} points, {100 * sum(ttft) / tota
            f"By group (class MAPE {100 * total / len(med):.1f}%): " + "; ".join(
     f"{g}: {len(e)} points, {100 * sum(e) / total:.0f}% of the error (MAPE {100 * sum(e) / len(e):.1f}%)"
     for g, e in sorted(groups.items(), key=lambda kv: -sum(kv[1]))) + ".")
+summary = att[-1]
+
+# The same points by source (the id up to its load, -conc<C>- or -rate<R>-,
+# names one run set of one source) and metric: how many, their MAPE and their
+# mean signed error, so a source whose points all lean one way stands out.
+def source(p):
+    return re.sub(r"-(conc|rate)\w+-.*$", "", p["id"])
+cells = {}
+for p in med:
+    cells.setdefault((source(p), metric(p)), []).append(p["error"])
+att.append("")
+att.append("| source (run set) | GPU | metric | points | MAPE | mean signed error |")
+att.append("|---|---|---|---|---|---|")
+gpu_of = {source(p): p.get("gpu", "") for p in med}
+for (src, m), e in sorted(cells.items(), key=lambda kv: -sum(abs(x) for x in kv[1])):
+    signed = 100 * sum(e) / len(e)
+    att.append(f"| {src} | {gpu_of[src]} | {m} | {len(e)} | {100 * sum(abs(x) for x in e) / len(e):.1f}% | "
+               + f"{signed:+.1f}%".replace("-", "\u2212") + " |")
 
 text = open(doc).read()
 for tag, body in (("", out), (" (latencies)", lat), (" (median attribution)", att)):
@@ -154,5 +172,5 @@ for tag, body in (("", out), (" (latencies)", lat), (" (median attribution)", at
 open(doc, "w").write(text)
 print(out[-1])
 print(lat[-1])
-print(att[-1])
+print(summary)
 PY
