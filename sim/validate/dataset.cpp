@@ -26,6 +26,7 @@ constexpr std::int64_t kMaxDim = std::int64_t{1} << 40;
 // A GEMM's dimensions may each reach kMaxDim, its matrices (m x k, k x n,
 // m x n) at most 2^48 elements: their byte and tile counts then fit 64 bits.
 constexpr std::int64_t kMaxMatrixElements = std::int64_t{1} << 48;
+constexpr std::int64_t kMaxGroups = 4096;  // a grouped GEMM's groups: more experts than any model has
 
 hw::DType read_dtype(const Node& n, const std::vector<std::string>& allowed) {
     return *hw::parse_dtype(n.as_enum(allowed));
@@ -265,12 +266,15 @@ void read_op(const Node& node, Point& p) {
             p.gemm.n = r.required("n").as_int(1, kMaxDim);
             p.gemm.k = r.required("k").as_int(1, kMaxDim);
             p.gemm.dtype = read_dtype(r.required("dtype"), kDTypes);
+            if (auto g = r.optional("groups")) p.gemm.groups = g->as_int(1, kMaxGroups);
             for (const auto& [rows, cols, name] :
                  {std::tuple{p.gemm.m, p.gemm.k, "m x k"}, std::tuple{p.gemm.k, p.gemm.n, "k x n"},
                   std::tuple{p.gemm.m, p.gemm.n, "m x n"}}) {
-                const auto elements = checked_mul(rows, cols);
-                if (!elements || *elements > kMaxMatrixElements)
-                    node.fail(fmt::format("{} = {} x {} elements is more than 2^48", name, rows, cols));
+                // Every group has its own three matrices: the limit is on all of them.
+                const auto all = checked_mul(rows, cols, p.gemm.groups);
+                if (!all || *all > kMaxMatrixElements)
+                    node.fail(fmt::format("{} = {} x {} elements{} is more than 2^48", name, rows, cols,
+                                          p.gemm.groups > 1 ? fmt::format(" x {} groups", p.gemm.groups) : ""));
             }
             break;
         case Kind::attention: {

@@ -86,6 +86,9 @@ struct ParallelismSpec {
 struct GemmOp {
     std::int64_t m = 0, n = 0, k = 0;
     hw::DType dtype = hw::DType::bf16;
+    // parasim's extension: one grouped kernel of `groups` GEMMs of this shape, each with
+    // its own weights (an MoE layer's local experts, docs/moe.md section 4); 1 = a GEMM
+    std::int64_t groups = 1;
 };
 
 using workload::AttentionImpl;  // attention points: flash2 or flash3

@@ -43,14 +43,17 @@ hw::KernelDesc gemm_kernel(const GemmOp& g) {
     k.m = g.m;
     k.n = g.n;
     k.k = g.k;
-    k.batch = 1;
+    // A grouped GEMM is one kernel of `groups` GEMMs, each with its own operands: the
+    // kernel the workload builds for an MoE layer's grouped experts (merge_grouped).
+    k.batch = g.groups;
     const double m = static_cast<double>(g.m), n = static_cast<double>(g.n), kk = static_cast<double>(g.k);
-    k.flops = Flops{2.0 * m * n * kk};
+    const double groups = static_cast<double>(g.groups);
+    k.flops = Flops{2.0 * m * n * kk * groups};
     const double e = hw::bytes_per_element(g.dtype);
     // 8-bit GEMMs write a 16-bit output (cuBLASLt FP8 with BF16 D), others their own type.
     const double out = e < 2 ? 2.0 : e;
-    k.bytes_read = Bytes::ceil((m * kk + kk * n) * e);
-    k.bytes_written = Bytes::ceil(m * n * out);
+    k.bytes_read = Bytes::ceil((m * kk + kk * n) * e * groups);
+    k.bytes_written = Bytes::ceil(m * n * out * groups);
     return k;
 }
 

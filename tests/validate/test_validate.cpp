@@ -299,6 +299,33 @@ TEST_CASE("validate dataset: sizes whose products overflow are errors at the poi
           "data.yaml:23:7: points[2].op: m x k = 1099511627776 x 1099511627776 elements is more than 2^48");
     CHECK_NOTHROW(
         parse(replace(kDataset, "op: {m: 4096, n: 4096, k: 4096", "op: {m: 16777216, n: 16777216, k: 16777216")));
+    // A grouped GEMM's limit is on all its groups' matrices: 2^24 x 2^24 x 2^1 groups is 2^49.
+    CHECK(error_of(replace(kDataset, "op: {m: 4096, n: 4096, k: 4096",
+                           "op: {groups: 2, m: 16777216, n: 16777216, k: 16777216")) ==
+          "data.yaml:23:7: points[2].op: m x k = 16777216 x 16777216 elements x 2 groups is more than 2^48");
+    CHECK(error_of(replace(kDataset, "op: {m: 4096, n: 4096, k: 4096", "op: {groups: 0, m: 4096, n: 4096, k: 4096"))
+              .find("groups") != std::string::npos);
+}
+
+TEST_CASE("validate: a gemm point with groups is one grouped kernel of that many GEMMs (parasim's extension)") {
+    const Dataset d = parse(kDataset);
+    Point grouped = point(d, "gemm");
+    grouped.gemm.groups = 8;
+    sim::config::GpuCatalog gpus;
+    const auto one = sim::validate::translate(point(d, "gemm"), gpus, sim::validate::ShippedClusters{});
+    const auto eight = sim::validate::translate(grouped, gpus, sim::validate::ShippedClusters{});
+    REQUIRE(one.kernels.size() == 1);
+    REQUIRE(eight.kernels.size() == 1);
+    const auto& a = one.kernels[0];
+    const auto& b = eight.kernels[0];
+    // The kernel the workload's merge_grouped builds for 8 experts: 8 x the FLOPs and bytes of
+    // one expert's GEMM, its shape kept, batch 8 (docs/moe.md section 4).
+    CHECK(b.batch == 8);
+    CHECK((b.m == a.m && b.n == a.n && b.k == a.k));
+    CHECK(b.flops.value == doctest::Approx(8 * a.flops.value));
+    CHECK(b.bytes_read.value == 8 * a.bytes_read.value);
+    CHECK(b.bytes_written.value == 8 * a.bytes_written.value);
+    CHECK(b.flops.value == doctest::Approx(8 * 2.0 * 4096.0 * 4096.0 * 4096.0));
 }
 
 TEST_CASE("validate dataset: an id names a file in the --scenarios folder, so it cannot hold a path") {

@@ -20,6 +20,11 @@ What it measures, each section in its own CSV, each row flushed as it is taken:
   decode.csv     one-token decode attention over a KV cache (flash backend, GQA).
   launch.csv     the floor of a tiny kernel: back to back from Python and in a
                  CUDA graph.
+  grouped.csv    mixture-of-experts expert GEMMs (BF16): G local experts of one
+                 MoE model, m tokens each, as one grouped kernel (torch._grouped_mm)
+                 and as G GEMMs one after another (torch.matmul in a loop), the two
+                 ways Megatron-Core runs them (--moe-grouped-gemm or SequentialMLP).
+                 Not in the default --sections.
   meta.json      GPU, driver, CUDA, cuBLAS, cuDNN, PyTorch and Triton versions,
                  clocks before and after, the date, and the timing method.
 
@@ -488,6 +493,48 @@ def decode_section(out, budget):
     log(f"decode: {t.rows} rows")
 
 
+# MoE models' expert projections: name, hidden, expert ffn (models/*.yaml).
+MOE_MODELS = [("deepseek-v3", 7168, 2048), ("qwen3-235b-a22b", 4096, 1536), ("qwen3-30b-a3b", 2048, 768),
+              ("mixtral-8x7b", 4096, 14336)]
+
+
+def grouped_section(out, budget):
+    t = Table(os.path.join(out, "grouped.csv"),
+              ["model", "projection", "experts", "tokens_per_expert", "n", "k", "dtype", "mode", "cold_us",
+               "cold_min_us", "reps", "cold_tflops", "warm_us"])
+    for tokens in (16, 64, 128, 256, 512, 1024, 2048, 4096):
+        for model, hidden, ffn in MOE_MODELS:
+            for proj, n, k in (("up", 2 * ffn, hidden), ("down", hidden, ffn)):
+                for experts in (4, 8, 16, 32):
+                    if budget.over("grouped", reserve=15):
+                        log(f"grouped: {t.rows} rows")
+                        return
+                    if experts * max(n, tokens) * k * 2 > (24 << 30):
+                        continue
+                    x = torch.randn(experts * tokens, k, dtype=BF16, device=DEV)
+                    w = torch.randn(experts, n, k, dtype=BF16, device=DEV)
+                    offs = torch.arange(tokens, experts * tokens + 1, tokens, device=DEV, dtype=torch.int32)
+                    xs = list(x.split(tokens))
+                    modes = (("grouped", lambda: torch._grouped_mm(x, w.transpose(-2, -1), offs=offs,
+                                                                   out_dtype=BF16)),
+                             ("loop", lambda: [torch.matmul(xs[e], w[e].t()) for e in range(experts)]))
+                    flop = 2.0 * experts * tokens * n * k
+                    for mode, fn in modes:
+                        try:
+                            med, mn, reps = cold_us(fn)
+                        except Exception as e:
+                            log(f"  {mode} {model} {proj} G={experts} m={tokens}: {type(e).__name__}: {e}")
+                            continue
+                        # In a graph the loop's GPU time shows without Python's launch cost.
+                        wus, _ = warm_us(fn) if med < WARM_MAX_US else (None, 0)
+                        t.add([model, proj, experts, tokens, n, k, "bf16", mode, fmt(med), fmt(mn), reps,
+                               fmt(flop / med / 1e6, 2), fmt(wus)])
+                    del x, w, xs
+                    torch.cuda.empty_cache()
+        log(f"grouped: tokens {tokens} done, {t.rows} rows")
+    log(f"grouped: {t.rows} rows")
+
+
 def launch_section(out, budget):
     t = Table(os.path.join(out, "launch.csv"), ["kernel", "mode", "launches", "us_per_launch"])
     x = torch.zeros(1, dtype=torch.float32, device=DEV)
@@ -527,7 +574,8 @@ def main():
     clocks_before = smi("clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,temperature.gpu,power.draw,power.limit")
     budget = Budget(args.budget_s)
     sections = {"launch": launch_section, "memory": memory_section, "gemm": gemm_section,
-                "gemm_fp8": gemm_fp8_section, "attention": attention_section, "decode": decode_section}
+                "gemm_fp8": gemm_fp8_section, "attention": attention_section, "decode": decode_section,
+                "grouped": grouped_section}
     for name in args.sections.split(","):
         log(f"section {name}")
         try:
