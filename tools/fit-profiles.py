@@ -36,12 +36,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GRID = [round(0.60 + 0.05 * i, 2) for i in range(9)]  # 0.60 .. 1.00
 
 
-def set_efficiency(path, value, key, evidence):
-    """Rewrites a profile file's kernel_efficiency as {value, key: evidence}."""
+def set_efficiency(path, value, key, evidence, inherited_ok=False):
+    """Rewrites a profile file's kernel_efficiency as {value, key: evidence}.
+
+    A file that `extends:` another and states no kernel_efficiency has its
+    base's (docs/software-profiles.md §2a): with inherited_ok it is left as it
+    is, since rewriting the base sets its value too."""
     with open(path) as f:
         text = f.read()
     new, n = re.subn(r"(kernel_efficiency:\n  value: )[0-9.]+\n  (source|fitted_on): .*\n",
                      lambda m: f"{m.group(1)}{value}\n  {key}: \"{evidence}\"\n", text)
+    if n == 0 and re.search(r"^extends: ", text, re.M) and "\nkernel_efficiency:" not in text:
+        if inherited_ok:
+            return
+        sys.exit(f"{path}: kernel_efficiency comes from the profile it extends; state it there or here")
     if n != 1:
         sys.exit(f"{path}: no kernel_efficiency block to rewrite")
     with open(path, "w") as f:
@@ -61,7 +69,7 @@ def run_grid(parasim, dataset, jobs, cache):
             sw = os.path.join(tmp, "software")
             shutil.copytree(os.path.join(ROOT, "topologies", "software"), sw)
             for name in os.listdir(sw):
-                set_efficiency(os.path.join(sw, name), f"{e}", "source", "grid")
+                set_efficiency(os.path.join(sw, name), f"{e}", "source", "grid", inherited_ok=True)
             out = subprocess.run([parasim, "validate", dataset, "--kind", "training", "--software-dir", sw,
                                   "--format", "json", "-j", str(jobs)], check=True, capture_output=True, text=True)
         report = json.loads(out.stdout)

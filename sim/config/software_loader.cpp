@@ -1,6 +1,7 @@
 // Software profile files -> SoftwareProfile (see software_loader.h). Each
 // value is a map {value, source | fitted_on}: the evidence is part of the
-// schema, so a number without it cannot be loaded.
+// schema, so a number without it cannot be loaded. A file may start from
+// another profile of its folder (`extends:`) and state only what differs.
 #include "sim/config/software_loader.h"
 
 #include "sim/config/provenance.h"
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <optional>
 
 namespace sim::config {
 
@@ -25,6 +27,9 @@ const std::vector<std::string> kGradSyncs = {"last_microbatch", "every_microbatc
 const std::vector<std::string> kMoeDispatchers = {"auto", "alltoall"};
 const std::vector<std::string> kCrossEntropies = {"fused", "fp32_unfused"};
 const std::vector<std::string> kMlaDecodeWeights = {"per_head", "absorbed"};
+// Files in one chain of `extends:` (a release file over its stack's general
+// file is 2); a longer chain is more likely a generated hostile input than data.
+constexpr std::size_t kMaxExtendsDepth = 8;
 
 bool version_is_file_safe(const std::string& v) {
     if (v.empty() || v.size() > 64 || v.front() == '.') return false;
@@ -34,41 +39,80 @@ bool version_is_file_safe(const std::string& v) {
     });
 }
 
-}  // namespace
-
-SoftwareProfile load_software_profile(const Node& root, const std::string& expected_name) {
+// Reads one file's map over the values of its base (`extends:`), loaded
+// first from the same folder. `chain` holds the stems of the files being
+// read, outermost first: a base already in it is a cycle.
+SoftwareProfile load_profile(const Node& root, const std::string& expected_name, const std::string& dir,
+                             std::vector<std::string>& chain) {
     MapReader r(root);
-    SoftwareProfile p;
     const Node name = r.required("name");
-    p.name = name.as_string();
+    std::string version;
     if (auto v = r.optional("version")) {
-        p.version = v->as_string();
-        if (!version_is_file_safe(p.version)) v->fail("a version is letters, digits, '.', '-' or '_'");
+        version = v->as_string();
+        if (!version_is_file_safe(version)) v->fail("a version is letters, digits, '.', '-' or '_'");
     }
-    const std::string stem = p.version.empty() ? p.name : p.name + "-" + p.version;
+    const std::string stem = version.empty() ? name.as_string() : name.as_string() + "-" + version;
     if (!expected_name.empty() && stem != expected_name)
         name.fail(fmt::format("name '{}' differs from the file name '{}'", stem, expected_name));
+    // The base's values first; this file's keys replace them one by one, each
+    // with its own evidence. Name, version and description are the file's own.
+    SoftwareProfile p;
+    const bool has_base = r.has("extends");
+    if (has_base) {
+        const Node e = *r.optional("extends");
+        const std::string base = e.as_string();
+        // A base is a profile of the same folder, named as `software_profile`
+        // names it: never a path, so a profile cannot reach outside its folder.
+        if (!version_is_file_safe(base))
+            e.fail(
+                fmt::format("'{}' is not a profile name: a base is a file of the same folder, named without "
+                            "'.yaml' (letters, digits, '.', '-' or '_')",
+                            base));
+        chain.push_back(stem);
+        if (std::find(chain.begin(), chain.end(), base) != chain.end())
+            e.fail(fmt::format("profiles extend one another in a cycle: {} -> {}", fmt::join(chain, " -> "), base));
+        if (chain.size() >= kMaxExtendsDepth)
+            e.fail(fmt::format("more than {} profiles extend one another ({} -> {})", kMaxExtendsDepth,
+                               fmt::join(chain, " -> "), base));
+        if (dir.empty()) e.fail("a profile read from text has no folder to find its base in");
+        const fs::path path = fs::path(dir) / (base + ".yaml");
+        if (!exists_quietly(path))
+            e.fail(fmt::format("no software profile '{}' in the profile's folder (known: {})", base,
+                               fmt::join(yaml_file_names(dir), ", ")));
+        p = load_profile(load_file(path.string()), base, dir, chain);
+        chain.pop_back();
+    }
+    p.name = name.as_string();
+    p.version = version;
     if (p.name != kDefaultSoftware &&
         std::find(kSoftwareNames.begin(), kSoftwareNames.end(), p.name) == kSoftwareNames.end())
         name.fail(fmt::format("'{}' is not a software stack parasim knows (nor '{}')", p.name, kDefaultSoftware));
     p.description = r.required("description").as_string();
-    {
-        MapReader host(r.required("host"));
-        // A per-kernel host cost above 10 ms is no framework's: a unit slip.
-        const Node issue = sourced(host, "kernel_issue", p.kernel_issue_from);
-        p.kernel_issue = issue.as_time();
-        if (p.kernel_issue > Time::from_seconds_ceil(0.01))
-            issue.fail("a per-kernel host cost above 10 ms is not plausible");
-        p.launch_queue_depth =
-            static_cast<int>(sourced(host, "launch_queue_depth", p.launch_queue_depth_from).as_int(1, 1 << 20));
+    // Without a base every key without a default is required; with one, each
+    // key this file leaves out keeps the base's value and its evidence.
+    // (optional() also lists the key as valid for finish()'s "did you mean".)
+    const auto states = [has_base](MapReader& m, const char* key) { return m.optional(key).has_value() || !has_base; };
+    if (auto h = has_base ? r.optional("host") : std::optional<Node>(r.required("host"))) {
+        MapReader host(*h);
+        if (states(host, "kernel_issue")) {
+            // A per-kernel host cost above 10 ms is no framework's: a unit slip.
+            const Node issue = sourced(host, "kernel_issue", p.kernel_issue_from);
+            p.kernel_issue = issue.as_time();
+            if (p.kernel_issue > Time::from_seconds_ceil(0.01))
+                issue.fail("a per-kernel host cost above 10 ms is not plausible");
+        }
+        if (states(host, "launch_queue_depth"))
+            p.launch_queue_depth =
+                static_cast<int>(sourced(host, "launch_queue_depth", p.launch_queue_depth_from).as_int(1, 1 << 20));
         host.finish();
     }
-    {
+    if (states(r, "kernel_efficiency")) {
         const Node e = sourced(r, "kernel_efficiency", p.kernel_efficiency_from);
         p.kernel_efficiency = e.as_number(0, 2);
         if (p.kernel_efficiency < 0.1) e.fail("a kernel efficiency below 0.1 is not plausible");
     }
-    p.fuse_elementwise = sourced(r, "fuse_elementwise", p.fuse_elementwise_from).as_bool();
+    if (states(r, "fuse_elementwise"))
+        p.fuse_elementwise = sourced(r, "fuse_elementwise", p.fuse_elementwise_from).as_bool();
     if (r.has("moe_fp8_dispatch"))
         p.moe_fp8_dispatch = sourced(r, "moe_fp8_dispatch", p.moe_fp8_dispatch_from).as_bool();
     if (r.has("moe_dispatcher"))
@@ -134,8 +178,9 @@ SoftwareProfile load_software_profile(const Node& root, const std::string& expec
         host_time("request_latency", p.serving_request_latency, p.serving_request_latency_from);
         sv.finish();
     }
-    {
+    if (states(r, "overlaps")) {
         const Node list = sourced(r, "overlaps", p.overlaps_from);
+        p.overlaps.clear();  // a list is replaced whole, not appended to the base's
         for (const Node& e : list.elements()) {
             const std::string o = e.as_enum(kOverlapNames);
             if (std::find(p.overlaps.begin(), p.overlaps.end(), o) != p.overlaps.end()) e.fail("listed twice");
@@ -146,6 +191,13 @@ SoftwareProfile load_software_profile(const Node& root, const std::string& expec
     return p;
 }
 
+}  // namespace
+
+SoftwareProfile load_software_profile(const Node& root, const std::string& expected_name, const std::string& dir) {
+    std::vector<std::string> chain;
+    return load_profile(root, expected_name, dir, chain);
+}
+
 double gradient_reduce_bytes(const SoftwareProfile& p, double weight_bytes, bool weights_bf16) {
     if (weight_bytes >= 4 || p.grad_reduce_dtype == "fp32") return 4;
     if (p.grad_reduce_dtype == "fp32_if_bf16" && weights_bf16) return 4;
@@ -153,7 +205,8 @@ double gradient_reduce_bytes(const SoftwareProfile& p, double weight_bytes, bool
 }
 
 SoftwareProfile load_software_file(const std::string& path) {
-    return load_software_profile(load_file(path), fs::path(path).stem().string());
+    const fs::path file(path);
+    return load_software_profile(load_file(path), file.stem().string(), file.parent_path().string());
 }
 
 std::string default_software_dir() { return std::string(PARASIM_DATA_DIR) + "/topologies/software"; }

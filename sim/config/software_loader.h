@@ -6,7 +6,10 @@
 // overlaps it can do. Every value carries its evidence: `source:` (code,
 // profiles, benchmarks) or `fitted_on:` (whole runs, tools/fit-profiles.py);
 // the loader refuses a value with neither, and unknown keys, at
-// file:line:column.
+// file:line:column. A profile may name another of its folder with
+// `extends: <profile>` (a release over its stack's general file): it starts
+// from that profile's values and evidence and replaces only the keys it
+// states (docs/software-profiles.md §2a).
 #pragma once
 
 #include "sim/config/provenance.h"
@@ -174,8 +177,9 @@ double gradient_reduce_bytes(const SoftwareProfile& p, double weight_bytes, bool
 inline constexpr const char* kDefaultSoftware = "default";
 
 // Parses one profile (the root map of a file); `expected_name`, when not
-// empty, must equal its `name`.
-SoftwareProfile load_software_profile(const Node& root, const std::string& expected_name);
+// empty, must equal its `name`. `dir` is the folder its `extends:` base is
+// read from (a profile with a base and no folder is an error).
+SoftwareProfile load_software_profile(const Node& root, const std::string& expected_name, const std::string& dir = "");
 SoftwareProfile load_software_file(const std::string& path);
 
 // PARASIM_DATA_DIR "/topologies/software".

@@ -1,6 +1,10 @@
 // Software profiles (topologies/software/*.yaml): every shipped stack has a
 // profile that loads; malformed profiles are refused at file:line:column,
-// and a value without its evidence (source: / fitted_on:) is an error.
+// and a value without its evidence (source: / fitted_on:) is an error. A
+// profile that `extends:` another starts from its base's values and evidence
+// and replaces only the keys it states; a base is a profile of the same
+// folder, and cycles, unknown bases, paths and over-long chains are one
+// ConfigError at the `extends:` of the file that names the bad base.
 #include "sim/config/scenario.h"
 #include "sim/config/software_loader.h"
 #include "sim/core/error.h"
@@ -38,6 +42,43 @@ std::string error_of(const std::string& text) {
         [](const std::string& t) { load_software_profile(load_string(t, "software/megatron-lm.yaml"), "megatron-lm"); },
         text);
 }
+
+// kGood as the general vllm profile, with a serving block: the base of the
+// `extends:` tests (docs/software-profiles.md §2a).
+std::string base_profile() {
+    return replace(kGood, "name: megatron-lm", "name: vllm") +
+           "serving:\n"
+           "  sequence_overhead: {value: 40 us, fitted_on: \"base serving\"}\n"
+           "  request_overhead: {value: 10 ms, source: \"base intake\"}\n";
+}
+
+// A release file with only a name, a version, its base and a description.
+std::string release(const std::string& version, const std::string& base) {
+    return "name: vllm\nversion: \"" + version + "\"\nextends: " + base + "\ndescription: \"release " + version +
+           "\"\n";
+}
+
+// A fresh folder of profiles for one test case.
+struct Folder {
+    fs::path dir;
+    explicit Folder(const std::string& name) : dir(fs::temp_directory_path() / name) {
+        fs::remove_all(dir);
+        fs::create_directories(dir);
+    }
+    ~Folder() {
+        std::error_code ec;
+        fs::remove_all(dir, ec);
+    }
+    Folder(const Folder&) = delete;
+    Folder& operator=(const Folder&) = delete;
+    void write(const std::string& stem, const std::string& text) const {
+        std::ofstream(dir / (stem + ".yaml")) << text;
+    }
+    std::string file(const std::string& stem) const { return (dir / (stem + ".yaml")).string(); }
+    std::string error_of(const std::string& stem) const {
+        return parasim_test::config_error_of([this](const std::string& s) { software_profile(s, dir.string()); }, stem);
+    }
+};
 
 }  // namespace
 
@@ -111,27 +152,17 @@ TEST_CASE("software profiles: a release's file is found by the longest prefix of
     fs::remove_all(dir);
 }
 
-TEST_CASE("software profiles: the shipped TensorRT-LLM 0.6 file times generation attention per query head") {
+TEST_CASE("software profiles: the shipped TensorRT-LLM 0.5 and 0.6 files time generation attention per query head") {
     const SoftwareProfile old = software_profile("tensorrt-llm", "0.6.1", "");
     CHECK(old.version == "0.6");
     CHECK(old.decode_attention_issue > 0);
     CHECK(old.decode_attention_issue_from.kind == "fitted_on");
+    // 0.5 ran the same generation kernel: its file extends 0.6's.
+    const SoftwareProfile v05 = software_profile("tensorrt-llm", "0.5.0", "");
+    CHECK(v05.version == "0.5");
+    CHECK(v05.decode_attention_issue > 0);
     CHECK(software_profile("tensorrt-llm", "1.0", "").decode_attention_issue == 0);
     CHECK(software_profile("tensorrt-llm").decode_attention_issue == 0);
-}
-
-TEST_CASE("software profiles: the shipped TensorRT-LLM 0.5 file is 0.6's generation kernel, value for value") {
-    // v0.5 ran the same per-query-head generation kernel as 0.6, and its file
-    // carries 0.6's fitted value: the two must not drift apart on a refit.
-    const SoftwareProfile v05 = software_profile("tensorrt-llm", "0.5.0", "");
-    const SoftwareProfile v06 = software_profile("tensorrt-llm", "0.6.1", "");
-    CHECK(v05.version == "0.5");
-    CHECK(v05.decode_attention_issue == v06.decode_attention_issue);
-    CHECK(v05.decode_attention_issue_from.kind == "fitted_on");
-    CHECK(v05.kernel_issue == v06.kernel_issue);
-    CHECK(v05.launch_queue_depth == v06.launch_queue_depth);
-    CHECK(v05.kernel_efficiency == v06.kernel_efficiency);
-    CHECK(v05.fuse_elementwise == v06.fuse_elementwise);
 }
 
 TEST_CASE("software profiles: malformed files are errors at file:line:column naming the field") {
@@ -278,24 +309,6 @@ TEST_CASE("software profiles: the training loss's cross-entropy (cross_entropy)"
     CHECK_FALSE(software_profile("llm-foundry").cross_entropy_fp32_unfused);
 }
 
-TEST_CASE("software profiles: the shipped vLLM 0.7 file keeps vllm.yaml's host, kernel and serving values") {
-    // vllm-0.7.yaml is vllm.yaml plus the MLA and MoE keys of that release
-    // (docs/moe.md section 7b); its other values are vllm.yaml's, not
-    // refitted, and must not drift apart on a refit of either file.
-    const SoftwareProfile v07 = software_profile("vllm", "0.7.4", "");
-    const SoftwareProfile general = software_profile("vllm");
-    CHECK(v07.version == "0.7");
-    CHECK(v07.kernel_issue == general.kernel_issue);
-    CHECK(v07.launch_queue_depth == general.launch_queue_depth);
-    CHECK(v07.kernel_efficiency == general.kernel_efficiency);
-    CHECK(v07.fuse_elementwise == general.fuse_elementwise);
-    CHECK(v07.overlaps == general.overlaps);
-    CHECK(v07.serving_sequence_overhead == general.serving_sequence_overhead);
-    CHECK(v07.serving_request_overhead == general.serving_request_overhead);
-    CHECK(v07.serving_token_overhead == general.serving_token_overhead);
-    CHECK(v07.serving_request_latency == general.serving_request_latency);
-}
-
 TEST_CASE(
     "software profiles: vllm 0.7.x gets its release file with the MLA, fused-MoE, quantization and routing keys") {
     const SoftwareProfile p = software_profile("vllm", "0.7.4.dev181", "");
@@ -339,6 +352,143 @@ TEST_CASE(
     // No routing without a kernel: 0 is out of range, at file:line:column.
     const std::string zero_err = error_with("grouped_topk_kernels: {value: 0");
     CHECK(zero_err.find("software/vllm.yaml:9:") != std::string::npos);
+}
+
+TEST_CASE("software extends: a release overrides the keys it states and keeps its base's others with their evidence") {
+    const Folder f("parasim-test-software-extends");
+    f.write("vllm", base_profile());
+    f.write("vllm-0.7", release("0.7", "vllm") +
+                            "host:\n  kernel_issue: {value: 2 us, source: \"release issue\"}\n"
+                            "overlaps: {value: [tp_comm], source: \"release overlaps\"}\n"
+                            "serving:\n  request_overhead: {value: 5 ms, fitted_on: \"release runs\"}\n"
+                            "grouped_topk_kernels: {value: 10, source: \"release routing\"}\n");
+    const SoftwareProfile p = software_profile("vllm", "0.7.4", f.dir.string());
+    // The file's own identity.
+    CHECK(p.name == "vllm");
+    CHECK(p.version == "0.7");
+    CHECK(p.description == "release 0.7");
+    // Stated: the release's value and evidence.
+    CHECK(p.kernel_issue == Time::us(2));
+    CHECK(p.kernel_issue_from.text == "release issue");
+    CHECK(p.grouped_topk_kernels == 10);
+    CHECK(p.serving_request_overhead == Time::us(5000));
+    CHECK(p.serving_request_overhead_from.kind == "fitted_on");
+    // A list is replaced whole, not appended to.
+    CHECK(p.overlaps == std::vector<std::string>{"tp_comm"});
+    CHECK(p.overlaps_from.text == "release overlaps");
+    // Not stated: the base's value and the base's evidence, key by key
+    // (the host block's other key, the serving block's other key).
+    CHECK(p.launch_queue_depth == 64);
+    CHECK(p.launch_queue_depth_from.text == "a test");
+    CHECK(p.kernel_efficiency == doctest::Approx(0.9));
+    CHECK(p.kernel_efficiency_from.kind == "fitted_on");
+    CHECK(p.kernel_efficiency_from.text == "points a, b");
+    CHECK_FALSE(p.fuse_elementwise);
+    CHECK(p.serving_sequence_overhead == Time::us(40));
+    CHECK(p.serving_sequence_overhead_from.text == "base serving");
+    // Neither states it: the loader's default, no evidence.
+    CHECK(p.serving_token_overhead == Time{});
+    CHECK(p.serving_token_overhead_from.kind.empty());
+    // The base is unchanged by its release.
+    const SoftwareProfile base = software_profile("vllm", f.dir.string());
+    CHECK(base.kernel_issue == Time::us(7));
+    CHECK(base.grouped_topk_kernels == 1);
+    CHECK(base.overlaps.size() == 2);
+}
+
+TEST_CASE("software extends: a chain reads the nearest file that states a key") {
+    const Folder f("parasim-test-software-extends-chain");
+    f.write("vllm", base_profile());
+    f.write("vllm-0.7", release("0.7", "vllm") + "host:\n  kernel_issue: {value: 2 us, source: \"0.7\"}\n");
+    f.write("vllm-0.7.1", release("0.7.1", "vllm-0.7") + "kernel_efficiency: {value: 0.5, source: \"0.7.1\"}\n");
+    const SoftwareProfile p = software_profile("vllm", "0.7.1", f.dir.string());
+    CHECK(p.kernel_efficiency == doctest::Approx(0.5));  // its own
+    CHECK(p.kernel_issue == Time::us(2));                // its base's
+    CHECK(p.kernel_issue_from.text == "0.7");
+    CHECK(p.launch_queue_depth == 64);  // its base's base's
+    CHECK(p.launch_queue_depth_from.text == "a test");
+    // The same files give the same profile in any order of loading.
+    const SoftwareProfile again = software_profile("vllm", "0.7.1", f.dir.string());
+    CHECK(again.kernel_issue_from.text == p.kernel_issue_from.text);
+    CHECK(again.description == p.description);
+}
+
+TEST_CASE("software extends: a stated key still needs its evidence and its bounds, in the release's file") {
+    const Folder f("parasim-test-software-extends-checks");
+    f.write("vllm", base_profile());
+    f.write("vllm-0.7", release("0.7", "vllm") + "kernel_efficiency: {value: 0.5}\n");
+    CHECK(f.error_of("vllm-0.7") ==
+          f.file("vllm-0.7") + ":5:20: kernel_efficiency: a value needs its evidence: source: or fitted_on:");
+    f.write("vllm-0.7", release("0.7", "vllm") + "host:\n  kernel_issue: {value: 20 ms, source: \"x\"}\n");
+    CHECK(f.error_of("vllm-0.7") ==
+          f.file("vllm-0.7") + ":6:25: host.kernel_issue.value: a per-kernel host cost above 10 ms is not plausible");
+    f.write("vllm-0.7", release("0.7", "vllm") + "kernel_eficiency: {value: 0.5, source: \"x\"}\n");
+    CHECK(f.error_of("vllm-0.7").find("did you mean 'kernel_efficiency'") != std::string::npos);
+    // Its own identity is not inherited: the description is required.
+    f.write("vllm-0.7", "name: vllm\nversion: \"0.7\"\nextends: vllm\n");
+    CHECK(f.error_of("vllm-0.7").find(f.file("vllm-0.7") + ":1:1:") == 0);
+    // A broken base is reported in the base's file.
+    f.write("vllm", replace(base_profile(), "value: 64", "value: 0"));
+    f.write("vllm-0.7", release("0.7", "vllm"));
+    CHECK(f.error_of("vllm-0.7").find(f.file("vllm") + ":5:31: host.launch_queue_depth.value:") == 0);
+}
+
+TEST_CASE("software extends: cycles, unknown bases, paths and long chains are errors at the extends: key") {
+    const Folder f("parasim-test-software-extends-errors");
+    f.write("vllm", base_profile());
+    // A file that extends itself, and two that extend each other: the error
+    // is in the file whose base closes the cycle.
+    f.write("vllm-0.7", release("0.7", "vllm-0.7"));
+    CHECK(f.error_of("vllm-0.7") ==
+          f.file("vllm-0.7") + ":3:10: extends: profiles extend one another in a cycle: vllm-0.7 -> vllm-0.7");
+    f.write("vllm-0.7", release("0.7", "vllm-0.8"));
+    f.write("vllm-0.8", release("0.8", "vllm-0.7"));
+    CHECK(f.error_of("vllm-0.7") == f.file("vllm-0.8") +
+                                        ":3:10: extends: profiles extend one another in a cycle: vllm-0.7 -> vllm-0.8 "
+                                        "-> vllm-0.7");
+    CHECK(f.error_of("vllm-0.8") == f.file("vllm-0.7") +
+                                        ":3:10: extends: profiles extend one another in a cycle: vllm-0.8 -> vllm-0.7 "
+                                        "-> vllm-0.8");
+    fs::remove(f.file("vllm-0.8"));
+    // A base that is not in the folder.
+    f.write("vllm-0.7", release("0.7", "vllm-0.6"));
+    CHECK(f.error_of("vllm-0.7") == f.file("vllm-0.7") +
+                                        ":3:10: extends: no software profile 'vllm-0.6' in the profile's folder "
+                                        "(known: vllm, vllm-0.7)");
+    // A base in another folder: a path is not a profile name, relative or absolute.
+    for (const std::string& path : {std::string("../vllm"), std::string("sub/vllm"), (f.dir / "vllm").string()}) {
+        CAPTURE(path);
+        f.write("vllm-0.7", release("0.7", path));
+        CHECK(f.error_of("vllm-0.7") == f.file("vllm-0.7") + ":3:10: extends: '" + path +
+                                            "' is not a profile name: a base is a file of the same folder, named "
+                                            "without '.yaml' (letters, digits, '.', '-' or '_')");
+    }
+    // Eight files in a chain load; a ninth is refused at the eighth's extends:.
+    f.write("vllm-1", release("1", "vllm"));
+    for (int i = 2; i <= 8; ++i)
+        f.write("vllm-" + std::to_string(i), release(std::to_string(i), "vllm-" + std::to_string(i - 1)));
+    CHECK(software_profile("vllm-7", f.dir.string()).kernel_issue == Time::us(7));  // 8 files: vllm-7 .. vllm
+    CHECK(f.error_of("vllm-8").find(f.file("vllm-1") +
+                                    ":3:10: extends: more than 8 profiles extend one another (vllm-8 -> vllm-7") == 0);
+    // A profile read from text has no folder to look in.
+    CHECK(parasim_test::config_error_of(
+              [](const std::string& t) { load_software_profile(load_string(t, "software/vllm-0.7.yaml"), "vllm-0.7"); },
+              release("0.7", "vllm")) ==
+          "software/vllm-0.7.yaml:3:10: extends: a profile read from text has no folder to find its base in");
+}
+
+TEST_CASE("software extends: the shipped release files state only what differs from their base") {
+    // tensorrt-llm-0.5.yaml extends tensorrt-llm-0.6.yaml and vllm-0.7.yaml
+    // extends vllm.yaml: the inherited values carry the base file's evidence.
+    const SoftwareProfile v05 = software_profile("tensorrt-llm-0.5");
+    const SoftwareProfile v06 = software_profile("tensorrt-llm-0.6");
+    CHECK(v05.decode_attention_issue_from.text == v06.decode_attention_issue_from.text);
+    const SoftwareProfile v07 = software_profile("vllm-0.7");
+    const SoftwareProfile vllm = software_profile("vllm");
+    CHECK(v07.serving_sequence_overhead_from.text == vllm.serving_sequence_overhead_from.text);
+    CHECK(v07.kernel_issue_from.text == vllm.kernel_issue_from.text);
+    CHECK(v07.mla_absorbed_weights);  // its own key
+    CHECK_FALSE(vllm.mla_absorbed_weights);
 }
 
 TEST_SUITE_END();
