@@ -209,7 +209,12 @@ struct Emitter {
             } else if (tp_on && op.tp_sync == workload::TpSync::before_column_parallel) {
                 tp_collective(s, net::CollectiveOp::all_gather, op.tp_sync_bytes, ph, mb, step, pending, last);
             }
+            if (rs.ep > 1 && op.ep_count_gather_bytes.value > 0)
+                ep_collective(s, net::CollectiveOp::all_gather, StreamKind::tp_comm, op.ep_count_gather_bytes, ph, mb,
+                              step, pending, last);
             if (rs.ep > 1 && op.ep_a2a_bytes.value > 0) ep_all_to_all(s, op.ep_a2a_bytes, ph, mb, step, pending, last);
+            if (rs.ep > 1 && op.ep_probs_a2a_bytes.value > 0)
+                ep_all_to_all(s, op.ep_probs_a2a_bytes, ph, mb, step, pending, last);
             if (op.cp_step == 0) ring_in = last;  // K and V (and dO) are ready once the preceding task is
             if (op.cp_step > 0) ring_step(s, op.cp_ring_bytes, ph, mb, step, ring_in, pending);
             // One descriptor for every member: they run the same kernel on the same tensor ids (each GPU has its own L2).
@@ -338,6 +343,14 @@ struct Emitter {
     // collectives serve the other micro-batch of a pair (emit_training.cpp).
     void ep_all_to_all(int s, Bytes bytes, Phase ph, int mb, int step, std::vector<std::vector<std::uint32_t>>& pending,
                        std::vector<std::uint32_t>& last) {
+        ep_collective(s, net::CollectiveOp::all_to_all, rs.overlap.moe_a2a ? StreamKind::ep_comm : StreamKind::tp_comm,
+                      bytes, ph, mb, step, pending, last);
+    }
+
+    // A collective over each EP group of stage s, on `stream`, after each
+    // member's chain so far; the next kernel waits for it.
+    void ep_collective(int s, net::CollectiveOp cop, StreamKind stream, Bytes bytes, Phase ph, int mb, int step,
+                       std::vector<std::vector<std::uint32_t>>& pending, std::vector<std::uint32_t>& last) {
         const auto& mem = members[s];
         std::map<std::pair<int, int>, std::vector<std::size_t>> by_group;  // (expert-TP rank, EDP rank) -> members
         for (std::size_t i = 0; i < mem.size(); ++i) {
@@ -347,9 +360,9 @@ struct Emitter {
         for (const auto& [key, who] : by_group) {
             Task t = base(ph, mb, -1, step);
             t.kind = TaskKind::collective;
-            t.stream = rs.overlap.moe_a2a ? StreamKind::ep_comm : StreamKind::tp_comm;
+            t.stream = stream;
             t.group = ep_group(s, key.first, key.second);
-            t.op = net::CollectiveOp::all_to_all;
+            t.op = cop;
             t.bytes = bytes;
             std::vector<std::uint32_t> deps;
             for (std::size_t i : who) {

@@ -15,6 +15,7 @@ namespace {
 
 constexpr double kGateBytes = 4.0;   // a routed token's gate weight (FP32) moved with it
 constexpr double kScoreBytes = 4.0;  // a routing score (FP32) of one token and expert
+constexpr double kCountBytes = 8.0;  // a rank's token count for one expert (int64)
 
 // The dimensions of an expert's MLP: the model's moe_ffn (each expert's
 // intermediate size) in place of ffn, split over tp like the dense MLP.
@@ -116,6 +117,27 @@ bool sorts_chunks(const Dims& x, const MoeShape& ms) {
     return x.o->moe_sort_chunks && x.o->ep > 1 && ms.local.size() > 1;
 }
 
+// The routing metadata of Megatron-Core's alltoall dispatcher (docs/moe.md
+// section 3g; megatron/core/transformer/moe/token_dispatcher.py,
+// MoEAlltoAllTokenDispatcher): the permuted gate weights follow the tokens in
+// an all-to-all of their own (global_probs), and their gradients come back
+// by its backward; without a capacity factor (dropless) the ranks first
+// all-gather how many tokens each sends to each expert, to size the
+// exchange. Latency-bound collectives: a few bytes a token.
+bool sends_metadata(const Dims& x) { return x.o->moe_alltoall_metadata && x.o->ep > 1; }
+
+Bytes probs_a2a_bytes(const MoeShape& ms) {
+    double tokens = 0;
+    for (const std::int64_t n : ms.local) tokens += static_cast<double>(n);
+    return Bytes::ceil(tokens * kGateBytes);
+}
+
+// The all-gather's output: every EP rank's count for every expert.
+Bytes count_gather_bytes(const Dims& x) {
+    if (x.o->moe.capacity_factor > 0) return Bytes{0};
+    return Bytes::ceil(static_cast<double>(x.o->ep) * static_cast<double>(x.m->experts) * kCountBytes);
+}
+
 // `pick` names the tensor of each local expert the pass reads (its input or
 // output, or their gradients); `per_token` bytes ride along with each token
 // (the FP32 gate weight the forward sort moves with it).
@@ -203,6 +225,7 @@ void moe_forward(const Dims& layer, std::vector<Operator>& ops) {
                                   {use(gathered_if_sp(x, x.act(aslot::norm2)), full_act(x))}));
     }
     ops.push_back(elementwise(x, "moe_dispatch", 0, full_act(x) + idx, T * k * h * x.ab, std::move(dispatch)));
+    if (sends_metadata(x)) ops.back().ep_count_gather_bytes = count_gather_bytes(x);
     // Shared experts: every token, on this GPU, before the exchange (no
     // overlap with it is modelled); their output joins the combine. Folded,
     // they gather the layer's tokens over TP and reduce-scatter their output
@@ -223,7 +246,10 @@ void moe_forward(const Dims& layer, std::vector<Operator>& ops) {
     if (sorts)
         ops.push_back(sort_chunks(x, xe, ms, "moe_sort_chunks", kGateBytes, [](const MlpIds& i) { return i.in; }));
     append_experts(xe, experts, ops);
-    if (ops.size() > first_expert) precede_by_all_to_all(ops[first_expert], ms.to_experts);
+    if (ops.size() > first_expert) {
+        precede_by_all_to_all(ops[first_expert], ms.to_experts);
+        if (sends_metadata(x)) ops[first_expert].ep_probs_a2a_bytes = probs_a2a_bytes(ms);
+    }
     if (sorts) ops.push_back(sort_chunks(x, xe, ms, "moe_unsort_chunks", 0, [](const MlpIds& i) { return i.out; }));
     combine.push_back(use(partial_if_tp(x, x.act(aslot::down)), full_act(x), true));
     Operator op = elementwise(x, "moe_combine", 2 * T * k * h, T * k * h * x.ab + idx, full_act(x), std::move(combine));
@@ -295,6 +321,7 @@ void moe_backward(const Dims& layer, std::vector<Operator>& ops) {
     Operator dispatch_bwd =
         elementwise(x, "moe_dispatch_bwd", T * k * h, T * k * h * x.ab + idx, full_act(x), std::move(db));
     precede_by_all_to_all(dispatch_bwd, ms.a2a);
+    if (sends_metadata(x)) dispatch_bwd.ep_probs_a2a_bytes = probs_a2a_bytes(ms);
     set_sync(x, dispatch_bwd, TpSync::after_column_input_grad, full_act(x));
     ops.push_back(std::move(dispatch_bwd));
     const double e_bytes = T * E * x.ab;

@@ -334,7 +334,11 @@ void backward_ops(const Dims& x, std::vector<Operator>& ops, Recompute recompute
         for (auto& op : fwd) {
             op.kernel.name = "recompute_" + op.kernel.name;
             // The kept dispatched tokens and combined output stand in for the exchange (docs/moe.md 3c).
-            if (!x.o->moe.recompute_exchange) op.ep_a2a_bytes = Bytes{0};
+            if (!x.o->moe.recompute_exchange) {
+                op.ep_a2a_bytes = Bytes{0};
+                op.ep_probs_a2a_bytes = Bytes{0};
+                op.ep_count_gather_bytes = Bytes{0};
+            }
             ops.push_back(std::move(op));
         }
     }

@@ -85,6 +85,11 @@ struct OperatorOptions {
     // the received tokens by local expert after the dispatch and back before
     // the combine, one more pass over them each way (docs/moe.md section 3f).
     bool moe_sort_chunks = false;
+    // The same dispatcher's routing metadata on the EP group (docs/moe.md
+    // section 3g): the gate weights' own all-to-all after the tokens' (and
+    // its backward), and, when dropless (no capacity factor), the all-gather
+    // of every rank's tokens per expert before the permutation.
+    bool moe_alltoall_metadata = false;
     // The stack's generation attention kernel (SoftwareProfile::
     // decode_attention_issue): CUDA-core lane instructions per K/V element
     // and query head of a decode step (one new token per sequence); 0 = a
@@ -149,6 +154,13 @@ struct Operator {
     // bytes per rank, precedes the kernel (token dispatch or combine, and
     // their backward); zero when none.
     Bytes ep_a2a_bytes;
+    // Megatron-Core's alltoall dispatcher (OperatorOptions::
+    // moe_alltoall_metadata): a second all-to-all over the same group, of
+    // this many bytes per rank, right after the tokens' (the gate weights,
+    // or their gradients); and an all-gather over the EP group, of this many
+    // bytes of output, before the kernel (tokens per expert). Zero: none.
+    Bytes ep_probs_a2a_bytes;
+    Bytes ep_count_gather_bytes;
     // Low-precision training: this GEMM's activation operand arrives already
     // quantized (the FP8-dispatched tokens of a routed expert's up
     // projection, quantized once per token before the exchange): no

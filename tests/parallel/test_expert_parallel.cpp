@@ -115,7 +115,40 @@ TEST_CASE("a stack whose dispatcher is a plain all-to-all hands no token routing
     };
     const std::size_t bytes = 4096u * 2 * 4096 * 2;
     CHECK(routing_of("auto") == std::set<std::pair<int, std::size_t>>{{2, bytes}});
-    CHECK(routing_of("alltoall") == std::set<std::pair<int, std::size_t>>{{0, bytes}});
+    // Under the alltoall dispatcher the gate weights have an all-to-all of
+    // their own (section 3g): 4096 x 2 x 4 bytes.
+    CHECK(routing_of("alltoall") == std::set<std::pair<int, std::size_t>>{{0, bytes}, {0, 4096u * 2 * 4}});
+}
+
+TEST_CASE(
+    "alltoall dispatcher: the gate weights' all-to-all after each exchange into the experts, dropless the counts'"
+    " all-gather before each permutation, over the EP group") {
+    // docs/moe.md section 3g. Strategy 1: pp 2, dp 8, ep 8 (one node an EP
+    // group), 32 micro-batches, 16 MoE layers a stage, recompute: full (the
+    // recomputed forward repeats the exchange). A rank routes 4096 x 2 token
+    // copies: the gate weights' all-to-all carries 4096 x 2 x 4 = 32 768
+    // bytes a rank, in the forward, the recomputed forward and the dispatch
+    // backward (3 a layer and micro-batch); the counts' all-gather returns
+    // 8 ranks x 8 experts x 8 bytes = 512 bytes, in the forward and the
+    // recomputed forward (2). Each of the 2 simulated stages holds one EP
+    // group: 2 x 32 x 16 x 3 and 2 x 32 x 16 x 2.
+    const auto count = [](const std::string& dispatcher, const std::vector<std::string>& sets) {
+        auto sc = scenario(sets);
+        sc.profile.moe_dispatcher = dispatcher;
+        const auto pb = build(sc, 1);
+        std::pair<int, int> n{0, 0};
+        for (const auto& t : pb.plan.tasks) {
+            if (t.kind != parallel::TaskKind::collective) continue;
+            const std::size_t ranks = pb.plan.groups[t.group].gpus.size();
+            if (t.op == net::CollectiveOp::all_to_all && t.bytes.value == 32'768u && ranks == 8) ++n.first;
+            if (t.op == net::CollectiveOp::all_gather && t.bytes.value == 512u && ranks == 8) ++n.second;
+        }
+        return n;
+    };
+    CHECK(count("alltoall", {}) == std::pair<int, int>{2 * 32 * 16 * 3, 2 * 32 * 16 * 2});
+    // A capacity factor (drop and pad: the splits are known): no all-gather.
+    CHECK(count("alltoall", {"workload.moe.capacity_factor=1.0"}) == std::pair<int, int>{2 * 32 * 16 * 3, 0});
+    CHECK(count("auto", {}) == std::pair<int, int>{0, 0});
 }
 
 TEST_CASE("placement pp-last keeps an EP group of 8 in one node; tp-first spreads it over both with pp 2") {

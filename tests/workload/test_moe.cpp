@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <vector>
 
 #include "sim/config/model_loader.h"
 #include "sim/core/error.h"
@@ -262,6 +263,15 @@ TEST_CASE("FP8 dispatch in FP8 training: each token quantized once before the ex
     CHECK(named(fwd, "grouped_expert_down_cast_transpose") != nullptr);
 }
 
+// Mixtral under ep 4 with grouped expert GEMMs, the alltoall dispatcher's
+// tests' setting (2 local experts; T = 1000 gives each 1000 tokens).
+static OperatorOptions ep4_grouped() {
+    OperatorOptions o;
+    o.ep = 4;
+    o.moe.grouped_gemm = true;
+    return o;
+}
+
 TEST_CASE("alltoall dispatcher: the received tokens sorted by local expert and back, one pass each way and pass") {
     // Megatron-Core's MoEAlltoAllTokenDispatcher (docs/moe.md section 3f).
     // Mixtral, ep 4 (2 local experts), balanced, T = 1000: each expert gets
@@ -269,9 +279,7 @@ TEST_CASE("alltoall dispatcher: the received tokens sorted by local expert and b
     // 2000 x 4096 x 2 = 16 384 000 bytes each way, the forward sort and its
     // backward also a 4-byte gate weight a token (16 392 000).
     const ModelSpec m = mixtral();
-    OperatorOptions o;
-    o.ep = 4;
-    o.moe.grouped_gemm = true;
+    OperatorOptions o = ep4_grouped();
     o.moe_sort_chunks = true;
     const PassShape s{1, 1000, 1000};
     const auto fwd = layer_forward(m, 0, 0, s, o);
@@ -315,6 +323,58 @@ TEST_CASE("alltoall dispatcher: the received tokens sorted by local expert and b
     const auto one = layer_forward(m, 0, 0, s, o);
     CHECK(at(one, "moe_sort_chunks") == one.size());
     CHECK(at(one, "moe_unsort_chunks") == one.size());
+}
+
+TEST_CASE("alltoall dispatcher: the gate weights' all-to-all and, dropless, the all-gather of counts") {
+    // Megatron-Core's MoEAlltoAllTokenDispatcher (docs/moe.md section 3g).
+    // Mixtral (8 experts), ep 4, balanced, T = 1000: the rank receives
+    // 2000 token copies, so the gate weights' all-to-all carries
+    // 2000 x 4 = 8000 bytes a rank, after the exchange into the experts and
+    // with the dispatch backward; dropless, the counts' all-gather returns
+    // 4 ranks x 8 experts x 8 bytes = 256 bytes, before the permutation.
+    const ModelSpec m = mixtral();
+    OperatorOptions o = ep4_grouped();
+    o.moe_alltoall_metadata = true;
+    const PassShape s{1, 1000, 1000};
+    struct Seen {
+        int probs = 0, gathers = 0;
+        std::vector<std::string> probs_at, gather_at;
+    };
+    const auto seen = [&](const OperatorOptions& opt) {
+        Seen r;
+        for (const auto& ops : {layer_forward(m, 0, 0, s, opt), layer_backward(m, 0, 0, s, opt, Recompute::none)})
+            for (const auto& op : ops) {
+                if (op.ep_probs_a2a_bytes.value > 0) {
+                    ++r.probs;
+                    r.probs_at.push_back(op.kernel.name);
+                    CHECK(op.ep_probs_a2a_bytes.value == 8000u);
+                    CHECK(op.ep_a2a_bytes.value > 0);  // right after the tokens' exchange
+                }
+                if (op.ep_count_gather_bytes.value > 0) {
+                    ++r.gathers;
+                    r.gather_at.push_back(op.kernel.name);
+                    CHECK(op.ep_count_gather_bytes.value == 256u);
+                }
+            }
+        return r;
+    };
+    const Seen dropless = seen(o);
+    CHECK(dropless.probs == 2);
+    CHECK(dropless.gathers == 1);
+    CHECK(dropless.probs_at == std::vector<std::string>{"grouped_expert_up", "moe_dispatch_bwd"});
+    CHECK(dropless.gather_at == std::vector<std::string>{"moe_dispatch"});
+    // A capacity factor (Megatron's drop-and-pad: the splits are known): no all-gather.
+    o.moe.capacity_factor = 1.0;
+    const Seen padded = seen(o);
+    CHECK(padded.probs == 2);
+    CHECK(padded.gathers == 0);
+    // Neither under another dispatcher, nor without expert parallelism.
+    o.moe.capacity_factor = 0;
+    o.moe_alltoall_metadata = false;
+    CHECK(seen(o).probs + seen(o).gathers == 0);
+    o.moe_alltoall_metadata = true;
+    o.ep = 1;
+    CHECK(seen(o).probs + seen(o).gathers == 0);
 }
 
 TEST_SUITE_END();
