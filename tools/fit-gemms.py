@@ -115,8 +115,9 @@ class Scorer:
 
 
 def of_dtype(points, gpu, dtype, split):
+    """The plain GEMMs of one dtype and split (grouped GEMMs, op.groups, have their own fit)."""
     return [p for p in points if p["hardware"]["gpu"] == gpu and p["kind"] == "gemm" and p["op"]["dtype"] == dtype
-            and split_of(p) == split]
+            and "groups" not in p["op"] and split_of(p) == split]
 
 
 def fit(gpu, points, parasim, comment, dtype="fp16"):

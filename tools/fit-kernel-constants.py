@@ -9,6 +9,8 @@ a time, each on the points that time it:
                                error printed is in-sample
   efficiency.attention_flash2  the attention points with impl flash2 of the fit
                                split; the held-out split is scored afterwards
+  efficiency.hbm_grouped       the grouped GEMM points (op.groups) of the fit
+                               split, after the GEMM curve; held-out scored after
 
 Each is an exhaustive search over a fixed grid (least mean absolute percentage
 error of `parasim validate`; a tie goes to the smaller value), so it is
@@ -33,6 +35,8 @@ CONSTANTS = [  # key under efficiency:, grid, which points
     ("hbm", [round(0.80 + 0.005 * i, 3) for i in range(37)], lambda p: p["kind"] == "memory", False),
     ("attention_flash2", [round(0.25 + 0.005 * i, 3) for i in range(61)],
      lambda p: p["kind"] == "attention" and p["op"]["impl"] == "flash2", True),
+    ("hbm_grouped", [round(0.40 + 0.005 * i, 3) for i in range(111)],
+     lambda p: p["kind"] == "gemm" and "groups" in p["op"], True),
 ]
 
 

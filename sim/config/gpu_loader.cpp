@@ -75,6 +75,7 @@ void read_efficiency(MapReader& r, hw::GpuSpec& g) {
     g.efficiency.nccl_pcie = fraction(eff.required("nccl_pcie"));
     if (auto a = eff.optional("attention")) g.efficiency.attention = fraction(*a);
     if (auto a = eff.optional("attention_flash2")) g.efficiency.attention_flash2 = fraction(*a);
+    if (auto h = eff.optional("hbm_grouped")) g.efficiency.hbm_grouped = fraction(*h);
     eff.finish();
 }
 

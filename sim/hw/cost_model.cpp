@@ -57,6 +57,11 @@ struct Work {
 
 double sustained_l2(const GpuSpec& gpu) { return gpu.l2_bandwidth.bytes_per_s * gpu.efficiency.l2; }
 double sustained_hbm(const GpuSpec& gpu) { return gpu.memory_bandwidth.bytes_per_s * gpu.efficiency.hbm; }
+// A grouped GEMM (KernelDesc::grouped) streams at its own measured fraction where the GPU gives one.
+double sustained_hbm(const GpuSpec& gpu, const KernelDesc& kd) {
+    const auto& grouped = gpu.efficiency.hbm_grouped;
+    return kd.grouped && grouped ? gpu.memory_bandwidth.bytes_per_s * *grouped : sustained_hbm(gpu);
+}
 
 double kernel_flops(const KernelDesc& k) {
     if (k.flops.value > 0.0) return k.flops.value;
@@ -177,7 +182,7 @@ public:
                                                                           hw::kIssueLanesPerSm * gpu.tensor_clock_hz)));
         c.hbm_bytes = Bytes::ceil(hbm);
         c.l2_request_bytes = Bytes::ceil(w.l2);
-        c.memory_time = transfer_time(c.hbm_bytes, Bandwidth{sustained_hbm(gpu)});
+        c.memory_time = transfer_time(c.hbm_bytes, Bandwidth{sustained_hbm(gpu, kd)});
         c.l2_time = transfer_time(c.l2_request_bytes, Bandwidth{sustained_l2(gpu)});
         c.duration = c.launch_overhead + std::max({c.compute_time, c.memory_time, c.l2_time});
         if (kd.kind == KernelKind::gemm && has_gemm_shape(kd) && gpu.gemm_overlap > 0.0)
@@ -289,7 +294,7 @@ GemmPlan evaluate_gemm_plan(const GpuSpec& gpu, const KernelDesc& kd, int tm, in
     p.l2_request_bytes = l2_reads * bd * scale + epilogue + out_bytes + 2.0 * partials;
     p.hbm_read_bytes = reads * bd * scale + epilogue + (partials > l2_size ? partials : 0.0);
     p.hbm_write_bytes = out_bytes + (partials > l2_size ? partials : 0.0);
-    p.hbm_s = per_s(p.hbm_read_bytes + p.hbm_write_bytes, sustained_hbm(gpu));
+    p.hbm_s = per_s(p.hbm_read_bytes + p.hbm_write_bytes, sustained_hbm(gpu, kd));
     p.l2_s = per_s(p.l2_request_bytes, sustained_l2(gpu));
     return p;
 }

@@ -30,6 +30,11 @@ struct GpuEfficiency {
     // (Hopper: FA2 uses the Ampere mma.sync path, not wgmma/TMA). Optional;
     // when absent a flash2 kernel runs at `attention`.
     std::optional<double> attention_flash2;
+    // The sustained fraction of peak memory bandwidth at which a grouped GEMM
+    // (an MoE layer's experts in one kernel, KernelDesc::grouped) streams its
+    // operands: measured well below a dense GEMM's (docs/moe.md section 4).
+    // Optional; when absent a grouped GEMM streams at `hbm`.
+    std::optional<double> hbm_grouped;
 };
 
 // The shape factors of the flash-attention cost (docs/hardware-model.md §3),

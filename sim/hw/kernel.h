@@ -79,6 +79,10 @@ struct KernelDesc {
     // library's (gemm_ceiling); 0 = the GPU's. A stack whose FP8 GEMMs are
     // block-scaled Triton kernels sets it (SoftwareProfile::fp8_gemm_ceiling).
     double ceiling = 0.0;
+    // GEMM only: one grouped kernel of `batch` GEMMs, each with its own weights (an MoE
+    // layer's local experts, workload::merge_grouped), which streams memory at the
+    // GPU's efficiency.hbm_grouped where it gives one.
+    bool grouped = false;
     std::vector<TensorUse> tensors;
 };
 

@@ -46,6 +46,7 @@ hw::KernelDesc gemm_kernel(const GemmOp& g) {
     // A grouped GEMM is one kernel of `groups` GEMMs, each with its own operands: the
     // kernel the workload builds for an MoE layer's grouped experts (merge_grouped).
     k.batch = g.groups;
+    k.grouped = g.groups > 1;
     const double m = static_cast<double>(g.m), n = static_cast<double>(g.n), kk = static_cast<double>(g.k);
     const double groups = static_cast<double>(g.groups);
     k.flops = Flops{2.0 * m * n * kk * groups};

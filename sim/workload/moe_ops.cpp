@@ -82,6 +82,7 @@ Operator merge_grouped(const std::vector<const Operator*>& parts) {
         const auto g = static_cast<std::int64_t>(parts.size());
         (tokens_in_k ? k.k : k.m) = ceil_div(varying, g);
         k.batch = g;
+        k.grouped = true;
     }
     return op;
 }

@@ -44,6 +44,30 @@ TEST_CASE("k0 from the GPU sets the pipeline loss of the k loop") {
     CHECK(evaluate_gemm_plan(g, dense_gemm(12 * 128, 11 * 256, 384), 128, 256, 1).k_eff == doctest::Approx(1.0));
 }
 
+TEST_CASE("a grouped GEMM streams memory at efficiency.hbm_grouped, a plain one at hbm (docs/moe.md section 4)") {
+    GpuSpec g = test::h100();  // 3350 GB/s, hbm 0.91
+    g.gemm_overlap = 0.0;      // max(): the memory time alone sets a memory-bound kernel
+    // 8 experts of a 4096 x 4096 BF16 weight, one token each: 8 x 2 x 4096 x 4096 bytes of weights.
+    KernelDesc k = dense_gemm(1, 4096, 4096);
+    k.batch = 8;
+    k.flops = Flops{8 * k.flops.value};
+    k.bytes_read = Bytes{8 * k.bytes_read.value};
+    k.bytes_written = Bytes{8 * k.bytes_written.value};
+    const auto cm = make_cost_model("roofline");
+    const KernelCost plain = cm->cost(g, k, {});
+    k.grouped = true;
+    CHECK(cm->cost(g, k, {}).memory_time == plain.memory_time);  // no hbm_grouped: hbm
+    g.efficiency.hbm_grouped = 0.5;
+    const KernelCost grouped = cm->cost(g, k, {});
+    CHECK(grouped.hbm_bytes == plain.hbm_bytes);
+    // The same bytes at 0.5 instead of 0.91 of 3350 GB/s.
+    CHECK(grouped.memory_time.seconds() == doctest::Approx(plain.hbm_bytes.as_double() / (3350e9 * 0.5)).epsilon(1e-6));
+    CHECK(plain.memory_time.seconds() == doctest::Approx(plain.hbm_bytes.as_double() / (3350e9 * 0.91)).epsilon(1e-6));
+    CHECK(grouped.duration - grouped.launch_overhead == grouped.memory_time);
+    k.grouped = false;  // a batched GEMM that is not grouped keeps hbm
+    CHECK(cm->cost(g, k, {}).memory_time == plain.memory_time);
+}
+
 TEST_CASE("k0_fp8 sets the pipeline loss of FP8 GEMMs only") {
     GpuSpec g = test::h100();
     g.gemm_k0 = 128.0;

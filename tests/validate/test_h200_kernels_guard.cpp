@@ -29,7 +29,7 @@ struct Errors {
 // "split: held-out" of its notes).
 std::string group_of(const sim::validate::Point& p) {
     const bool held_out = p.notes.find("split: held-out") != std::string::npos;
-    // h200m-gemm-bf16, h200m-attn-flash2, h200m-grouped-bf16 (its points carry no split)
+    // h200m-gemm-bf16, h200m-attn-flash2, h200m-grouped-bf16
     std::string g = p.id.substr(0, p.id.find('-', p.id.find('-', 6) + 1));
     if (p.id.rfind("h200m-mem-", 0) == 0) g = "h200m-mem";
     return g + (held_out ? " held-out" : " fit");
@@ -68,9 +68,10 @@ TEST_CASE("validate: the measured H200 kernels stay within the guarded MAPE, fit
                            Guard{"h200m-attn-cudnn fit", 0.09, 24},        // 6.6% over 24
                            Guard{"h200m-attn-cudnn held-out", 0.09, 24},   // 5.7% over 24
                            Guard{"h200m-mem fit", 0.05, 20},
-                           // MoE grouped expert GEMMs (op.groups), no split: 16.7% over 256, 16% too
-                           // fast on average and 34-38% at 16-64 tokens per expert (docs/moe.md section 4)
-                           Guard{"h200m-grouped-bf16 fit", 0.19, 256}}) {  // 2.9% over 20
+                           // MoE grouped expert GEMMs (op.groups), efficiency.hbm_grouped fitted on
+                           // the fit split (docs/moe.md section 4); 16.7% over all 256 before
+                           Guard{"h200m-grouped-bf16 fit", 0.13, 128},          // 10.4% over 128
+                           Guard{"h200m-grouped-bf16 held-out", 0.12, 128}}) {  // 9.1% over 128  // 2.9% over 20
         const Errors& e = groups[g.group];
         INFO(std::string(g.group), ": MAPE ", e.mape(), " over ", e.n);
         CHECK(e.n >= g.min_points);

@@ -16,7 +16,7 @@ What becomes a point (the rest stays in the CSV files, described in the README):
                 cudnn, forward and forward+backward, time_us.
   grouped.csv   every grouped expert GEMM (torch._grouped_mm) as a gemm point with
                 `groups` (parasim's extension of the format): G GEMMs of m x n x k in
-                one kernel, cold median, time_us. No split: nothing is fitted on them.
+                one kernel, cold median, time_us; split by model (GROUPED_HELD_OUT).
                 The loop rows (G GEMMs from Python) stay in the CSV: their time is
                 Python's launch cost, not the GPU's.
   memory.csv    copy, read, write and triad on arrays of 256 MiB and more (four
@@ -36,6 +36,7 @@ import sys
 
 HELD_OUT_MODELS = {"llama3-70b", "llama3-405b"}
 ATTENTION_FIT_HEAD_DIM = "128"  # attention points of head_dim 64 are held out
+GROUPED_HELD_OUT = {"qwen3-235b-a22b", "mixtral-8x7b"}  # grouped GEMMs of these models are held out
 STREAM_MIN_BYTES = 256 << 20
 
 
@@ -120,7 +121,7 @@ def points_of_run(out, gpu, folder, versions):
               "grouped.csv",
               f"one grouped kernel (torch._grouped_mm, CUTLASS) of {r['experts']} expert GEMMs of {r['model']}'s "
               f"{r['projection']} projection, {r['tokens_per_expert']} tokens each; median of {r['reps']} launches "
-              f"after an L2 flush. No split: nothing is fitted on these",
+              f"after an L2 flush. split: {'held-out' if r['model'] in GROUPED_HELD_OUT else 'fit'}",
               [("m", r["tokens_per_expert"]), ("n", r["n"]), ("k", r["k"]), ("dtype", r["dtype"]),
                ("groups", r["experts"])], "time_us", r["cold_us"])
     for r in rows(folder, "memory.csv"):
