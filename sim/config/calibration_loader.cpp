@@ -79,6 +79,20 @@ net::CollectiveLibrary load_collective_library(const Node& root, const std::stri
         MapReader nvls(r.required("in_switch"));
         lib.in_switch_efficiency = positive_fraction(sourced(nvls, "efficiency"));
         lib.in_switch_latency = latency(sourced(nvls, "latency"));
+        // NVLS's pipeline: optional (a library without it pays the latency
+        // alone), but its three values only together.
+        if (nvls.has("channels") || nvls.has("chunk") || nvls.has("fill_rounds")) {
+            for (const char* key : {"channels", "chunk", "fill_rounds"})
+                if (!nvls.has(key))
+                    nvls.node().fail(
+                        fmt::format("give channels, chunk and fill_rounds together ('{}' is missing)", key));
+            lib.in_switch_channels = static_cast<int>(sourced(nvls, "channels").as_int(1, 1024));
+            const Node chunk = sourced(nvls, "chunk");
+            lib.in_switch_chunk = chunk.as_bytes();
+            if (lib.in_switch_chunk.value < 1024 || lib.in_switch_chunk.value > (std::uint64_t{1} << 30))
+                chunk.fail("must be 1 KiB to 1 GiB");
+            lib.in_switch_fill = sourced(nvls, "fill_rounds").as_number(0, 1000);
+        }
         nvls.finish();
     }
     {

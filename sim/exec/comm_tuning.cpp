@@ -28,6 +28,9 @@ CommTuning tuning_for(const hw::GpuSpec& gpu, const net::ClusterSpec& cluster, c
     t.step_latency = simple.link_latency[intra] + simple.step_overhead;
     t.in_switch_efficiency = lib.in_switch_efficiency;
     t.in_switch_latency = lib.in_switch_latency;
+    t.in_switch_channels = lib.in_switch_channels;
+    t.in_switch_chunk = lib.in_switch_chunk;
+    t.in_switch_fill = lib.in_switch_fill;
     return t;
 }
 
@@ -43,6 +46,9 @@ net::CollectiveRequest make_request(const hw::GpuSpec& gpu, const net::ClusterSp
         simple.link_latency[static_cast<std::size_t>(net::LinkClass::network)] + simple.step_overhead;
     r.in_switch_efficiency = t.in_switch_efficiency;
     r.in_switch_latency = t.in_switch_latency;
+    r.in_switch_channels = t.in_switch_channels;
+    r.in_switch_chunk = t.in_switch_chunk;
+    r.in_switch_fill = t.in_switch_fill;
     r.protocols = t.protocols;
     return r;
 }

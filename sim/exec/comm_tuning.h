@@ -23,6 +23,9 @@ struct CommTuning {
     Time step_latency{};               // the Simple protocol's, for requests without the protocol table
     double in_switch_efficiency = 1.0;
     Time in_switch_latency{};
+    int in_switch_channels = 0;  // NVLS's pipeline (the library's)
+    Bytes in_switch_chunk{};
+    double in_switch_fill = 0.0;
     std::vector<net::Protocol> protocols;  // the library's, in its order
 };
 

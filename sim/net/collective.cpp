@@ -52,26 +52,26 @@ bool wire_in_step(const Topology& topo, const PlanPhase& ph, const PlannedFlow& 
 // (reuses_steps(op)): the request as planned (protocol applied) and the
 // algorithm. Every field of CollectiveRequest that plan() may read is here
 // except the protocol table, which with_protocol has already applied.
-using PlanKey = std::tuple<std::string, int, std::vector<int>, std::uint64_t, std::array<int, 4>, std::array<double, 3>,
-                           std::array<std::uint64_t, 4>>;
+using PlanKey = std::tuple<std::string, int, std::vector<int>, std::uint64_t, std::array<int, 4>, std::array<double, 4>,
+                           std::array<std::uint64_t, 6>>;
 
 // The same fields as references, to look a request up without copying its
 // group or the algorithm's name (shared plans are looked up at every start).
 using PlanRef = std::tuple<std::string_view, int, const std::vector<int>&, std::uint64_t, std::array<int, 4>,
-                           std::array<double, 3>, std::array<std::uint64_t, 4>>;
+                           std::array<double, 4>, std::array<std::uint64_t, 6>>;
 
 // PlanKey's efficiencies and latencies, the planned request's fields that
 // a protocol sets (with_protocol) or that the protocol table leaves as given.
 struct PlanTuning {
-    std::array<double, 3> efficiencies{};
-    std::array<std::uint64_t, 4> latencies{};
+    std::array<double, 4> efficiencies{};
+    std::array<std::uint64_t, 6> latencies{};
     bool operator==(const PlanTuning&) const = default;
 };
 
 PlanTuning plan_tuning(const CollectiveRequest& r, Time initial) {
-    return {{r.protocol_efficiency, r.network_efficiency, r.in_switch_efficiency},
+    return {{r.protocol_efficiency, r.network_efficiency, r.in_switch_efficiency, r.in_switch_fill},
             {r.step_latency.count_ps(), r.network_step_latency.count_ps(), r.in_switch_latency.count_ps(),
-             initial.count_ps()}};
+             initial.count_ps(), r.in_switch_chunk.value, static_cast<std::uint64_t>(r.in_switch_channels)}};
 }
 
 // What running `req` with protocol `p` sets: the protocol's share of the
@@ -262,6 +262,12 @@ void CollectiveEngine::Impl::validate_efficiencies(const CollectiveRequest& req)
     if (bad_eff(req.protocol_efficiency) || bad_eff(req.in_switch_efficiency) ||
         (req.network_efficiency != 0.0 && bad_eff(req.network_efficiency)))
         throw ModelError(fmt::format("{}: efficiencies must be in (0, 1]", to_string(req.op)));
+    if (req.in_switch_channels < 0 || !(req.in_switch_fill >= 0.0 && req.in_switch_fill <= 1e3) ||
+        (req.in_switch_channels > 0 && req.in_switch_chunk.value == 0))
+        throw ModelError(
+            fmt::format("{}: in-switch pipeline needs channels >= 0, fill rounds in [0, 1000] and a "
+                        "chunk when it has channels",
+                        to_string(req.op)));
 }
 
 const ICollectiveAlgorithm& CollectiveEngine::Impl::resolve(const CollectiveRequest& req) const {
@@ -417,6 +423,9 @@ void CollectiveEngine::start(const CollectiveRequest& req, Callback on_done) {
         CollectiveRequest& scratch = impl_->tuning_request;
         scratch.in_switch_efficiency = req.in_switch_efficiency;
         scratch.in_switch_latency = req.in_switch_latency;
+        scratch.in_switch_fill = req.in_switch_fill;
+        scratch.in_switch_chunk = req.in_switch_chunk;
+        scratch.in_switch_channels = req.in_switch_channels;
         apply_protocol(scratch, req, *p);
         tuning = plan_tuning(scratch, initial);
     }

@@ -93,6 +93,14 @@ struct CollectiveRequest {
     // Blackwell), and its single step costs in_switch_latency (NCCL: 25 us).
     double in_switch_efficiency = 1.0;
     Time in_switch_latency{};
+    // NVLS's chunk pipeline (docs/network-model.md §5, "NVLS pipeline fill"):
+    // `in_switch_channels` channels each serve every rank of the node with
+    // chunks of at most `in_switch_chunk`, smaller for smaller messages (NCCL's
+    // rule, nvls_chunk); filling the pipeline costs `in_switch_fill` rounds of
+    // one chunk on every (channel, rank) pair. 0 channels: no fill.
+    int in_switch_channels = 0;
+    Bytes in_switch_chunk{};
+    double in_switch_fill = 0.0;
     // NCCL's protocols; empty: one protocol (protocol_efficiency,
     // step_latency) and algorithms chosen by the rules above. In-switch
     // reduction runs the protocol named "Simple" only (NCCL's NVLS does).
@@ -129,6 +137,12 @@ private:
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };
+
+// NVLS's chunk for an all-reduce of `size` with `concurrent_ops` (channels x
+// ranks of the node) chunks in flight, at most `max_chunk`: NCCL halves it
+// to 64 KiB below 64 rounds of all ops, to 32 KiB below 8, to 16 KiB below 2
+// (docs/network-model.md §5, "NVLS pipeline fill").
+Bytes nvls_chunk(Bytes size, std::uint64_t concurrent_ops, Bytes max_chunk);
 
 // nccl-tests bus bandwidth of a collective of `size` per rank over `n` ranks
 // that took `t`: algbw = size / t; busbw = algbw x 2(n-1)/n for all-reduce,

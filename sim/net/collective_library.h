@@ -33,6 +33,11 @@ struct CollectiveLibrary {
     std::vector<ProtocolCalibration> protocols;
     double in_switch_efficiency = 0.0;  // NVLS: of the protocol efficiency
     Time in_switch_latency{};           // NVLS: its single step
+    // NVLS's pipeline (docs/network-model.md §5, "NVLS pipeline fill"): its
+    // channels, its largest chunk, and the chunk rounds its fill costs.
+    int in_switch_channels = 0;
+    Bytes in_switch_chunk{};
+    double in_switch_fill = 0.0;
     // Interference with compute (docs/hardware-model.md §5a): SMs a running
     // collective holds, and the share of its link's rate it streams through HBM.
     int comm_sms = 0;

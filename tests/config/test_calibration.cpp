@@ -117,6 +117,37 @@ TEST_CASE("collective library: malformed files are errors at file:line:column na
           "collectives/lib.yaml:1:7: name: name 'other' differs from the file name 'lib'");
 }
 
+TEST_CASE("collective library: NVLS's pipeline (channels, chunk, fill rounds) is optional, but only whole") {
+    // Without it (kGood) there is no fill; the shipped file has NCCL's 16 Hopper channels and 128 KiB chunks.
+    CHECK(load_good(kGood).in_switch_channels == 0);
+    const net::CollectiveLibrary& shipped = collective_library();
+    CHECK(shipped.in_switch_channels == 16);
+    CHECK(shipped.in_switch_chunk == Bytes{128 * 1024});
+    CHECK(shipped.in_switch_fill > 0);
+    const std::string whole = replace(kGood, "  latency: {value: 30 us, fitted_on: \"points d\"}\n",
+                                      "  latency: {value: 30 us, fitted_on: \"points d\"}\n"
+                                      "  channels: {value: 4, source: \"code\"}\n"
+                                      "  chunk: {value: 64 KiB, source: \"code\"}\n"
+                                      "  fill_rounds: {value: 1.5, fitted_on: \"points e\"}\n");
+    const net::CollectiveLibrary lib = load_good(whole);
+    CHECK(lib.in_switch_channels == 4);
+    CHECK(lib.in_switch_chunk == Bytes{65536});
+    CHECK(lib.in_switch_fill == 1.5);
+    // It reaches the request the executor builds.
+    GpuCatalog gpus;
+    const auto cluster = load_cluster_file("dgx-h100");
+    const net::CollectiveRequest r = exec::make_request(gpus.get(cluster.gpu), cluster, lib);
+    CHECK(r.in_switch_channels == 4);
+    CHECK(r.in_switch_chunk == Bytes{65536});
+    CHECK(r.in_switch_fill == 1.5);
+    CHECK(error_of(replace(whole, "  chunk: {value: 64 KiB, source: \"code\"}\n", "")) ==
+          "collectives/lib.yaml:15:3: in_switch: give channels, chunk and fill_rounds together ('chunk' is missing)");
+    CHECK(error_of(replace(whole, "64 KiB", "512 B")) ==
+          "collectives/lib.yaml:18:18: in_switch.chunk.value: must be 1 KiB to 1 GiB");
+    CHECK(error_of(replace(whole, "value: 4,", "value: 0,")).find("collectives/lib.yaml:17:") == 0);
+    CHECK(error_of(replace(whole, "fitted_on: \"points e\"", "")).find("collectives/lib.yaml:19:") == 0);
+}
+
 TEST_CASE("attention fit: the shipped file reaches every GPU of the catalog; bad values are refused") {
     const hw::AttentionFit& fit = attention_fit();
     CHECK(fit.block == 128);

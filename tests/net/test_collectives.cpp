@@ -126,17 +126,80 @@ TEST_CASE("collective: all-to-all, broadcast, send-recv and tree have their clos
     }
 }
 
+namespace {
+
+// 8 ranks on one NVSwitch node with in-switch reduction (450 GB/s, 0.6 us links), and an in-switch
+// all-reduce of 8 MB over them at 0.8 x 0.5 of the link rate, paying 25 us.
+struct InSwitchNode {
+    Topology t{[] {
+                   auto spec = nvswitch_node(8, gbps(450), Time::ns(600));
+                   spec.in_switch_reduction = true;
+                   return spec;
+               }(),
+               8};
+    CollectiveRequest r = [] {
+        auto q = request(CollectiveOp::all_reduce, first_gpus(8), Bytes{8'000'000}, "in-switch");
+        q.in_switch_latency = Time::us(25);
+        q.protocol_efficiency = 0.8;
+        q.in_switch_efficiency = 0.5;
+        return q;
+    }();
+};
+
+}  // namespace
+
 TEST_CASE("collective: in-switch all-reduce moves (n+1)/n S each way per rank in one step") {
-    const int n = 8;
-    auto spec = nvswitch_node(n, gbps(450), Time::ns(600));
-    spec.in_switch_reduction = true;
-    const Topology t(spec, n);
-    auto r = request(CollectiveOp::all_reduce, first_gpus(n), Bytes{8'000'000}, "in-switch");
-    r.in_switch_latency = Time::us(25);
-    r.protocol_efficiency = 0.8;
-    r.in_switch_efficiency = 0.5;
+    InSwitchNode node;
+    const Topology& t = node.t;
+    const CollectiveRequest& r = node.r;
     // 9 MB per direction at 0.4 x 450 GB/s = 50 us; one link latency each way, concurrently.
     CHECK(simulate_collective(t, r) == Time::us(25) + Time::ns(600) + Time::us(50));
+}
+
+TEST_CASE("collective: NVLS's chunk follows NCCL's rule (64, 8 and 2 rounds of every channel and rank)") {
+    using sim::net::nvls_chunk;
+    const Bytes max{128 * 1024};
+    const std::uint64_t ops = 16 * 8;  // 16 channels x 8 ranks
+    // 64 rounds of 128 ops x 128 KiB = 1 GiB: from there on the whole chunk, below it 64 KiB.
+    CHECK(nvls_chunk(Bytes{kGiB}, ops, max) == Bytes{131072});
+    CHECK(nvls_chunk(Bytes{kGiB - 1}, ops, max) == Bytes{65536});
+    // 8 rounds x 128 x 64 KiB = 64 MiB; 2 rounds x 128 x 32 KiB = 8 MiB.
+    CHECK(nvls_chunk(Bytes{64 * kMiB}, ops, max) == Bytes{65536});
+    CHECK(nvls_chunk(Bytes{64 * kMiB - 1}, ops, max) == Bytes{32768});
+    CHECK(nvls_chunk(Bytes{8 * kMiB}, ops, max) == Bytes{32768});
+    CHECK(nvls_chunk(Bytes{8 * kMiB - 1}, ops, max) == Bytes{16384});
+    CHECK(nvls_chunk(Bytes{1024}, ops, max) == Bytes{16384});
+    // A smaller largest chunk is never raised, and never cut below 16 KiB by the rule.
+    CHECK(nvls_chunk(Bytes{kGiB}, ops, Bytes{32768}) == Bytes{32768});
+    CHECK(nvls_chunk(Bytes{1024}, ops, Bytes{8192}) == Bytes{8192});
+    // A span past 64 bits is above any size: the smallest chunk.
+    CHECK(nvls_chunk(Bytes{~0ULL}, 1ULL << 50, max) == Bytes{16384});
+}
+
+TEST_CASE("collective: in-switch all-reduce pays its pipeline's fill, rounds of one chunk per channel and rank") {
+    InSwitchNode node;
+    const Topology& t = node.t;
+    CollectiveRequest& r = node.r;
+    r.in_switch_channels = 16;
+    r.in_switch_chunk = Bytes{128 * 1024};
+    r.in_switch_fill = 2.5;
+    // 8 MB < 8 MiB: 16 KiB chunks. A round moves 16 x 8 x 16384 x 9/8 = 2,359,296 B per rank at
+    // 0.4 x 450 GB/s: 13.1072 us; 2.5 rounds 32.768 us, on top of 25 + 0.6 + 50 us.
+    const Time expected = Time::us(25) + Time::ns(600) + Time::us(50) + Time::ns(32768);
+    const Time got = simulate_collective(t, r);
+    CHECK(got >= expected);
+    CHECK(got.count_ps() - expected.count_ps() <= 1);  // the fill is rounded up to the picosecond
+    // No channels: no fill (the library without a pipeline).
+    r.in_switch_channels = 0;
+    CHECK(simulate_collective(t, r) == Time::us(25) + Time::ns(600) + Time::us(50));
+    // Four times the size (32 KiB chunks from 8 MiB): the fill doubles.
+    r.in_switch_channels = 16;
+    r.size = Bytes{32'000'000};
+    const Time big = Time::us(25) + Time::ns(600) + Time::us(200) + Time::ns(65536);
+    CHECK(simulate_collective(t, r).count_ps() - big.count_ps() <= 1);
+    // A pipeline without a chunk is refused.
+    r.in_switch_chunk = Bytes{};
+    CHECK_THROWS_AS(simulate_collective(t, r), sim::ModelError);
 }
 
 TEST_CASE("collective: a 1-rank collective completes at once, through an event") {

@@ -35,7 +35,7 @@ TEST_CASE("validate: the unseen set's points, used by no fit, stay within the gu
              {Kind::inference, 0.12, 9},    // 7.7% over 9 (LMDeploy Llama 2)
              {Kind::gemm, 0.12, 11},        // 7.8% over 11
              {Kind::attention, 0.14, 8},    // 9.0% over 8
-             {Kind::collective, 0.20, 18},  // 15.2% over 18 (1 MiB all-reduce: 8 x A100 -50%, 8 x H200 -46%)
+             {Kind::collective, 0.12, 18},  // 9.6% over 18 (NVLS pipeline fill; was 15.2%; 8 x A100 1 MiB -50%)
              {Kind::memory, 0.10, 2}}) {    // 5.6% over 2
         const auto& k = report.kinds[static_cast<std::size_t>(g.kind)];
         INFO(std::string(sim::validate::to_string(g.kind)), ": MAPE ", k.mape ? *k.mape : -1.0, ", worst ", k.worst_id,
