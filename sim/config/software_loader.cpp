@@ -119,6 +119,13 @@ SoftwareProfile load_software_profile(const Node& root, const std::string& expec
         p.grouped_topk_kernels =
             static_cast<int>(sourced(r, "grouped_topk_kernels", p.grouped_topk_kernels_from).as_int(1, 64));
     }
+    if (r.has("mla_kv_cache_align_bytes")) {
+        // An alignment is a power of two no larger than a cache block's page.
+        const Node a = sourced(r, "mla_kv_cache_align_bytes", p.mla_kv_cache_align_bytes_from);
+        p.mla_kv_cache_align_bytes = a.as_int(0, 4096);
+        if ((p.mla_kv_cache_align_bytes & (p.mla_kv_cache_align_bytes - 1)) != 0)
+            a.fail("an alignment must be a power of two (or 0: entries packed)");
+    }
     if (auto serving = r.optional("serving")) {
         MapReader sv(*serving);
         // Host times per sequence, request or token above 1 s are a unit slip.

@@ -146,6 +146,14 @@ struct SoftwareProfile {
     // fused routing kernel.
     int grouped_topk_kernels = 1;
     Provenance grouped_topk_kernels_from;
+    // The stack pads each token's MLA cache entry (the latent and rope key of
+    // one layer) to a multiple of this many bytes in its KV pool (vLLM 0.7's
+    // VLLM_CUDA_MEM_ALIGN_KV_CACHE: 576 BF16 values, 1152 bytes, held in 1280;
+    // docs/moe.md section 7b). Only the pool's size changes: kernels read the
+    // entry, not its padding. Optional key `mla_kv_cache_align_bytes`, 0
+    // (default) = entries packed.
+    std::int64_t mla_kv_cache_align_bytes = 0;
+    Provenance mla_kv_cache_align_bytes_from;
     // Overlaps the stack can do (documentation: the run says which it used).
     std::vector<std::string> overlaps;
     Provenance overlaps_from;
