@@ -119,6 +119,11 @@ SoftwareProfile load_software_profile(const Node& root, const std::string& expec
         p.grouped_topk_kernels =
             static_cast<int>(sourced(r, "grouped_topk_kernels", p.grouped_topk_kernels_from).as_int(1, 64));
     }
+    if (r.has("shared_expert_combine_kernels")) {
+        // More than 8 passes over a layer's output is no stack's: a slip.
+        p.shared_expert_combine_kernels = static_cast<int>(
+            sourced(r, "shared_expert_combine_kernels", p.shared_expert_combine_kernels_from).as_int(0, 8));
+    }
     if (r.has("mla_kv_cache_align_bytes")) {
         // An alignment is a power of two no larger than a cache block's page.
         const Node a = sourced(r, "mla_kv_cache_align_bytes", p.mla_kv_cache_align_bytes_from);

@@ -154,6 +154,14 @@ struct SoftwareProfile {
     // (default) = entries packed.
     std::int64_t mla_kv_cache_align_bytes = 0;
     Provenance mla_kv_cache_align_bytes_from;
+    // Elementwise kernels the stack runs over tokens x hidden after the
+    // routed experts of a model with shared experts: vLLM's DeepseekV2MoE
+    // scales the fused MoE's output by routed_scaling_factor and then adds
+    // the shared experts' output, two PyTorch operations (docs/moe.md
+    // section 7b). Optional key `shared_expert_combine_kernels`, 0 (default)
+    // = folded into the combine.
+    int shared_expert_combine_kernels = 0;
+    Provenance shared_expert_combine_kernels_from;
     // Overlaps the stack can do (documentation: the run says which it used).
     std::vector<std::string> overlaps;
     Provenance overlaps_from;
