@@ -163,6 +163,18 @@ SoftwareProfile load_profile(const Node& root, const std::string& expected_name,
         p.grouped_topk_kernels =
             static_cast<int>(sourced(r, "grouped_topk_kernels", p.grouped_topk_kernels_from).as_int(1, 64));
     }
+    if (r.has("shared_expert_combine_kernels")) {
+        // More than 8 passes over a layer's output is no stack's: a slip.
+        p.shared_expert_combine_kernels = static_cast<int>(
+            sourced(r, "shared_expert_combine_kernels", p.shared_expert_combine_kernels_from).as_int(0, 8));
+    }
+    if (r.has("mla_kv_cache_align_bytes")) {
+        // An alignment is a power of two no larger than a cache block's page.
+        const Node a = sourced(r, "mla_kv_cache_align_bytes", p.mla_kv_cache_align_bytes_from);
+        p.mla_kv_cache_align_bytes = a.as_int(0, 4096);
+        if ((p.mla_kv_cache_align_bytes & (p.mla_kv_cache_align_bytes - 1)) != 0)
+            a.fail("an alignment must be a power of two (or 0: entries packed)");
+    }
     if (auto serving = r.optional("serving")) {
         MapReader sv(*serving);
         // Host times per sequence, request or token above 1 s are a unit slip.

@@ -149,6 +149,22 @@ struct SoftwareProfile {
     // fused routing kernel.
     int grouped_topk_kernels = 1;
     Provenance grouped_topk_kernels_from;
+    // The stack pads each token's MLA cache entry (the latent and rope key of
+    // one layer) to a multiple of this many bytes in its KV pool (vLLM 0.7's
+    // VLLM_CUDA_MEM_ALIGN_KV_CACHE: 576 BF16 values, 1152 bytes, held in 1280;
+    // docs/moe.md section 7b). Only the pool's size changes: kernels read the
+    // entry, not its padding. Optional key `mla_kv_cache_align_bytes`, 0
+    // (default) = entries packed.
+    std::int64_t mla_kv_cache_align_bytes = 0;
+    Provenance mla_kv_cache_align_bytes_from;
+    // Elementwise kernels the stack runs over tokens x hidden after the
+    // routed experts of a model with shared experts: vLLM's DeepseekV2MoE
+    // scales the fused MoE's output by routed_scaling_factor and then adds
+    // the shared experts' output, two PyTorch operations (docs/moe.md
+    // section 7b). Optional key `shared_expert_combine_kernels`, 0 (default)
+    // = folded into the combine.
+    int shared_expert_combine_kernels = 0;
+    Provenance shared_expert_combine_kernels_from;
     // Overlaps the stack can do (documentation: the run says which it used).
     std::vector<std::string> overlaps;
     Provenance overlaps_from;

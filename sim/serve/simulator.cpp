@@ -28,7 +28,12 @@ KvPool size_kv_pool(const config::ScenarioSpec& sc, const parallel::PlanBuild& b
     p.budget_bytes = sc.gpu.memory_capacity.as_double() * sv.gpu_memory_utilization;
     auto opt = parallel::operator_options(sc, build.strategy);
     opt.inference = true;
-    const double layer_bytes = workload::layer_kv_bytes(sc.model, 1, 1, opt).as_double();
+    double layer_bytes = workload::layer_kv_bytes(sc.model, 1, 1, opt).as_double();
+    // A stack that pads each token's MLA cache entry to an alignment holds
+    // the padding in its pool (vLLM 0.7: 1152 -> 1280 bytes a layer for
+    // DeepSeek's 576 BF16 values; docs/moe.md section 7b).
+    if (const double align = static_cast<double>(sc.profile.mla_kv_cache_align_bytes); align > 0 && sc.model.mla())
+        layer_bytes = std::ceil(layer_bytes / align) * align;
     p.bytes_per_token = static_cast<double>(sc.model.layers) * layer_bytes;
     p.block_size = sv.block_size;
     const double left = p.budget_bytes - p.memory.total();

@@ -255,8 +255,16 @@ void moe_forward(const Dims& layer, std::vector<Operator>& ops) {
     combine.push_back(use(partial_if_tp(x, x.act(aslot::down)), full_act(x), true));
     Operator op = elementwise(x, "moe_combine", 2 * T * k * h, T * k * h * x.ab + idx, full_act(x), std::move(combine));
     precede_by_all_to_all(op, ms.a2a);
-    set_sync(x, op, TpSync::after_row_parallel, full_act(x));
     ops.push_back(std::move(op));
+    // A stack that scales the routed output and adds the shared experts' in
+    // kernels of their own (OperatorOptions::shared_expert_combine_kernels;
+    // docs/moe.md section 7b): the first reads the combined output, each
+    // further one it and the shared output; each writes tokens x hidden.
+    if (x.m->shared_experts > 0)
+        for (int i = 0; i < x.o->shared_expert_combine_kernels; ++i)
+            ops.push_back(elementwise(x, "moe_shared_combine_" + std::to_string(i), T * h,
+                                      (i == 0 ? 1.0 : 2.0) * full_act(x), full_act(x), {}));
+    set_sync(x, ops.back(), TpSync::after_row_parallel, full_act(x));
 }
 
 void moe_backward(const Dims& layer, std::vector<Operator>& ops) {

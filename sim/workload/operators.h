@@ -121,6 +121,12 @@ struct OperatorOptions {
     // Kernels of the group-limited top-k routing of a model with expert
     // groups (SoftwareProfile::grouped_topk_kernels); 1 = one routing kernel.
     int grouped_topk_kernels = 1;
+    // Elementwise kernels over tokens x hidden after the experts of a model
+    // with shared experts, before the layer's reduction: the routed output
+    // scaled and the shared experts' output added
+    // (SoftwareProfile::shared_expert_combine_kernels); 0 = folded into the
+    // combine.
+    int shared_expert_combine_kernels = 0;
 };
 
 // The shape of one pass of a micro-batch through a layer.

@@ -352,6 +352,14 @@ TEST_CASE(
     // No routing without a kernel: 0 is out of range, at file:line:column.
     const std::string zero_err = error_with("grouped_topk_kernels: {value: 0");
     CHECK(zero_err.find("software/vllm.yaml:9:") != std::string::npos);
+    // The MLA cache entries padded to 256 bytes (until PR #14842), not today.
+    CHECK(p.mla_kv_cache_align_bytes == 256);
+    CHECK_FALSE(p.mla_kv_cache_align_bytes_from.text.empty());
+    CHECK(now.mla_kv_cache_align_bytes == 0);
+    // An alignment that is not a power of two is a slip, at file:line:column.
+    const std::string align_err = error_with("mla_kv_cache_align_bytes: {value: 250");
+    CHECK(align_err.find("software/vllm.yaml:9:") != std::string::npos);
+    CHECK(align_err.find("power of two") != std::string::npos);
 }
 
 TEST_CASE("software extends: a release overrides the keys it states and keeps its base's others with their evidence") {

@@ -18,6 +18,8 @@
 #include <fstream>
 #include <memory>
 #include <numeric>
+#include <string>
+#include <utility>
 
 TEST_SUITE_BEGIN("unit");
 
@@ -246,27 +248,62 @@ TEST_CASE("a decode iteration is slower with more sequences and with longer cont
     CHECK(small.seconds() < 2 * cost.time({{{1, 1, 512}}, 1}).seconds());
 }
 
-TEST_CASE("DeepSeek-V3 under TP 8: every rank's KV pool holds the whole 576-wide latent, 70 272 bytes a token") {
-    // MLA has one latent "KV head", which tensor parallelism cannot split:
-    // vLLM's ModelConfig.get_num_kv_heads returns 1 under MLA and its MLA
-    // backends shape the cache (blocks, block_size, 576) on every rank.
+namespace {
+
+// The KV pool of a small serving run of `model` on 8 H200 under TP 8, with
+// the memory it had left (0.9 of HBM less weights and workspace).
+std::pair<serve::KvPool, double> tp8_pool(const std::string& software, const std::string& model,
+                                          const std::string& dtypes, const std::string& serving_extra) {
     const auto path =
-        std::filesystem::temp_directory_path() / ("parasim-serve-mla-" + std::to_string(::getpid()) + ".yaml");
+        std::filesystem::temp_directory_path() / ("parasim-serve-tp8-pool-" + std::to_string(::getpid()) + ".yaml");
     {
         std::ofstream f(path);
-        f << "name: mla\nsoftware: {name: vllm}\ncluster: h200-hgx\ngpus: 8\nmodel: deepseek-v3\n"
-          << "workload:\n  mode: serving\n  dtype: fp8\n  kv_dtype: bf16\n  serving:\n"
+        f << "name: pool\nsoftware: " << software << "\ncluster: h200-hgx\ngpus: 8\nmodel: " << model
+          << "\nworkload:\n  mode: serving\n"
+          << dtypes << "  serving:\n"
           << "    arrivals: {process: fixed, rate: 1}\n    prompt_tokens: {distribution: fixed, value: 16}\n"
           << "    output_tokens: {distribution: fixed, value: 2}\n    requests: 1\n"
-          << "strategies:\n  - name: tp8\n    tp: 8\n";
+          << serving_extra << "strategies:\n  - name: tp8\n    tp: 8\n";
     }
     const auto sc = config::load_scenario(path.string(), {});
     std::filesystem::remove(path);
     const auto r = serve::simulate_serving(sc, sc.strategies.front(), {});
-    // 61 layers x (kv_lora_rank 512 + rope 64) x 2 bytes, not / 8.
-    CHECK(r.pool.bytes_per_token == doctest::Approx(61.0 * (512 + 64) * 2));
     const double left = 0.9 * sc.gpu.memory_capacity.as_double() - r.pool.memory.weights - r.pool.memory.workspace;
-    CHECK(r.pool.blocks == static_cast<std::int64_t>(std::floor(left / (16 * 70272.0))));
+    return {r.pool, left};
+}
+
+}  // namespace
+
+TEST_CASE("DeepSeek-V3 under TP 8: every rank's KV pool holds the whole 576-wide latent, 70 272 bytes a token") {
+    // MLA has one latent "KV head", which tensor parallelism cannot split:
+    // vLLM's ModelConfig.get_num_kv_heads returns 1 under MLA and its MLA
+    // backends shape the cache (blocks, block_size, 576) on every rank.
+    const auto r = tp8_pool("{name: vllm}", "deepseek-v3", "  dtype: fp8\n  kv_dtype: bf16\n", "");
+    const serve::KvPool& pool = r.first;
+    // 61 layers x (kv_lora_rank 512 + rope 64) x 2 bytes, not / 8.
+    CHECK(pool.bytes_per_token == doctest::Approx(61.0 * (512 + 64) * 2));
+    CHECK(pool.blocks == static_cast<std::int64_t>(std::floor(r.second / (16 * 70272.0))));
+}
+
+TEST_CASE("vLLM 0.7's KV pool pads each MLA cache entry to 256 bytes: 1280 bytes a layer, 78 080 a token") {
+    // vllm/worker/cache_engine.py (PR #12676 to PR #14842): 576 BF16 values,
+    // 1152 bytes, rounded up to a multiple of 256 = 1280 bytes, on every one
+    // of the 61 layers; with FlashMLA's blocks of 64 tokens. A model without
+    // MLA keeps its packed entries under the same profile.
+    const std::string v07 = "{name: vllm, version: '0.7.4'}", blocks64 = "    block_size: 64\n";
+    const auto m = tp8_pool(v07, "deepseek-v3", "  dtype: fp8\n  kv_dtype: bf16\n", blocks64);
+    CHECK(m.first.bytes_per_token == doctest::Approx(61.0 * 1280));
+    CHECK(m.first.block_size == 64);
+    CHECK(m.first.blocks == static_cast<std::int64_t>(std::floor(m.second / (64 * 78080.0))));
+    // Without MLA: 8 KV heads of 64 under TP 8 (one a rank), K and V in FP8:
+    // 2 x 64 x 1 = 128 bytes a layer, not a multiple of 256, unpadded.
+    const auto g =
+        tp8_pool(v07,
+                 "{name: t, layers: 4, hidden: 512, heads: 8, kv_heads: 8, head_dim: 64, ffn: 1024, ffn_kind: swiglu, "
+                 "vocab: 1024, max_seq: 4096, norm: rmsnorm, tied_embeddings: false, position: rope, bias: false}",
+                 "  dtype: bf16\n  kv_dtype: fp8\n", blocks64);
+    CHECK(g.first.bytes_per_token == doctest::Approx(4.0 * 128));
+    CHECK(g.first.blocks == static_cast<std::int64_t>(std::floor(g.second / (64 * 4.0 * 128))));
 }
 
 TEST_SUITE_END();

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <string>
 
 #include "sim/config/model_loader.h"
@@ -47,6 +48,12 @@ OperatorOptions fp8_tp8() {
     o.tp = 8;
     o.inference = true;
     return o;
+}
+
+// The kernels of `ops` whose name starts with `prefix`.
+std::ptrdiff_t count_prefixed(const std::vector<Operator>& ops, const std::string& prefix) {
+    return std::count_if(ops.begin(), ops.end(),
+                         [&prefix](const Operator& op) { return op.kernel.name.rfind(prefix, 0) == 0; });
 }
 
 }  // namespace
@@ -311,10 +318,7 @@ TEST_CASE("DeepSeek's group-limited routing as vLLM 0.7 compiled it: 10 kernels,
     const ModelSpec m = shipped("deepseek-v3");
     OperatorOptions o = fp8_tp8();
     const PassShape decode{4, 1, 1000};
-    const auto routing = [](const std::vector<Operator>& ops) {
-        return std::count_if(ops.begin(), ops.end(),
-                             [](const Operator& op) { return op.kernel.name.rfind("router_topk", 0) == 0; });
-    };
+    const auto routing = [](const std::vector<Operator>& ops) { return count_prefixed(ops, "router_topk"); };
     CHECK(routing(layer_forward(m, 3, 0, decode, o)) == 1);
     o.grouped_topk_kernels = 10;
     const auto ops = layer_forward(m, 3, 0, decode, o);
@@ -324,6 +328,34 @@ TEST_CASE("DeepSeek's group-limited routing as vLLM 0.7 compiled it: 10 kernels,
     CHECK(find(ops, "router_topk_9").kernel.bytes_written.as_double() == 4096);
     // A model without expert groups routes in one kernel whatever the key.
     CHECK(routing(layer_forward(shipped("mixtral-8x7b"), 0, 0, decode, o)) == 1);
+}
+
+TEST_CASE("vLLM 0.7's DeepseekV2MoE scales the routed output and adds the shared experts' in two kernels") {
+    OperatorOptions o = fp8_tp8();
+    const PassShape decode{4, 1, 1000};
+    const auto added = [](const std::vector<Operator>& ops) { return count_prefixed(ops, "moe_shared_combine"); };
+    const auto before = layer_forward(shipped("deepseek-v3"), 3, 0, decode, o);
+    CHECK(added(before) == 0);
+    o.shared_expert_combine_kernels = 2;
+    const auto ops = layer_forward(shipped("deepseek-v3"), 3, 0, decode, o);
+    REQUIRE(ops.size() == before.size() + 2);
+    // 4 tokens x 7168 x 2 bytes = 57 344: the scale reads the combined output
+    // and writes it; the add reads it and the shared output.
+    const Operator& scale = find(ops, "moe_shared_combine_0");
+    const Operator& add = find(ops, "moe_shared_combine_1");
+    CHECK(scale.kernel.bytes_read.as_double() == 57344);
+    CHECK(scale.kernel.bytes_written.as_double() == 57344);
+    CHECK(add.kernel.bytes_read.as_double() == 2 * 57344);
+    CHECK(add.kernel.bytes_written.as_double() == 57344);
+    // The layer's all-reduce moves from the combine to the last of them.
+    CHECK(add.tp_sync == TpSync::after_row_parallel);
+    CHECK(scale.tp_sync == TpSync::none);
+    CHECK(find(ops, "moe_combine").tp_sync == TpSync::none);
+    CHECK(find(before, "moe_combine").tp_sync == TpSync::after_row_parallel);
+    CHECK(std::count_if(ops.begin(), ops.end(), [](const Operator& op) { return op.tp_sync != TpSync::none; }) ==
+          std::count_if(before.begin(), before.end(), [](const Operator& op) { return op.tp_sync != TpSync::none; }));
+    // A model without shared experts has none whatever the key.
+    CHECK(added(layer_forward(shipped("mixtral-8x7b"), 0, 0, decode, o)) == 0);
 }
 
 TEST_SUITE_END();
