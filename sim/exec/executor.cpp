@@ -16,8 +16,22 @@
 
 namespace sim::exec {
 
+// A GPU's compute-stream time in a window: every task's clipped duration
+// summed in stream order, and split by whether it is a compute-bound kernel.
+struct ComputeSums {
+    double total = 0, compute = 0, memory = 0;
+    void add(Time start, Time end, IntervalKind kind) {
+        if (end <= start) return;
+        const double d = (end - start).seconds();
+        total += d;
+        (kind == IntervalKind::compute_kernel ? compute : memory) += d;
+    }
+};
+
+// `sums`, when given, are the GPU's compute-stream sums over [from, to],
+// taken as the run went (the view's are not read again).
 template <class View>
-TimeBreakdown breakdown_of(const View& g, Time from, Time to);
+TimeBreakdown breakdown_of(const View& g, Time from, Time to, const ComputeSums* sums = nullptr);
 
 namespace {
 
@@ -74,8 +88,10 @@ public:
         // filling, and each fill advances it to the start of d + 1's. One
         // pass over the tasks also sets their kinds and dependency counts.
         succ_begin_.assign(n + 2, 0);
-        for (std::size_t t = 0; t < n; ++t) {
+        for (std::size_t t = 0, at = 0; t < n; ++t) {
             const Task& task = plan.tasks[t];
+            check(task.dep_begin == at, "plan dependencies out of task order");
+            at += task.dep_count;
             result_.task_kind[t] = task.kind == TaskKind::kernel ? IntervalKind::compute_kernel
                                    : task.kind == TaskKind::host ? IntervalKind::host
                                                                  : IntervalKind::communication;
@@ -83,12 +99,17 @@ public:
             for (std::uint32_t i = 0; i < task.dep_count; ++i) ++succ_begin_[plan.deps[task.dep_begin + i] + 2];
         }
         for (std::size_t t = 2; t < n + 2; ++t) succ_begin_[t] += succ_begin_[t - 1];
+        // Plan::add appends each task's dependencies at the end of deps, so
+        // task t's list follows t - 1's: the fill walks deps in order with
+        // the counts just copied into remaining_, and does not read the task
+        // records (a plan of every GPU holds gigabytes of them) a second time.
         succ_.resize(plan.deps.size());
-        for (std::size_t t = 0; t < n; ++t)
-            for (std::uint32_t i = 0; i < plan.tasks[t].dep_count; ++i) {
-                const std::uint32_t d = plan.deps[plan.tasks[t].dep_begin + i];
+        for (std::size_t t = 0, at = 0; t < n; ++t) {
+            for (std::uint32_t i = 0; i < remaining_[t]; ++i) {
+                const std::uint32_t d = plan.deps[at++];
                 succ_[succ_begin_[d + 1]++] = static_cast<std::uint32_t>(t);
             }
+        }
         succ_begin_.pop_back();
         const std::size_t g = plan.simulated_gpus.size();
         gs_.assign(g, GpuState{});
@@ -112,6 +133,7 @@ public:
         result_.gpus.resize(g);
         for (std::size_t i = 0; i < g; ++i) result_.gpus[i].real_gpu = plan.simulated_gpus[i];
         totals_.assign(g, GpuTotals{});
+        compute_sums_.assign(g, ComputeSums{});
         sim_.reserve(1024);
         flows_.record_class_utilization(options.record_link_samples);
     }
@@ -207,7 +229,7 @@ private:
     }
 
     void gpu_results(std::uint32_t g, const Views& v) {
-        result_.gpus[g].breakdown = breakdown_of(PlanView(result_, v), Time{}, result_.makespan);
+        result_.gpus[g].breakdown = breakdown_of(PlanView(result_, v), Time{}, result_.makespan, &compute_sums_[g]);
         if (options_.record_intervals) record_intervals(g, v);
     }
 
@@ -300,7 +322,7 @@ private:
         } else {
             if (!at_head(t.gpu, t.stream, id)) return;
             if (t.stream == StreamKind::compute && options_.host_kernel_issue > Time{}) {
-                const Time issued = issue_time_of_head(t.gpu);
+                const Time issued = issue_time_of_head(t.gpu, t.kind);
                 if (issued > sim_.now()) {
                     // One wake-up per task: later calls find it scheduled.
                     if (gs_[t.gpu].issue_wait != id) {
@@ -356,7 +378,8 @@ private:
     // cost (kernels: host_kernel_issue; other tasks: nothing). Computed
     // lazily in stream order: every task before the head has finished, so
     // each gate is known, and no event is spent unless the host is behind.
-    Time issue_time_of_head(std::uint32_t gpu) {
+    // `head_kind`: the kind of the task at the head, which the caller holds.
+    Time issue_time_of_head(std::uint32_t gpu, TaskKind head_kind) {
         const auto c = static_cast<std::size_t>(StreamKind::compute);
         GpuState& q = gs_[gpu];
         const std::size_t head = q.head[c];
@@ -366,11 +389,19 @@ private:
             // Position j - depth finished (it is before the head) and its ring
             // slot is next overwritten when position j finishes.
             if (depth > 0 && j >= depth)
-                q.issue_done = std::max(q.issue_done, issue_ring_[(j % depth) * issue_ring_stride_ + q.ring_at]);
-            if (plan_.tasks[order_at(gpu, c, j)].kind == TaskKind::kernel)
+                q.issue_done = std::max(q.issue_done, issue_ring_[ring_pos(j) * issue_ring_stride_ + q.ring_at]);
+            if ((j == head ? head_kind : plan_.tasks[order_at(gpu, c, j)].kind) == TaskKind::kernel)
                 q.issue_done = q.issue_done + options_.host_kernel_issue;
         }
         return q.issue_done;
+    }
+
+    // Stream position j's slot in the host-issue ring (j mod the queue
+    // depth; a mask when the depth is a power of two, as it usually is,
+    // instead of a division per kernel).
+    std::size_t ring_pos(std::size_t j) const {
+        const auto depth = static_cast<std::size_t>(options_.launch_queue_depth);
+        return (depth & (depth - 1)) == 0 ? j & (depth - 1) : j % depth;
     }
 
     void start_kernel(std::uint32_t id, const Task& t) {
@@ -466,7 +497,17 @@ private:
         // misses overlap instead of following one another below.
         const std::uint32_t succ_first = succ_begin_[id], succ_end = succ_begin_[id + 1];
         for (std::uint32_t i = succ_first; i < succ_end; ++i) prefetch_task(succ_[i]);
-        result_.task_end[id] = sim_.now();
+        const Time now = sim_.now();
+        result_.task_end[id] = now;
+        // A stream runs its tasks one at a time in program order, so its
+        // finishes come in that order: the breakdown's compute-stream sums
+        // (breakdown_of) are taken here, in the order it would take them.
+        Time start;
+        IntervalKind kind{};
+        if (stream == StreamKind::compute) {
+            start = result_.task_start[id];
+            kind = result_.task_kind[id];
+        }
         std::uint32_t touched[64];
         std::size_t ntouched = 0;
         const auto k = static_cast<std::size_t>(stream);
@@ -474,10 +515,10 @@ private:
             GpuState& q = gs_[g];
             q.busy[k] = 0;
             if (stream == StreamKind::compute && has_ring_ && q.ring_at != kNone)
-                issue_ring_[(q.head[k] % static_cast<std::size_t>(options_.launch_queue_depth)) * issue_ring_stride_ +
-                            q.ring_at] = sim_.now();
+                issue_ring_[ring_pos(q.head[k]) * issue_ring_stride_ + q.ring_at] = now;
             ++q.head[k];
             if (stream != StreamKind::compute && stream != StreamKind::host) --q.active_comm;
+            if (stream == StreamKind::compute) compute_sums_[g].add(start, now, kind);
             if (ntouched < 64) touched[ntouched++] = g;
         };
         if (gpu == kNone) {
@@ -500,6 +541,8 @@ private:
     // bytes each) so the run's per-kernel adds touch 32 bytes per GPU.
     using GpuTotals = std::array<double, 4>;
     std::vector<GpuTotals> totals_;
+    // Per GPU: its compute stream's sums over the run (finish).
+    std::vector<ComputeSums> compute_sums_;
     const Plan& plan_;
     const hw::GpuSpec& gpu_;
     const net::Topology& topo_;
@@ -580,7 +623,7 @@ private:
 // One arithmetic for both sources of intervals: a view gives size(stream)
 // and at(stream, i), the i-th interval of that stream in program order.
 template <class View>
-TimeBreakdown breakdown_of(const View& g, Time from, Time to) {
+TimeBreakdown breakdown_of(const View& g, Time from, Time to, const ComputeSums* sums) {
     TimeBreakdown b;
     if (to <= from) return b;
     auto clip = [&](Time a, Time e, Time& ca, Time& ce) {
@@ -601,15 +644,20 @@ TimeBreakdown breakdown_of(const View& g, Time from, Time to) {
     const std::vector<TimeInterval> merged = interval_union(std::move(comm));
     const auto cs = static_cast<std::size_t>(StreamKind::compute);
     const std::size_t nk = g.size(cs);
-    double kernel_time = 0, overlap = 0;
-    for (std::size_t i = 0; i < nk; ++i) {
-        const Interval k = g.at(cs, i);
-        Time a, e;
-        if (!clip(k.start, k.end, a, e)) continue;
-        const double d = (e - a).seconds();
-        kernel_time += d;
-        (k.kind == IntervalKind::compute_kernel ? b.compute : b.memory) += d;
+    ComputeSums ksum;
+    if (sums != nullptr) {
+        ksum = *sums;
+    } else {
+        for (std::size_t i = 0; i < nk; ++i) {
+            const Interval iv = g.at(cs, i);
+            Time a, e;
+            if (clip(iv.start, iv.end, a, e)) ksum.add(a, e, iv.kind);
+        }
     }
+    b.compute = ksum.compute;
+    b.memory = ksum.memory;
+    const double kernel_time = ksum.total;
+    double overlap = 0;
     // Kernels are in start order (one in-order stream); sweep both lists.
     std::size_t j = 0;
     for (const auto& m : merged) {
