@@ -7,6 +7,7 @@
 #include "sim/core/intervals.h"
 #include "sim/core/simulation.h"
 #include "sim/exec/comm_tuning.h"
+#include "sim/exec/run_breakdown.h"
 #include "sim/exec/shared_l2.h"
 #include "sim/net/collective.h"
 #include "sim/net/flow_network.h"
@@ -16,22 +17,8 @@
 
 namespace sim::exec {
 
-// A GPU's compute-stream time in a window: every task's clipped duration
-// summed in stream order, and split by whether it is a compute-bound kernel.
-struct ComputeSums {
-    double total = 0, compute = 0, memory = 0;
-    void add(Time start, Time end, IntervalKind kind) {
-        if (end <= start) return;
-        const double d = (end - start).seconds();
-        total += d;
-        (kind == IntervalKind::compute_kernel ? compute : memory) += d;
-    }
-};
-
-// `sums`, when given, are the GPU's compute-stream sums over [from, to],
-// taken as the run went (the view's are not read again).
 template <class View>
-TimeBreakdown breakdown_of(const View& g, Time from, Time to, const ComputeSums* sums = nullptr);
+TimeBreakdown breakdown_of(const View& g, Time from, Time to);
 
 namespace {
 
@@ -133,7 +120,7 @@ public:
         result_.gpus.resize(g);
         for (std::size_t i = 0; i < g; ++i) result_.gpus[i].real_gpu = plan.simulated_gpus[i];
         totals_.assign(g, GpuTotals{});
-        compute_sums_.assign(g, ComputeSums{});
+        bd_.assign(g, RunBreakdown{});
         sim_.reserve(1024);
         flows_.record_class_utilization(options.record_link_samples);
     }
@@ -182,20 +169,24 @@ private:
 
     using Views = std::array<parallel::StreamOrder::View, kStreamCount>;
 
-    // Each GPU's breakdown (and intervals) after the run. A GPU's entries of
-    // a position-major order are a row apart (a line and often a page each),
-    // so GPUs go in blocks of kBlock neighbouring columns: the block's
-    // entries are gathered row by row (one line per row) into per-GPU
-    // buffers, which the breakdown then reads. Each GPU's figures are its
-    // own, so the order and the copy change nothing.
+    // Each GPU's breakdown (taken during the run, run_breakdown.h) and, when
+    // asked for, its intervals. A GPU's entries of a position-major order
+    // are a row apart (a line and often a page each), so GPUs go in blocks
+    // of kBlock neighbouring columns: the block's entries are gathered row
+    // by row (one line per row) into per-GPU buffers, which the intervals
+    // are then read from. Each GPU's intervals are its own, so the order and
+    // the copy change nothing.
     void per_gpu_results() {
         const auto& so = plan_.streams;
         const std::size_t g = result_.gpus.size();
+        for (std::size_t i = 0; i < g; ++i) result_.gpus[i].breakdown = bd_[i].result(result_.makespan);
+        release(bd_);
+        if (!options_.record_intervals) return;
         if (by_slot_.empty()) {
             for (std::uint32_t i = 0; i < g; ++i) {
                 Views v;
                 for (std::size_t s = 0; s < kStreamCount; ++s) v[s] = so.view(i, s);
-                gpu_results(i, v);
+                record_intervals(i, v);
             }
             return;
         }
@@ -223,14 +214,9 @@ private:
                 for (std::size_t s = 0; s < kStreamCount; ++s)
                     v[s] = so.interleaved(s) ? parallel::StreamOrder::View(buf[j][s].data(), 1, buf[j][s].size())
                                              : so.view(i, s);
-                gpu_results(i, v);
+                record_intervals(i, v);
             }
         }
-    }
-
-    void gpu_results(std::uint32_t g, const Views& v) {
-        result_.gpus[g].breakdown = breakdown_of(PlanView(result_, v), Time{}, result_.makespan, &compute_sums_[g]);
-        if (options_.record_intervals) record_intervals(g, v);
     }
 
     // A stream runs one task at a time in its program order, so its
@@ -318,6 +304,8 @@ private:
             for (const std::uint32_t m : plan_.groups[t.group].members) {
                 gs_[m].busy[static_cast<std::size_t>(t.stream)] = 1;
                 ++gs_[m].active_comm;
+                if (t.stream == StreamKind::compute) bd_[m].compute_begin(sim_.now());
+                else bd_[m].comm_begin(sim_.now());
             }
         } else {
             if (!at_head(t.gpu, t.stream, id)) return;
@@ -335,6 +323,8 @@ private:
             GpuState& q = gs_[t.gpu];
             q.busy[static_cast<std::size_t>(t.stream)] = 1;
             if (t.stream != StreamKind::compute && t.stream != StreamKind::host) ++q.active_comm;
+            if (t.stream == StreamKind::compute) bd_[t.gpu].compute_begin(sim_.now());
+            else if (t.kind == TaskKind::transfer) bd_[t.gpu].comm_begin(sim_.now());
         }
         remaining_[id] = kStarted;
         result_.task_start[id] = sim_.now();
@@ -499,15 +489,8 @@ private:
         for (std::uint32_t i = succ_first; i < succ_end; ++i) prefetch_task(succ_[i]);
         const Time now = sim_.now();
         result_.task_end[id] = now;
-        // A stream runs its tasks one at a time in program order, so its
-        // finishes come in that order: the breakdown's compute-stream sums
-        // (breakdown_of) are taken here, in the order it would take them.
-        Time start;
-        IntervalKind kind{};
-        if (stream == StreamKind::compute) {
-            start = result_.task_start[id];
-            kind = result_.task_kind[id];
-        }
+        // The task's end, for its GPUs' breakdowns (run_breakdown.h).
+        const IntervalKind kind = result_.task_kind[id];
         std::uint32_t touched[64];
         std::size_t ntouched = 0;
         const auto k = static_cast<std::size_t>(stream);
@@ -518,7 +501,8 @@ private:
                 issue_ring_[ring_pos(q.head[k]) * issue_ring_stride_ + q.ring_at] = now;
             ++q.head[k];
             if (stream != StreamKind::compute && stream != StreamKind::host) --q.active_comm;
-            if (stream == StreamKind::compute) compute_sums_[g].add(start, now, kind);
+            if (stream == StreamKind::compute) bd_[g].compute_end(now, kind);
+            else if (kind == IntervalKind::communication) bd_[g].comm_end(now);
             if (ntouched < 64) touched[ntouched++] = g;
         };
         if (gpu == kNone) {
@@ -541,8 +525,8 @@ private:
     // bytes each) so the run's per-kernel adds touch 32 bytes per GPU.
     using GpuTotals = std::array<double, 4>;
     std::vector<GpuTotals> totals_;
-    // Per GPU: its compute stream's sums over the run (finish).
-    std::vector<ComputeSums> compute_sums_;
+    // Per GPU: its breakdown, taken as the run goes.
+    std::vector<RunBreakdown> bd_;
     const Plan& plan_;
     const hw::GpuSpec& gpu_;
     const net::Topology& topo_;
@@ -623,7 +607,7 @@ private:
 // One arithmetic for both sources of intervals: a view gives size(stream)
 // and at(stream, i), the i-th interval of that stream in program order.
 template <class View>
-TimeBreakdown breakdown_of(const View& g, Time from, Time to, const ComputeSums* sums) {
+TimeBreakdown breakdown_of(const View& g, Time from, Time to) {
     TimeBreakdown b;
     if (to <= from) return b;
     auto clip = [&](Time a, Time e, Time& ca, Time& ce) {
@@ -644,20 +628,15 @@ TimeBreakdown breakdown_of(const View& g, Time from, Time to, const ComputeSums*
     const std::vector<TimeInterval> merged = interval_union(std::move(comm));
     const auto cs = static_cast<std::size_t>(StreamKind::compute);
     const std::size_t nk = g.size(cs);
-    ComputeSums ksum;
-    if (sums != nullptr) {
-        ksum = *sums;
-    } else {
-        for (std::size_t i = 0; i < nk; ++i) {
-            const Interval iv = g.at(cs, i);
-            Time a, e;
-            if (clip(iv.start, iv.end, a, e)) ksum.add(a, e, iv.kind);
-        }
+    double kernel_time = 0, overlap = 0;
+    for (std::size_t i = 0; i < nk; ++i) {
+        const Interval k = g.at(cs, i);
+        Time a, e;
+        if (!clip(k.start, k.end, a, e)) continue;
+        const double d = (e - a).seconds();
+        kernel_time += d;
+        (k.kind == IntervalKind::compute_kernel ? b.compute : b.memory) += d;
     }
-    b.compute = ksum.compute;
-    b.memory = ksum.memory;
-    const double kernel_time = ksum.total;
-    double overlap = 0;
     // Kernels are in start order (one in-order stream); sweep both lists.
     std::size_t j = 0;
     for (const auto& m : merged) {
