@@ -90,9 +90,9 @@ TEST_SUITE_BEGIN("e2e");  // ctest label (docs/testing.md)
 
 TEST_CASE("run breakdown: every GPU of real scenarios, collapsed and not, equals its intervals' breakdown") {
     const auto cm = hw::make_cost_model("roofline");
-    for (const std::string file : {"scenarios/moe-mixtral-8x7b-ep.yaml", "scenarios/fabric-multi-plane-h800.yaml",
-                                   "scenarios/partitioning-16xh100-feasible.yaml"}) {
-        const auto sc = config::load_scenario(std::string(PARASIM_DATA_DIR) + "/" + file, {});
+    for (const char* file : {"scenarios/moe-mixtral-8x7b-ep.yaml", "scenarios/fabric-multi-plane-h800.yaml",
+                             "scenarios/partitioning-16xh100-feasible.yaml"}) {
+        const auto sc = config::load_scenario(std::string(PARASIM_DATA_DIR) + "/" + std::string(file), {});
         const net::Topology topo(sc.cluster, sc.gpus);
         for (const auto& strategy : sc.strategies)
             for (const bool collapse : {true, false}) {
