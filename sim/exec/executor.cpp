@@ -7,6 +7,7 @@
 #include "sim/core/intervals.h"
 #include "sim/core/simulation.h"
 #include "sim/exec/comm_tuning.h"
+#include "sim/exec/run_breakdown.h"
 #include "sim/exec/shared_l2.h"
 #include "sim/net/collective.h"
 #include "sim/net/flow_network.h"
@@ -74,8 +75,10 @@ public:
         // filling, and each fill advances it to the start of d + 1's. One
         // pass over the tasks also sets their kinds and dependency counts.
         succ_begin_.assign(n + 2, 0);
-        for (std::size_t t = 0; t < n; ++t) {
+        for (std::size_t t = 0, at = 0; t < n; ++t) {
             const Task& task = plan.tasks[t];
+            check(task.dep_begin == at, "plan dependencies out of task order");
+            at += task.dep_count;
             result_.task_kind[t] = task.kind == TaskKind::kernel ? IntervalKind::compute_kernel
                                    : task.kind == TaskKind::host ? IntervalKind::host
                                                                  : IntervalKind::communication;
@@ -83,12 +86,17 @@ public:
             for (std::uint32_t i = 0; i < task.dep_count; ++i) ++succ_begin_[plan.deps[task.dep_begin + i] + 2];
         }
         for (std::size_t t = 2; t < n + 2; ++t) succ_begin_[t] += succ_begin_[t - 1];
+        // Plan::add appends each task's dependencies at the end of deps, so
+        // task t's list follows t - 1's: the fill walks deps in order with
+        // the counts just copied into remaining_, and does not read the task
+        // records (a plan of every GPU holds gigabytes of them) a second time.
         succ_.resize(plan.deps.size());
-        for (std::size_t t = 0; t < n; ++t)
-            for (std::uint32_t i = 0; i < plan.tasks[t].dep_count; ++i) {
-                const std::uint32_t d = plan.deps[plan.tasks[t].dep_begin + i];
+        for (std::size_t t = 0, at = 0; t < n; ++t) {
+            for (std::uint32_t i = 0; i < remaining_[t]; ++i) {
+                const std::uint32_t d = plan.deps[at++];
                 succ_[succ_begin_[d + 1]++] = static_cast<std::uint32_t>(t);
             }
+        }
         succ_begin_.pop_back();
         const std::size_t g = plan.simulated_gpus.size();
         gs_.assign(g, GpuState{});
@@ -112,6 +120,7 @@ public:
         result_.gpus.resize(g);
         for (std::size_t i = 0; i < g; ++i) result_.gpus[i].real_gpu = plan.simulated_gpus[i];
         totals_.assign(g, GpuTotals{});
+        bd_.assign(g, RunBreakdown{});
         sim_.reserve(1024);
         flows_.record_class_utilization(options.record_link_samples);
     }
@@ -160,20 +169,24 @@ private:
 
     using Views = std::array<parallel::StreamOrder::View, kStreamCount>;
 
-    // Each GPU's breakdown (and intervals) after the run. A GPU's entries of
-    // a position-major order are a row apart (a line and often a page each),
-    // so GPUs go in blocks of kBlock neighbouring columns: the block's
-    // entries are gathered row by row (one line per row) into per-GPU
-    // buffers, which the breakdown then reads. Each GPU's figures are its
-    // own, so the order and the copy change nothing.
+    // Each GPU's breakdown (taken during the run, run_breakdown.h) and, when
+    // asked for, its intervals. A GPU's entries of a position-major order
+    // are a row apart (a line and often a page each), so GPUs go in blocks
+    // of kBlock neighbouring columns: the block's entries are gathered row
+    // by row (one line per row) into per-GPU buffers, which the intervals
+    // are then read from. Each GPU's intervals are its own, so the order and
+    // the copy change nothing.
     void per_gpu_results() {
         const auto& so = plan_.streams;
         const std::size_t g = result_.gpus.size();
+        for (std::size_t i = 0; i < g; ++i) result_.gpus[i].breakdown = bd_[i].result(result_.makespan);
+        release(bd_);
+        if (!options_.record_intervals) return;
         if (by_slot_.empty()) {
             for (std::uint32_t i = 0; i < g; ++i) {
                 Views v;
                 for (std::size_t s = 0; s < kStreamCount; ++s) v[s] = so.view(i, s);
-                gpu_results(i, v);
+                record_intervals(i, v);
             }
             return;
         }
@@ -201,14 +214,9 @@ private:
                 for (std::size_t s = 0; s < kStreamCount; ++s)
                     v[s] = so.interleaved(s) ? parallel::StreamOrder::View(buf[j][s].data(), 1, buf[j][s].size())
                                              : so.view(i, s);
-                gpu_results(i, v);
+                record_intervals(i, v);
             }
         }
-    }
-
-    void gpu_results(std::uint32_t g, const Views& v) {
-        result_.gpus[g].breakdown = breakdown_of(PlanView(result_, v), Time{}, result_.makespan);
-        if (options_.record_intervals) record_intervals(g, v);
     }
 
     // A stream runs one task at a time in its program order, so its
@@ -296,11 +304,13 @@ private:
             for (const std::uint32_t m : plan_.groups[t.group].members) {
                 gs_[m].busy[static_cast<std::size_t>(t.stream)] = 1;
                 ++gs_[m].active_comm;
+                if (t.stream == StreamKind::compute) bd_[m].compute_begin(sim_.now());
+                else bd_[m].comm_begin(sim_.now());
             }
         } else {
             if (!at_head(t.gpu, t.stream, id)) return;
             if (t.stream == StreamKind::compute && options_.host_kernel_issue > Time{}) {
-                const Time issued = issue_time_of_head(t.gpu);
+                const Time issued = issue_time_of_head(t.gpu, t.kind);
                 if (issued > sim_.now()) {
                     // One wake-up per task: later calls find it scheduled.
                     if (gs_[t.gpu].issue_wait != id) {
@@ -313,6 +323,8 @@ private:
             GpuState& q = gs_[t.gpu];
             q.busy[static_cast<std::size_t>(t.stream)] = 1;
             if (t.stream != StreamKind::compute && t.stream != StreamKind::host) ++q.active_comm;
+            if (t.stream == StreamKind::compute) bd_[t.gpu].compute_begin(sim_.now());
+            else if (t.kind == TaskKind::transfer) bd_[t.gpu].comm_begin(sim_.now());
         }
         remaining_[id] = kStarted;
         result_.task_start[id] = sim_.now();
@@ -356,7 +368,8 @@ private:
     // cost (kernels: host_kernel_issue; other tasks: nothing). Computed
     // lazily in stream order: every task before the head has finished, so
     // each gate is known, and no event is spent unless the host is behind.
-    Time issue_time_of_head(std::uint32_t gpu) {
+    // `head_kind`: the kind of the task at the head, which the caller holds.
+    Time issue_time_of_head(std::uint32_t gpu, TaskKind head_kind) {
         const auto c = static_cast<std::size_t>(StreamKind::compute);
         GpuState& q = gs_[gpu];
         const std::size_t head = q.head[c];
@@ -366,11 +379,19 @@ private:
             // Position j - depth finished (it is before the head) and its ring
             // slot is next overwritten when position j finishes.
             if (depth > 0 && j >= depth)
-                q.issue_done = std::max(q.issue_done, issue_ring_[(j % depth) * issue_ring_stride_ + q.ring_at]);
-            if (plan_.tasks[order_at(gpu, c, j)].kind == TaskKind::kernel)
+                q.issue_done = std::max(q.issue_done, issue_ring_[ring_pos(j) * issue_ring_stride_ + q.ring_at]);
+            if ((j == head ? head_kind : plan_.tasks[order_at(gpu, c, j)].kind) == TaskKind::kernel)
                 q.issue_done = q.issue_done + options_.host_kernel_issue;
         }
         return q.issue_done;
+    }
+
+    // Stream position j's slot in the host-issue ring (j mod the queue
+    // depth; a mask when the depth is a power of two, as it usually is,
+    // instead of a division per kernel).
+    std::size_t ring_pos(std::size_t j) const {
+        const auto depth = static_cast<std::size_t>(options_.launch_queue_depth);
+        return (depth & (depth - 1)) == 0 ? j & (depth - 1) : j % depth;
     }
 
     void start_kernel(std::uint32_t id, const Task& t) {
@@ -466,7 +487,10 @@ private:
         // misses overlap instead of following one another below.
         const std::uint32_t succ_first = succ_begin_[id], succ_end = succ_begin_[id + 1];
         for (std::uint32_t i = succ_first; i < succ_end; ++i) prefetch_task(succ_[i]);
-        result_.task_end[id] = sim_.now();
+        const Time now = sim_.now();
+        result_.task_end[id] = now;
+        // The task's end, for its GPUs' breakdowns (run_breakdown.h).
+        const IntervalKind kind = result_.task_kind[id];
         std::uint32_t touched[64];
         std::size_t ntouched = 0;
         const auto k = static_cast<std::size_t>(stream);
@@ -474,10 +498,11 @@ private:
             GpuState& q = gs_[g];
             q.busy[k] = 0;
             if (stream == StreamKind::compute && has_ring_ && q.ring_at != kNone)
-                issue_ring_[(q.head[k] % static_cast<std::size_t>(options_.launch_queue_depth)) * issue_ring_stride_ +
-                            q.ring_at] = sim_.now();
+                issue_ring_[ring_pos(q.head[k]) * issue_ring_stride_ + q.ring_at] = now;
             ++q.head[k];
             if (stream != StreamKind::compute && stream != StreamKind::host) --q.active_comm;
+            if (stream == StreamKind::compute) bd_[g].compute_end(now, kind);
+            else if (kind == IntervalKind::communication) bd_[g].comm_end(now);
             if (ntouched < 64) touched[ntouched++] = g;
         };
         if (gpu == kNone) {
@@ -500,6 +525,8 @@ private:
     // bytes each) so the run's per-kernel adds touch 32 bytes per GPU.
     using GpuTotals = std::array<double, 4>;
     std::vector<GpuTotals> totals_;
+    // Per GPU: its breakdown, taken as the run goes.
+    std::vector<RunBreakdown> bd_;
     const Plan& plan_;
     const hw::GpuSpec& gpu_;
     const net::Topology& topo_;

@@ -63,6 +63,7 @@ std::uint32_t Plan::add(Task t, const std::vector<std::uint32_t>& task_deps) {
     }
     if (t.kind == TaskKind::collective) {
         check(t.group < groups.size(), "collective task without a group");
+        if (t.op == net::CollectiveOp::all_to_all) ++all_to_alls;
         for (const std::uint32_t m : groups[t.group].members) streams.push(m, stream_index(t.stream), id);
     } else {
         streams.push(t.gpu, stream_index(t.stream), id);

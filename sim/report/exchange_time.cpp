@@ -13,11 +13,7 @@ namespace sim::report {
 using parallel::StreamKind;
 using parallel::TaskKind;
 
-bool has_all_to_all(const parallel::Plan& plan) {
-    return std::any_of(plan.tasks.begin(), plan.tasks.end(), [](const parallel::Task& t) {
-        return t.kind == TaskKind::collective && t.op == net::CollectiveOp::all_to_all;
-    });
-}
+bool has_all_to_all(const parallel::Plan& plan) { return plan.all_to_alls > 0; }
 
 double exposed_all_to_all_seconds(const parallel::Plan& plan, const exec::ExecResult& r, std::uint32_t local, Time from,
                                   Time to) {

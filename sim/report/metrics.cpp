@@ -39,7 +39,9 @@ RunMetrics compute_metrics(const config::ScenarioSpec& sc, const parallel::PlanB
     // Inference: the prefill, plus the last simulated decode step (steady
     // state, at mid-generation context) standing for each of the remaining
     // output_tokens - 1 steps.
-    std::vector<double> weight(build.plan.tasks.size(), 1.0);
+    // Per task (inference only; empty: every task weighs 1, and 1.0 * x is
+    // x exactly, so training skips an array of the plan's size).
+    std::vector<double> weight;
     struct Window {
         Time from, to;
         double scale;
@@ -61,6 +63,7 @@ RunMetrics compute_metrics(const config::ScenarioSpec& sc, const parallel::PlanB
         windows.push_back({Time{}, ttft, 1.0});
         total = ttft.seconds();
         const double out_tokens = static_cast<double>(sc.workload.output_tokens);
+        weight.resize(build.plan.tasks.size());
         for (std::size_t t = 0; t < build.plan.tasks.size(); ++t) {
             const auto& task = build.plan.tasks[t];
             weight[t] = task.phase == parallel::Phase::prefill ? 1.0 : task.step == steps - 1 ? out_tokens - 1 : 0.0;
@@ -82,10 +85,11 @@ RunMetrics compute_metrics(const config::ScenarioSpec& sc, const parallel::PlanB
     double l2_req = 0, l2_hit = 0, hbm = 0, flops = 0;
     for (std::size_t t = 0; t < ex.kernel_stats_index.size(); ++t) {
         const auto& k = ex.kernel_stats_of(t);
-        l2_req += weight[t] * k.l2_requested_bytes;
-        l2_hit += weight[t] * k.l2_hit_bytes;
-        hbm += weight[t] * k.hbm_bytes;
-        flops += weight[t] * k.flops;
+        const double w = weight.empty() ? 1.0 : weight[t];
+        l2_req += w * k.l2_requested_bytes;
+        l2_hit += w * k.l2_hit_bytes;
+        hbm += w * k.hbm_bytes;
+        flops += w * k.flops;
     }
     exec::TimeBreakdown sum;
     for (std::uint32_t g = 0; g < ex.gpus.size(); ++g)

@@ -317,6 +317,15 @@ void check_execution(const Checker& c, const sim::config::ScenarioSpec& sc, cons
                         sum, wall, b.compute, b.memory, b.communication, b.idle));
         c.require(b.compute >= 0 && b.memory >= 0 && b.communication >= -1e-15 && b.idle >= 0,
                   fmt::format("GPU {} has a negative breakdown part", g));
+        // The run's breakdown, taken as it went (run_breakdown.h), is the one
+        // its intervals give, double for double.
+        const auto whole = sim::exec::breakdown_in(ex.gpus[g], Time{}, ex.makespan);
+        c.require(whole.compute == b.compute && whole.memory == b.memory && whole.communication == b.communication &&
+                      whole.idle == b.idle,
+                  fmt::format("GPU {} breakdown taken during the run ({}, {}, {}, {}) is not its intervals' ({}, {}, "
+                              "{}, {})",
+                              g, b.compute, b.memory, b.communication, b.idle, whole.compute, whole.memory,
+                              whole.communication, whole.idle));
         const Time from = Time::from_seconds_ceil(wall / 3), to = Time::from_seconds_ceil(2 * wall / 3);
         if (to > from) {
             const auto w = sim::exec::breakdown_in(ex.gpus[g], from, to);
