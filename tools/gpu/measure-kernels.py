@@ -25,6 +25,15 @@ What it measures, each section in its own CSV, each row flushed as it is taken:
                  and as G GEMMs one after another (torch.matmul in a loop), the two
                  ways Megatron-Core runs them (--moe-grouped-gemm or SequentialMLP).
                  Not in the default --sections.
+  elementwise.csv  the memory-bound kernels of a training step (BF16 unless said):
+                 LayerNorm and RMSNorm forward and backward, GELU, SwiGLU's
+                 silu(a) * b, a residual add, rotary embedding (eager, as
+                 Megatron's unfused path), softmax cross-entropy over the vocabulary
+                 forward and backward, embedding lookup and its backward, and a fused
+                 AdamW step on FP32 parameters; each with the bytes it must move
+                 (compulsory traffic: inputs read once, outputs written once), so
+                 the achieved bandwidth shows how far below a copy each kernel runs.
+                 Not in the default --sections.
   meta.json      GPU, driver, CUDA, cuBLAS, cuDNN, PyTorch and Triton versions,
                  clocks before and after, the date, and the timing method.
 
@@ -535,6 +544,82 @@ def grouped_section(out, budget):
     log(f"grouped: {t.rows} rows")
 
 
+def elementwise_section(out, budget):
+    t = Table(os.path.join(out, "elementwise.csv"),
+              ["kernel", "pass", "tokens", "hidden", "dtype", "bytes", "cold_us", "cold_min_us", "reps", "GBps"])
+
+    def add(name, pss, tokens, hidden, nbytes, fn, dtype="bf16"):
+        if budget.over("elementwise", reserve=10):
+            return
+        try:
+            med, mn, reps = cold_us(fn)
+        except Exception as e:
+            log(f"  {name} {pss} {tokens}x{hidden}: {type(e).__name__}: {e}")
+            return
+        t.add([name, pss, tokens, hidden, dtype, nbytes, fmt(med), fmt(mn), reps, fmt(nbytes / med / 1e3, 1)])
+
+    for tokens in (2048, 8192, 32768):
+        for hidden in (2048, 4096, 8192):
+            n = tokens * hidden
+            x = torch.randn(tokens, hidden, dtype=BF16, device=DEV, requires_grad=True)
+            y = torch.randn(tokens, hidden, dtype=BF16, device=DEV)
+            w = torch.ones(hidden, dtype=BF16, device=DEV, requires_grad=True)
+            b = torch.zeros(hidden, dtype=BF16, device=DEV, requires_grad=True)
+            dy = torch.randn(tokens, hidden, dtype=BF16, device=DEV)
+            add("layer_norm", "fwd", tokens, hidden, 4 * n, lambda: F.layer_norm(x, (hidden,), w, b))
+            ln = F.layer_norm(x, (hidden,), w, b)
+            add("layer_norm", "bwd", tokens, hidden, 6 * n,
+                lambda: torch.autograd.grad(ln, (x, w, b), dy, retain_graph=True))
+            add("rms_norm", "fwd", tokens, hidden, 4 * n, lambda: F.rms_norm(x, (hidden,), w))
+            rn = F.rms_norm(x, (hidden,), w)
+            add("rms_norm", "bwd", tokens, hidden, 6 * n, lambda: torch.autograd.grad(rn, (x, w), dy, retain_graph=True))
+            add("gelu_tanh", "fwd", tokens, hidden, 4 * n, lambda: F.gelu(y, approximate="tanh"))
+            add("swiglu", "fwd", tokens, hidden, 6 * n, lambda: F.silu(y) * dy)
+            add("residual_add", "fwd", tokens, hidden, 6 * n, lambda: y + dy)
+            # Rotary on [tokens, heads, 128] in eager PyTorch (rotate-half form): reads x, cos, sin; writes out.
+            heads = hidden // 128
+            q = y.view(tokens, heads, 128)
+            cos = torch.randn(tokens, 1, 128, dtype=BF16, device=DEV)
+            sin = torch.randn(tokens, 1, 128, dtype=BF16, device=DEV)
+
+            def rope():
+                q1, q2 = q[..., :64], q[..., 64:]
+                return q * cos + torch.cat((-q2, q1), dim=-1) * sin
+
+            add("rope_eager", "fwd", tokens, hidden, 4 * n + 2 * 2 * tokens * 128, rope)
+            del x, y, w, b, dy, ln, rn, q, cos, sin
+            torch.cuda.empty_cache()
+        log(f"elementwise: tokens {tokens} done, {t.rows} rows")
+    for tokens in (4096, 16384):
+        for vocab in (32000, 128256):
+            logits = torch.randn(tokens, vocab, dtype=BF16, device=DEV, requires_grad=True)
+            target = torch.randint(0, vocab, (tokens,), device=DEV)
+            n = tokens * vocab
+            # Forward reads the logits (FP32 upcast inside); backward reads them again and writes the gradient.
+            add("cross_entropy", "fwd", tokens, vocab, 2 * n, lambda: F.cross_entropy(logits, target))
+            loss = F.cross_entropy(logits, target)
+            add("cross_entropy", "bwd", tokens, vocab, 4 * n, lambda: torch.autograd.grad(loss, logits, retain_graph=True))
+            table = torch.randn(vocab, 4096, dtype=BF16, device=DEV, requires_grad=True)
+            add("embedding", "fwd", tokens, 4096, 2 * 2 * tokens * 4096, lambda: F.embedding(target, table), "bf16")
+            emb = F.embedding(target, table)
+            g = torch.randn(tokens, 4096, dtype=BF16, device=DEV)
+            # Backward: the gradient table (vocab x 4096, zeroed and written) plus the token rows read.
+            add("embedding", "bwd", tokens, 4096, 2 * vocab * 4096 + 2 * tokens * 4096,
+                lambda: torch.autograd.grad(emb, table, g, retain_graph=True))
+            del logits, target, loss, table, emb, g
+            torch.cuda.empty_cache()
+    for params in (1 << 26, 1 << 28):
+        p = torch.nn.Parameter(torch.randn(params, dtype=torch.float32, device=DEV))
+        p.grad = torch.randn(params, dtype=torch.float32, device=DEV)
+        opt = torch.optim.AdamW([p], lr=1e-4, fused=True)
+        opt.step()  # creates the moments
+        # Reads param, grad, m, v; writes param, m, v: 7 x 4 bytes an element.
+        add("adamw_fused", "step", params, 1, 28 * params, opt.step, "fp32")
+        del p, opt
+        torch.cuda.empty_cache()
+    log(f"elementwise: {t.rows} rows")
+
+
 def launch_section(out, budget):
     t = Table(os.path.join(out, "launch.csv"), ["kernel", "mode", "launches", "us_per_launch"])
     x = torch.zeros(1, dtype=torch.float32, device=DEV)
@@ -575,7 +660,7 @@ def main():
     budget = Budget(args.budget_s)
     sections = {"launch": launch_section, "memory": memory_section, "gemm": gemm_section,
                 "gemm_fp8": gemm_fp8_section, "attention": attention_section, "decode": decode_section,
-                "grouped": grouped_section}
+                "grouped": grouped_section, "elementwise": elementwise_section}
     for name in args.sections.split(","):
         log(f"section {name}")
         try:
