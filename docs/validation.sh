@@ -95,7 +95,7 @@ def h200_group(pid):
         return f"GEMM BF16 forward, tokens {'1-64' if m <= 64 else '128-512' if m <= 512 else '1024-16384'}"
     if parts[1] == "grouped":
         m = int(parts[-1][1:])  # h200m-grouped-bf16-MODEL-PROJ-gG-mM
-        return f"MoE grouped GEMM BF16, tokens per expert {'16-64' if m <= 64 else '128-512' if m <= 512 else '1024-4096'}"
+        return f"MoE grouped GEMM {parts[2].upper()}{' (no split: a check)' if parts[2] == 'fp8' else ''}, tokens per expert {'16-64' if m <= 64 else '128-512' if m <= 512 else '1024-4096'}"
     if parts[1] == "attn": return f"attention {'FlashAttention-2' if parts[2] == 'flash2' else 'cuDNN'} {parts[3]}"
     return "memory (streaming)"
 rows200 = {}
@@ -104,8 +104,8 @@ for q in h200["points"]:
         rows200.setdefault(h200_group(q["id"]), {}).setdefault(split200[q["id"]], []).append(q["error"])
 out.append("\nH200 kernels measured by parasim (`tests/data/validation/h200-kernels.yaml`, made by "
            "tools/gpu/kernels-to-points.py from tests/data/kernels/h200-2026-11-25; GEMM points split by model, "
-           "attention by head_dim, grouped GEMMs by model; the constants fitted on it are in §3; memory has no "
-           "held-out split):\n")
+           "attention by head_dim, BF16 grouped GEMMs by model; the constants fitted on it are in §3; memory and "
+           "the FP8 grouped GEMMs have no split and show in the first column):\n")
 out.append("| kernels | fit split | held-out split |")
 out.append("|---|---|---|")
 for g in sorted(rows200):

@@ -15,7 +15,7 @@
 #include <map>
 #include <string>
 
-TEST_SUITE_BEGIN("e2e");  // 2,568 kernel points through parasim validate, about a second
+TEST_SUITE_BEGIN("e2e");  // 2,824 kernel points through parasim validate, about a second
 
 namespace {
 
@@ -26,13 +26,14 @@ struct Errors {
 };
 
 // The group a point is guarded in: kind, dtype and split ("h200m-gemm-fp8-..." and the
-// "split: held-out" of its notes).
+// "split: fit" or "split: held-out" of its notes; "check" where a point has no split).
 std::string group_of(const sim::validate::Point& p) {
+    const bool fit = p.notes.find("split: fit") != std::string::npos;
     const bool held_out = p.notes.find("split: held-out") != std::string::npos;
-    // h200m-gemm-bf16, h200m-attn-flash2, h200m-grouped-bf16
+    // h200m-gemm-bf16, h200m-attn-flash2, h200m-grouped-fp8
     std::string g = p.id.substr(0, p.id.find('-', p.id.find('-', 6) + 1));
     if (p.id.rfind("h200m-mem-", 0) == 0) g = "h200m-mem";
-    return g + (held_out ? " held-out" : " fit");
+    return g + (fit ? " fit" : held_out ? " held-out" : " check");
 }
 
 }  // namespace
@@ -67,11 +68,14 @@ TEST_CASE("validate: the measured H200 kernels stay within the guarded MAPE, fit
                            Guard{"h200m-attn-flash2 held-out", 0.10, 24},  // 6.9% over 24 (head_dim 64)
                            Guard{"h200m-attn-cudnn fit", 0.09, 24},        // 6.6% over 24
                            Guard{"h200m-attn-cudnn held-out", 0.09, 24},   // 5.7% over 24
-                           Guard{"h200m-mem fit", 0.05, 20},
+                           Guard{"h200m-mem check", 0.05, 20},             // 2.9% over 20
                            // MoE grouped expert GEMMs (op.groups), efficiency.hbm_grouped fitted on
                            // the fit split (docs/moe.md section 4); 16.7% over all 256 before
-                           Guard{"h200m-grouped-bf16 fit", 0.13, 128},          // 10.4% over 128
-                           Guard{"h200m-grouped-bf16 held-out", 0.12, 128}}) {  // 9.1% over 128  // 2.9% over 20
+                           Guard{"h200m-grouped-bf16 fit", 0.13, 128},       // 10.4% over 128
+                           Guard{"h200m-grouped-bf16 held-out", 0.12, 128},  // 9.1% over 128
+                           // The same grouped kernels in FP8, never fitted on: 20.9% over 256, too
+                           // fast also where compute-bound (docs/moe.md section 4), a known miss
+                           Guard{"h200m-grouped-fp8 check", 0.24, 256}}) {
         const Errors& e = groups[g.group];
         INFO(std::string(g.group), ": MAPE ", e.mape(), " over ", e.n);
         CHECK(e.n >= g.min_points);

@@ -5,7 +5,8 @@ meta.json, tests/data/kernels/README.md) into kernel points of the format of
 against them and tools/fit-gemms.py can calibrate on them.
 
     python3 tools/gpu/kernels-to-points.py tests/data/kernels/h200-2026-11-25 \\
-        tests/data/kernels/h200-2026-11-25-moe --gpu h200 > tests/data/validation/h200-kernels.yaml
+        tests/data/kernels/h200-2026-11-25-moe tests/data/kernels/h200-2026-11-25-moe-fp8 \\
+        --gpu h200 > tests/data/validation/h200-kernels.yaml
 
 What becomes a point (the rest stays in the CSV files, described in the README):
   gemm.csv      every BF16 GEMM, forward and backward: its cold median (operands
@@ -17,6 +18,8 @@ What becomes a point (the rest stays in the CSV files, described in the README):
   grouped.csv   every grouped expert GEMM (torch._grouped_mm) as a gemm point with
                 `groups` (parasim's extension of the format): G GEMMs of m x n x k in
                 one kernel, cold median, time_us; split by model (GROUPED_HELD_OUT).
+  grouped_fp8.csv  the same in FP8 (torch._scaled_grouped_mm), dtype fp8; no split:
+                a check, never fitted on.
                 The loop rows (G GEMMs from Python) stay in the CSV: their time is
                 Python's launch cost, not the GPU's.
   memory.csv    copy, read, write and triad on arrays of 256 MiB and more (four
@@ -123,6 +126,15 @@ def points_of_run(out, gpu, folder, versions):
               f"{r['projection']} projection, {r['tokens_per_expert']} tokens each; median of {r['reps']} launches "
               f"after an L2 flush. split: {'held-out' if r['model'] in GROUPED_HELD_OUT else 'fit'}",
               [("m", r["tokens_per_expert"]), ("n", r["n"]), ("k", r["k"]), ("dtype", r["dtype"]),
+               ("groups", r["experts"])], "time_us", r["cold_us"])
+    for r in rows(folder, "grouped_fp8.csv"):
+        point(f"h200m-grouped-fp8-{r['model']}-{r['projection']}-g{r['experts']}-m{r['tokens_per_expert']}", "gemm",
+              "grouped_fp8.csv",
+              f"one grouped FP8 kernel (torch._scaled_grouped_mm: E4M3, row-wise token scales, per-expert column "
+              f"scales, BF16 output, fast accumulation) of {r['experts']} expert GEMMs of {r['model']}'s "
+              f"{r['projection']} projection, {r['tokens_per_expert']} tokens each; median of {r['reps']} launches "
+              f"after an L2 flush. In neither the fit nor the held-out set: a check of the BF16 fit on another dtype",
+              [("m", r["tokens_per_expert"]), ("n", r["n"]), ("k", r["k"]), ("dtype", "fp8"),
                ("groups", r["experts"])], "time_us", r["cold_us"])
     for r in rows(folder, "memory.csv"):
         if r["op"] == "read_loop" or int(r["array_bytes"]) < STREAM_MIN_BYTES:

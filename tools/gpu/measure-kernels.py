@@ -25,6 +25,10 @@ What it measures, each section in its own CSV, each row flushed as it is taken:
                  and as G GEMMs one after another (torch.matmul in a loop), the two
                  ways Megatron-Core runs them (--moe-grouped-gemm or SequentialMLP).
                  Not in the default --sections.
+  grouped_fp8.csv  the same grouped kernels in FP8 E4M3 (torch._scaled_grouped_mm,
+                 row-wise scales for the tokens, per-expert per-column scales for the
+                 weights, BF16 output), the form DeepSeek-V3/R1's FP8 experts take.
+                 Not in the default --sections.
   elementwise.csv  the memory-bound kernels of a training step (BF16 unless said):
                  LayerNorm and RMSNorm forward and backward, GELU, SwiGLU's
                  silu(a) * b, a residual add, rotary embedding (eager, as
@@ -544,6 +548,43 @@ def grouped_section(out, budget):
     log(f"grouped: {t.rows} rows")
 
 
+def grouped_fp8_section(out, budget):
+    t = Table(os.path.join(out, "grouped_fp8.csv"),
+              ["model", "projection", "experts", "tokens_per_expert", "n", "k", "dtype", "mode", "cold_us",
+               "cold_min_us", "reps", "cold_tflops", "warm_us"])
+    e4m3 = torch.float8_e4m3fn
+    for tokens in (16, 64, 128, 256, 512, 1024, 2048, 4096):
+        for model, hidden, ffn in MOE_MODELS:
+            for proj, n, k in (("up", 2 * ffn, hidden), ("down", hidden, ffn)):
+                for experts in (4, 8, 16, 32):
+                    if budget.over("grouped_fp8", reserve=15):
+                        log(f"grouped_fp8: {t.rows} rows")
+                        return
+                    x = torch.randn(experts * tokens, k, device=DEV).to(e4m3)
+                    w = torch.randn(experts, n, k, device=DEV).to(e4m3)
+                    sx = torch.ones(experts * tokens, dtype=torch.float32, device=DEV)
+                    sw = torch.ones(experts, n, dtype=torch.float32, device=DEV)
+                    offs = torch.arange(tokens, experts * tokens + 1, tokens, device=DEV, dtype=torch.int32)
+
+                    def fn():
+                        return torch._scaled_grouped_mm(x, w.transpose(-2, -1), sx, sw, offs=offs, out_dtype=BF16,
+                                                        use_fast_accum=True)
+
+                    try:
+                        med, mn, reps = cold_us(fn)
+                    except Exception as e:
+                        log(f"  fp8 grouped {model} {proj} G={experts} m={tokens}: {type(e).__name__}: {e}")
+                        del x, w, sx, sw
+                        continue
+                    wus, _ = warm_us(fn) if med < WARM_MAX_US else (None, 0)
+                    t.add([model, proj, experts, tokens, n, k, "fp8", "grouped", fmt(med), fmt(mn), reps,
+                           fmt(2.0 * experts * tokens * n * k / med / 1e6, 2), fmt(wus)])
+                    del x, w, sx, sw
+                    torch.cuda.empty_cache()
+        log(f"grouped_fp8: tokens {tokens} done, {t.rows} rows")
+    log(f"grouped_fp8: {t.rows} rows")
+
+
 def elementwise_section(out, budget):
     t = Table(os.path.join(out, "elementwise.csv"),
               ["kernel", "pass", "tokens", "hidden", "dtype", "bytes", "cold_us", "cold_min_us", "reps", "GBps"])
@@ -660,7 +701,8 @@ def main():
     budget = Budget(args.budget_s)
     sections = {"launch": launch_section, "memory": memory_section, "gemm": gemm_section,
                 "gemm_fp8": gemm_fp8_section, "attention": attention_section, "decode": decode_section,
-                "grouped": grouped_section, "elementwise": elementwise_section}
+                "grouped": grouped_section, "grouped_fp8": grouped_fp8_section,
+                "elementwise": elementwise_section}
     for name in args.sections.split(","):
         log(f"section {name}")
         try:
