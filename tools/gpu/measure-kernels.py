@@ -183,6 +183,16 @@ def cold_us(fn, min_reps=10, max_reps=100, target_s=0.03):
     return statistics.median(t), t[0], reps
 
 
+def cold_or_none(fn, what, **kw):
+    """cold_us(fn), or None (logged, naming `what`) when the kernel cannot run: a
+    shape or backend one library refuses must not stop the section."""
+    try:
+        return cold_us(fn, **kw)
+    except Exception as e:
+        log(f"  {what}: {type(e).__name__}: {e}")
+        return None
+
+
 def warm_us(fn, target_s=0.02, max_launches=100):
     """Mean microseconds of back-to-back fn() in a CUDA graph (operands stay in L2
     when they fit). None when the graph cannot be captured."""
@@ -418,11 +428,10 @@ def gemm_fp8_section(out, budget):
                     b = torch.randn(n, k, device=DEV).to(e4m3)
                     for fast in (False, True):
                         fn = lambda: torch._scaled_mm(a, b.t(), one, one, out_dtype=BF16, use_fast_accum=fast)
-                        try:
-                            med, mn, reps = cold_us(fn)
-                        except Exception as e:
-                            log(f"  fp8 {tokens}x{n}x{k}: {type(e).__name__}: {e}")
+                        r = cold_or_none(fn, f"fp8 {tokens}x{n}x{k}")
+                        if r is None:
                             continue
+                        med, mn, reps = r
                         wus, wn = warm_us(fn) if med < WARM_MAX_US else (None, 0)
                         t.add([model, tp, layer, tokens, n, k, "fp8_e4m3", int(fast), fmt(med), fmt(mn), reps,
                                fmt(wus), wn, fmt(2.0 * tokens * n * k / med / 1e6, 2)])
@@ -464,11 +473,10 @@ def attention_section(out, budget):
                         return torch.autograd.grad(o, (q, k, v), do)
 
                     for pname, fn, flop in (("fwd", fwd, fwd_flop), ("fwd_bwd", fwd_bwd, 3.5 * fwd_flop)):
-                        try:
-                            med, mn, reps = cold_us(fn, min_reps=10, max_reps=50)
-                        except Exception as e:
-                            log(f"  {bname} {pname} s={seq} d={hd}: {type(e).__name__}: {e}")
+                        r = cold_or_none(fn, f"{bname} {pname} s={seq} d={hd}", min_reps=10, max_reps=50)
+                        if r is None:
                             continue
+                        med, mn, reps = r
                         t.add([bname, pname, batch, heads, seq, hd, int(causal), "bf16", fmt(med), fmt(mn), reps,
                                fmt(flop / med / 1e6, 2)])
                 del q, k, v, do
@@ -494,11 +502,10 @@ def decode_section(out, budget):
                 with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
                     return F.scaled_dot_product_attention(q, k, v, enable_gqa=kv_heads != heads)
 
-            try:
-                med, mn, reps = cold_us(fn)
-            except Exception as e:
-                log(f"  decode b={batch} L={kv_len}: {type(e).__name__}: {e}")
+            r = cold_or_none(fn, f"decode b={batch} L={kv_len}")
+            if r is None:
                 continue
+            med, mn, reps = r
             t.add(["flash2", batch, heads, kv_heads, kv_len, hd, "bf16", kv_bytes, fmt(med), fmt(mn), reps,
                    fmt(kv_bytes / med / 1e3, 1)])
             del q, k, v
@@ -511,78 +518,60 @@ MOE_MODELS = [("deepseek-v3", 7168, 2048), ("qwen3-235b-a22b", 4096, 1536), ("qw
               ("mixtral-8x7b", 4096, 14336)]
 
 
-def grouped_section(out, budget):
-    t = Table(os.path.join(out, "grouped.csv"),
+def grouped_kernels(out, budget, fp8):
+    """The grouped expert GEMMs of MOE_MODELS: BF16 as one grouped kernel and as a
+    Python loop of GEMMs (grouped.csv), or FP8 as one grouped kernel (grouped_fp8.csv)."""
+    name = "grouped_fp8" if fp8 else "grouped"
+    t = Table(os.path.join(out, name + ".csv"),
               ["model", "projection", "experts", "tokens_per_expert", "n", "k", "dtype", "mode", "cold_us",
                "cold_min_us", "reps", "cold_tflops", "warm_us"])
     for tokens in (16, 64, 128, 256, 512, 1024, 2048, 4096):
         for model, hidden, ffn in MOE_MODELS:
             for proj, n, k in (("up", 2 * ffn, hidden), ("down", hidden, ffn)):
                 for experts in (4, 8, 16, 32):
-                    if budget.over("grouped", reserve=15):
-                        log(f"grouped: {t.rows} rows")
+                    if budget.over(name, reserve=15):
+                        log(f"{name}: {t.rows} rows")
                         return
                     if experts * max(n, tokens) * k * 2 > (24 << 30):
                         continue
-                    x = torch.randn(experts * tokens, k, dtype=BF16, device=DEV)
-                    w = torch.randn(experts, n, k, dtype=BF16, device=DEV)
                     offs = torch.arange(tokens, experts * tokens + 1, tokens, device=DEV, dtype=torch.int32)
-                    xs = list(x.split(tokens))
-                    modes = (("grouped", lambda: torch._grouped_mm(x, w.transpose(-2, -1), offs=offs,
-                                                                   out_dtype=BF16)),
-                             ("loop", lambda: [torch.matmul(xs[e], w[e].t()) for e in range(experts)]))
+                    if fp8:
+                        e4m3 = torch.float8_e4m3fn
+                        x = torch.randn(experts * tokens, k, device=DEV).to(e4m3)
+                        w = torch.randn(experts, n, k, device=DEV).to(e4m3)
+                        sx = torch.ones(experts * tokens, dtype=torch.float32, device=DEV)
+                        sw = torch.ones(experts, n, dtype=torch.float32, device=DEV)
+                        modes = (("grouped", lambda: torch._scaled_grouped_mm(
+                            x, w.transpose(-2, -1), sx, sw, offs=offs, out_dtype=BF16, use_fast_accum=True)),)
+                    else:
+                        x = torch.randn(experts * tokens, k, dtype=BF16, device=DEV)
+                        w = torch.randn(experts, n, k, dtype=BF16, device=DEV)
+                        xs = list(x.split(tokens))
+                        modes = (("grouped", lambda: torch._grouped_mm(x, w.transpose(-2, -1), offs=offs,
+                                                                       out_dtype=BF16)),
+                                 ("loop", lambda: [torch.matmul(xs[e], w[e].t()) for e in range(experts)]))
                     flop = 2.0 * experts * tokens * n * k
                     for mode, fn in modes:
-                        try:
-                            med, mn, reps = cold_us(fn)
-                        except Exception as e:
-                            log(f"  {mode} {model} {proj} G={experts} m={tokens}: {type(e).__name__}: {e}")
+                        r = cold_or_none(fn, f"{name} {mode} {model} {proj} G={experts} m={tokens}")
+                        if r is None:
                             continue
+                        med, mn, reps = r
                         # In a graph the loop's GPU time shows without Python's launch cost.
                         wus, _ = warm_us(fn) if med < WARM_MAX_US else (None, 0)
-                        t.add([model, proj, experts, tokens, n, k, "bf16", mode, fmt(med), fmt(mn), reps,
-                               fmt(flop / med / 1e6, 2), fmt(wus)])
-                    del x, w, xs
+                        t.add([model, proj, experts, tokens, n, k, "fp8" if fp8 else "bf16", mode, fmt(med),
+                               fmt(mn), reps, fmt(flop / med / 1e6, 2), fmt(wus)])
+                    del x, w, modes
                     torch.cuda.empty_cache()
-        log(f"grouped: tokens {tokens} done, {t.rows} rows")
-    log(f"grouped: {t.rows} rows")
+        log(f"{name}: tokens {tokens} done, {t.rows} rows")
+    log(f"{name}: {t.rows} rows")
+
+
+def grouped_section(out, budget):
+    grouped_kernels(out, budget, fp8=False)
 
 
 def grouped_fp8_section(out, budget):
-    t = Table(os.path.join(out, "grouped_fp8.csv"),
-              ["model", "projection", "experts", "tokens_per_expert", "n", "k", "dtype", "mode", "cold_us",
-               "cold_min_us", "reps", "cold_tflops", "warm_us"])
-    e4m3 = torch.float8_e4m3fn
-    for tokens in (16, 64, 128, 256, 512, 1024, 2048, 4096):
-        for model, hidden, ffn in MOE_MODELS:
-            for proj, n, k in (("up", 2 * ffn, hidden), ("down", hidden, ffn)):
-                for experts in (4, 8, 16, 32):
-                    if budget.over("grouped_fp8", reserve=15):
-                        log(f"grouped_fp8: {t.rows} rows")
-                        return
-                    x = torch.randn(experts * tokens, k, device=DEV).to(e4m3)
-                    w = torch.randn(experts, n, k, device=DEV).to(e4m3)
-                    sx = torch.ones(experts * tokens, dtype=torch.float32, device=DEV)
-                    sw = torch.ones(experts, n, dtype=torch.float32, device=DEV)
-                    offs = torch.arange(tokens, experts * tokens + 1, tokens, device=DEV, dtype=torch.int32)
-
-                    def fn():
-                        return torch._scaled_grouped_mm(x, w.transpose(-2, -1), sx, sw, offs=offs, out_dtype=BF16,
-                                                        use_fast_accum=True)
-
-                    try:
-                        med, mn, reps = cold_us(fn)
-                    except Exception as e:
-                        log(f"  fp8 grouped {model} {proj} G={experts} m={tokens}: {type(e).__name__}: {e}")
-                        del x, w, sx, sw
-                        continue
-                    wus, _ = warm_us(fn) if med < WARM_MAX_US else (None, 0)
-                    t.add([model, proj, experts, tokens, n, k, "fp8", "grouped", fmt(med), fmt(mn), reps,
-                           fmt(2.0 * experts * tokens * n * k / med / 1e6, 2), fmt(wus)])
-                    del x, w, sx, sw
-                    torch.cuda.empty_cache()
-        log(f"grouped_fp8: tokens {tokens} done, {t.rows} rows")
-    log(f"grouped_fp8: {t.rows} rows")
+    grouped_kernels(out, budget, fp8=True)
 
 
 def elementwise_section(out, budget):
@@ -592,11 +581,10 @@ def elementwise_section(out, budget):
     def add(name, pss, tokens, hidden, nbytes, fn, dtype="bf16"):
         if budget.over("elementwise", reserve=10):
             return
-        try:
-            med, mn, reps = cold_us(fn)
-        except Exception as e:
-            log(f"  {name} {pss} {tokens}x{hidden}: {type(e).__name__}: {e}")
+        r = cold_or_none(fn, f"{name} {pss} {tokens}x{hidden}")
+        if r is None:
             return
+        med, mn, reps = r
         t.add([name, pss, tokens, hidden, dtype, nbytes, fmt(med), fmt(mn), reps, fmt(nbytes / med / 1e3, 1)])
 
     for tokens in (2048, 8192, 32768):
