@@ -21,9 +21,9 @@ TEST_CASE("nccl-alltoall.yaml: plain all-to-alls across nodes, within the guarde
         INFO(p.id);
         CHECK(p.kind == sim::validate::Kind::collective);
         CHECK(p.collective.op == sim::net::CollectiveOp::all_to_all);
-        CHECK(p.collective.tokens.top_k == 0);                      // NCCL's exchange, not DeepEP's
-        CHECK(p.hardware.gpus > p.hardware.gpus_per_node);          // spans nodes
-        CHECK(p.source.find("issue #") != std::string::npos);       // each cites its thread
+        CHECK(p.collective.tokens.top_k == 0);                 // NCCL's exchange, not DeepEP's
+        CHECK(p.hardware.gpus > p.hardware.gpus_per_node);     // spans nodes
+        CHECK(p.source.find("issue #") != std::string::npos);  // each cites its thread
     }
     const auto report = sim::validate::validate(d, {});
     const auto& k = report.kinds[static_cast<std::size_t>(sim::validate::Kind::collective)];
