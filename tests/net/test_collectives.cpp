@@ -465,4 +465,22 @@ TEST_CASE("collective: a step between nodes pays the network step latency, not t
     // first case of this file).
 }
 
+TEST_CASE("all-to-all across nodes: nccl-tests busbw is (n-1)/n x N/(N-1) x the NIC rate (NVIDIA/nccl-tests #130)") {
+    // NCCL's maintainers: with one GPU a node the busbw is the NIC's rate; with N nodes of g GPUs
+    // (one NIC each) the network carries (N-1)/N of a rank's S, so busbw -> N/(N-1) x NIC
+    // (docs/moe.md section 3h). parasim's direct all-to-all, ideal library (e = 1, no step
+    // latency), 50 GB/s NICs, S = 640 MB:
+    const Bytes s{640'000'000};
+    const auto busbw = [&](const Topology& t, int n) {
+        const auto r = request(CollectiveOp::all_to_all, first_gpus(n), s, "direct");
+        return bus_bandwidth(r.op, r.size, n, simulate_collective(t, r)) / 1e9;
+    };
+    // 2 nodes of 8: each NIC sends S / 2 = 320 MB in 6.4 ms; 15/16 x 640 MB / 6.4 ms = 93.75 GB/s.
+    CHECK(busbw(eight_gpu_nodes(16), 16) == doctest::Approx(93.75).epsilon(0.01));
+    // 8 nodes of 8: 7/8 S = 560 MB a NIC, 11.2 ms; 63/64 x 640 MB / 11.2 ms = 56.25 GB/s.
+    CHECK(busbw(eight_gpu_nodes(64), 64) == doctest::Approx(56.25).epsilon(0.01));
+    // 16 nodes of one GPU: 15/16 S a NIC; busbw = the NIC's 50 GB/s.
+    CHECK(busbw(Topology(fat_tree(1, 1, 1, 64), 16), 16) == doctest::Approx(50.0).epsilon(0.01));
+}
+
 TEST_SUITE_END();
