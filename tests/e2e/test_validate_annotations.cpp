@@ -4,18 +4,14 @@
 // --help documents the option, and a missing file exits 2 with one line.
 // (Malformed annotation files: tests/bad-input/annotations, run by
 // test_bad_input.cpp.)
+#include "tests/e2e/cli_process.h"
+
 #include <doctest/doctest.h>
 #include <yaml-cpp/yaml.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 TEST_SUITE_BEGIN("e2e");  // ctest label (docs/testing.md); a case may override it
@@ -26,33 +22,9 @@ namespace fs = std::filesystem;
 
 const fs::path kDataset = fs::path(PARASIM_DATA_DIR) / "tests" / "bad-input" / "annotations" / "dataset.yaml";
 
-struct Result {
-    int code = -1;
-    std::string out, err;
-};
-
-fs::path temp_path(const std::string& name) {
-    return fs::temp_directory_path() / ("parasim-e2e-annotations-" + std::to_string(::getpid()) + "-" + name);
-}
-
-Result parasim(const std::string& args) {
-    const fs::path err_file = temp_path("stderr");
-    const std::string cmd = std::string(PARASIM_BIN) + " " + args + " 2>" + err_file.string();
-    Result r;
-    FILE* p = popen(cmd.c_str(), "r");
-    REQUIRE(p != nullptr);
-    std::array<char, 4096> buf{};
-    std::size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-    const int status = pclose(p);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    std::ifstream e(err_file);
-    std::stringstream ss;
-    ss << e.rdbuf();
-    r.err = ss.str();
-    fs::remove(err_file);
-    return r;
-}
+using parasim_e2e::parasim;
+using parasim_e2e::Result;
+using parasim_e2e::temp_path;
 
 YAML::Node point(const YAML::Node& doc, const std::string& id) {
     for (const auto& p : doc["points"])
@@ -64,7 +36,7 @@ YAML::Node point(const YAML::Node& doc, const std::string& id) {
 }  // namespace
 
 TEST_CASE("parasim validate --annotations: the selected points run with the stated software, and say so") {
-    const fs::path notes = temp_path("notes.yaml");
+    const fs::path notes = temp_path("annotations-notes.yaml");
     std::ofstream(notes) << "annotations:\n"
                             "  - select: {source_prefix: \"page A, 'Peak Throughput\"}\n"
                             "    source: \"page A's heading\"\n"
