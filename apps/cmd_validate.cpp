@@ -3,6 +3,7 @@
 // point and the MAPE per kind (docs/validation.md).
 #include "apps/cli.h"
 #include "apps/command_line.h"
+#include "sim/validate/annotations.h"
 #include "sim/validate/translate.h"
 #include "sim/validate/validate.h"
 
@@ -48,9 +49,16 @@ int cmd_validate(const Args& args) {
         "simulates identically")("gpu-dir", po::value<std::string>(),
                                  "read GPU files from DIR instead of topologies/gpus (tools/fit-gemms.py)")(
         "software-dir", po::value<std::string>(),
-        "read software profiles from DIR instead of topologies/software (tools/fit-profiles.py)");
+        "read software profiles from DIR instead of topologies/software (tools/fit-profiles.py)")(
+        "annotations", po::value<std::string>(),
+        "set on the dataset's points the run details FILE states that the dataset does not (software: {name, "
+        "version}), each entry selecting points by source prefix or id and citing its own source; a selector that "
+        "matches nothing, or a value that contradicts the point, is an error (docs/validation.md section 2, "
+        "\"Annotations\")");
     if (!cl.parse(args,
                   "Example: parasim validate ../shared/validation/published.yaml --format json\n"
+                  "         parasim validate ../shared/validation/published.yaml --annotations "
+                  "tests/data/validation/published-annotations.yaml\n"
                   "The dataset format is described in docs/validation.md.\n"))
         return 0;
     const auto& vm = cl.vm();
@@ -74,7 +82,11 @@ int cmd_validate(const Args& args) {
                     name));
         }
     }
-    const auto dataset = sim::validate::load_dataset(cl.input());
+    auto dataset = sim::validate::load_dataset(cl.input());
+    if (vm.count("annotations")) {
+        vo.annotations = vm["annotations"].as<std::string>();
+        sim::validate::annotate(dataset, vo.annotations);
+    }
     if (!vo.ids.empty()) {
         for (const auto& id : vo.ids) {
             bool found = false;

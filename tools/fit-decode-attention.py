@@ -3,14 +3,14 @@
 
 One global parameter of one profile, fitted on whole runs (the dataset's rule: at most three per
 profile, never per point, with leave-one-source-out cross-validation). The runs: the inference points
-of the dataset whose `source` is the "Peak Throughput" tables of TensorRT-LLM's performance page for v0.6.1 The reference set does
-not carry `software:` on them, so this script adds `software: {name: tensorrt-llm, version: '0.6.1'}`
-to exactly those points in a temporary copy (their source names the stack and the release). It then
-runs `parasim validate --kind inference` with the profile's value on a grid, and prints the mean
+of the dataset whose `source` is the "Peak Throughput" tables of TensorRT-LLM's performance page for v0.6.1. The reference set does
+not carry `software:` on them; tests/data/validation/published-annotations.yaml states it, citing the page
+(docs/validation.md §2, "Annotations"), and the runs are the points it annotates `tensorrt-llm 0.6.1`. It
+runs `parasim validate --annotations ... --kind inference` with the profile's value on a grid, and prints the mean
 absolute error at each value, the in-sample optimum and the leave-one-source-out predictions (each
 source's points predicted with the value fitted on the other sources).
 
-    python3 tools/fit-decode-attention.py [--parasim build/bin/parasim] [--dataset PATH]
+    python3 tools/fit-decode-attention.py [--parasim build/bin/parasim] [--dataset PATH] [--annotations PATH]
 """
 import argparse
 import json
@@ -23,39 +23,15 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROFILE = "tensorrt-llm-0.6.yaml"
-SOURCE_MARK = "NVIDIA/TensorRT-LLM docs/source/performance.md"
+ANNOTATED = "software=tensorrt-llm 0.6.1 "
 GRID = [x / 2 for x in range(0, 31)]  # 0, 0.5, ... 15
 
 
-def with_software(text):
-    """The dataset with software named on the v0.6.1 performance-page points (text edit, keeps the rest)."""
-    out, ids, block = [], [], []
-
-    def flush():
-        if not block:
-            return
-        b = "".join(block)
-        if SOURCE_MARK in b and "v0.6.1" in b and "Peak Throughput" in b and "\n  software:" not in b:
-            b = b.rstrip("\n") + "\n  software:\n    name: tensorrt-llm\n    version: '0.6.1'\n"
-            ids.append(re.search(r"- id: (\S+)", b).group(1))
-        out.append(b)
-        block.clear()
-
-    for line in text.splitlines(keepends=True):
-        if line.startswith("- id: "):
-            flush()
-            block.append(line)
-        elif block:
-            block.append(line)
-        else:
-            out.append(line)
-    flush()
-    return "".join(out), ids
-
-
-def run(parasim, dataset, softdir, ids):
-    r = subprocess.run([parasim, "validate", dataset, "--kind", "inference", "--format", "json", "--software-dir",
-                        softdir, "--id", ",".join(ids)], capture_output=True, text=True, check=True)
+def run(parasim, dataset, annotations, ids=None, softdir=None):
+    cmd = [parasim, "validate", dataset, "--annotations", annotations, "--kind", "inference", "--format", "json"]
+    cmd += ["--software-dir", softdir] if softdir else []
+    cmd += ["--id", ",".join(ids)] if ids else []
+    r = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return {p["id"]: p for p in json.loads(r.stdout)["points"]}
 
 
@@ -63,22 +39,23 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--parasim", default=os.path.join(ROOT, "build/bin/parasim"))
     ap.add_argument("--dataset", default=os.path.join(ROOT, "..", "shared", "validation", "published.yaml"))
+    ap.add_argument("--annotations", default=os.path.join(ROOT, "tests/data/validation/published-annotations.yaml"))
     a = ap.parse_args()
-    text, ids = with_software(open(a.dataset).read())
+    text = open(a.dataset).read()
+    ids = [i for i, p in run(a.parasim, a.dataset, a.annotations).items()
+           if any(n.startswith(ANNOTATED) for n in p.get("annotated", []))]
     if not ids:
         sys.exit("no TensorRT-LLM v0.6.1 inference points in " + a.dataset)
     profile = open(os.path.join(ROOT, "topologies/software", PROFILE)).read()
     errs = {}  # value -> id -> signed error
     sources = {}
     with tempfile.TemporaryDirectory() as tmp:
-        data = os.path.join(tmp, "points.yaml")
-        open(data, "w").write(text)
         soft = os.path.join(tmp, "software")
         shutil.copytree(os.path.join(ROOT, "topologies/software"), soft)
         for v in GRID:
             p = re.sub(r"(decode_attention_issue:\n  value: )[0-9.]+", lambda m: m.group(1) + str(v), profile)
             open(os.path.join(soft, PROFILE), "w").write(p)
-            pts = run(a.parasim, data, soft, ids)
+            pts = run(a.parasim, a.dataset, a.annotations, ids, soft)
             errs[v] = {i: pts[i]["error"] for i in ids if pts[i].get("error") is not None}
     src = {}
     for blk in text.split("\n- id: ")[1:]:

@@ -136,6 +136,9 @@ struct Point {
     double measured = 0;
     // "micro_batch=1", ...: the defaults the loader applied for fields the point left out.
     std::vector<std::string> defaults;
+    // "software=tensorrt-llm 0.6.1 (FILE:LINE:COL)": fields an annotations file
+    // set because the point did not state them (annotations.h).
+    std::vector<std::string> annotated;
     SourceLocation where;
 };
 

@@ -132,6 +132,7 @@ Outcome simulate_point(const Point& p, config::GpuCatalog& catalog, const Shippe
     o.statistic = p.statistic;
     o.measured = p.measured;
     o.defaults = p.defaults;
+    o.annotated = p.annotated;
     o.software = p.software.name;
     o.gpu = p.hardware.gpu;
     const auto skip = [&](std::string why) {
@@ -284,6 +285,7 @@ void summarise(Report& r) {
 Report validate(const Dataset& d, const ValidateOptions& options) {
     Report r;
     r.dataset = d.file;
+    r.annotations = options.annotations;
     std::vector<const Point*> todo;
     for (const auto& p : d.points) {
         if (!options.ids.empty() && std::find(options.ids.begin(), options.ids.end(), p.id) == options.ids.end())
@@ -324,7 +326,9 @@ Report validate(const Dataset& d, const ValidateOptions& options) {
 std::string format_table(const Report& r) {
     std::size_t wid = 2;
     for (const auto& o : r.outcomes) wid = std::max(wid, o.id.size());
-    std::string out = fmt::format("validation of {} ({} points)\n\n", r.dataset, r.outcomes.size());
+    std::string out =
+        fmt::format("validation of {}{} ({} points)\n\n", r.dataset,
+                    r.annotations.empty() ? "" : fmt::format(" with annotations {}", r.annotations), r.outcomes.size());
     out += fmt::format("{:<{}}  {:<10}  {:<20}  {:>12}  {:>12}  {:>8}\n", "id", wid, "kind", "metric", "measured",
                        "simulated", "error");
     out += std::string(wid + 72, '-') + "\n";
@@ -369,13 +373,22 @@ std::string format_table(const Report& r) {
             any = true;
             out += fmt::format("  {}: {}\n", o.id, join(o.defaults));
         }
+    any = false;
+    for (const auto& o : r.outcomes)
+        if (!o.annotated.empty()) {
+            if (!any) out += fmt::format("\nannotated (stated by {}, not by the dataset):\n", r.annotations);
+            any = true;
+            out += fmt::format("  {}: {}\n", o.id, join(o.annotated));
+        }
     return out;
 }
 
 std::string format_json(const Report& r) {
     using report::json_number;
     using report::json_string;
-    std::string out = "{\"dataset\":" + json_string(r.dataset) + ",\"points\":[";
+    std::string out = "{\"dataset\":" + json_string(r.dataset);
+    if (!r.annotations.empty()) out += ",\"annotations\":" + json_string(r.annotations);
+    out += ",\"points\":[";
     for (std::size_t i = 0; i < r.outcomes.size(); ++i) {
         const auto& o = r.outcomes[i];
         if (i) out += ',';
@@ -388,12 +401,18 @@ std::string format_json(const Report& r) {
         if (!o.detail.empty()) out += ",\"detail\":" + json_string(o.detail);
         if (!o.software.empty()) out += ",\"software\":" + json_string(o.software);
         out += ",\"gpu\":" + json_string(o.gpu);
-        out += ",\"defaults\":[";
-        for (std::size_t j = 0; j < o.defaults.size(); ++j) {
-            if (j) out += ',';
-            out += json_string(o.defaults[j]);
-        }
-        out += "]}";
+        const auto strings = [&](const std::vector<std::string>& v) {
+            std::string list = "[";
+            for (std::size_t j = 0; j < v.size(); ++j) {
+                if (j) list += ',';
+                list += json_string(v[j]);
+            }
+            list += ']';
+            return list;
+        };
+        out += ",\"defaults\":" + strings(o.defaults);
+        if (!o.annotated.empty()) out += ",\"annotated\":" + strings(o.annotated);
+        out += '}';
     }
     out += "],\"mape\":{\"all\":" + json_number(r.all.mape);
     for (Kind k : kAllKinds)

@@ -36,11 +36,12 @@ struct Outcome {
     bool skipped = false;
     std::string reason;  // why skipped
     double simulated = 0;
-    double error = 0;                   // signed fraction
-    std::vector<std::string> defaults;  // defaults applied to fields the point left out
-    std::string detail;                 // what the simulation did (strategy, algorithm, ...)
-    std::string software;               // the point's software.name ("" when it does not say)
-    std::string gpu;                    // the point's hardware.gpu (catalog name)
+    double error = 0;                    // signed fraction
+    std::vector<std::string> defaults;   // defaults applied to fields the point left out
+    std::vector<std::string> annotated;  // fields an annotations file set (Point::annotated)
+    std::string detail;                  // what the simulation did (strategy, algorithm, ...)
+    std::string software;                // the point's software.name ("" when it does not say)
+    std::string gpu;                     // the point's hardware.gpu (catalog name)
 };
 
 struct KindSummary {
@@ -53,6 +54,7 @@ struct KindSummary {
 
 struct Report {
     std::string dataset;
+    std::string annotations;        // the annotations file applied to the dataset, "" if none
     std::vector<Outcome> outcomes;  // dataset order
     std::array<KindSummary, kKindCount> kinds;
     KindSummary all;
@@ -72,6 +74,7 @@ struct ValidateOptions {
     std::vector<Kind> kinds;       // only these kinds (empty: all)
     std::string gpu_dir;           // GPU files ("" = topologies/gpus; tools/fit-gemms.py sets it)
     std::string software_dir;      // software profiles ("" = topologies/software; tools/fit-profiles.py sets it)
+    std::string annotations;       // the annotations file already applied to the dataset (reported; annotations.h)
 };
 
 // Simulates the points (in parallel; results do not depend on `jobs`).

@@ -7,6 +7,8 @@
 // Files under tests/bad-input/ itself are scenarios; its subfolders (models/,
 // clusters/, gpus/, hf/) hold the malformed files they reference by a path
 // relative to tests/bad-input/; parasim runs from there so messages name them as written.
+// annotations/ holds malformed `parasim validate --annotations` files, each
+// run against annotations/dataset.yaml (a well-formed dataset).
 #include <doctest/doctest.h>
 
 #include <sys/wait.h>
@@ -65,11 +67,12 @@ struct Run {
     std::vector<std::string> left_behind;  // files in the output folder afterwards
 };
 
-// Runs `parasim run <scenario> --output <scratch>/out/report.json` from `cwd`.
-Run run_parasim(const fs::path& cwd, const std::string& scenario) {
+// Runs `parasim <arguments> --output <scratch>/out/report.json` from `cwd`
+// (the arguments already quoted).
+Run run_command(const fs::path& cwd, const std::string& arguments) {
     Scratch s;
     const fs::path output = s.root / "out" / "report.json";
-    const std::string cmd = "cd " + quoted(cwd.string()) + " && " + quoted(PARASIM_BIN) + " run " + quoted(scenario) +
+    const std::string cmd = "cd " + quoted(cwd.string()) + " && " + quoted(PARASIM_BIN) + " " + arguments +
                             " --output " + quoted(output.string()) + " >" + quoted((s.root / "stdout").string()) +
                             " 2>" + quoted((s.root / "stderr").string());
     const int status = std::system(cmd.c_str());
@@ -81,9 +84,13 @@ Run run_parasim(const fs::path& cwd, const std::string& scenario) {
     return r;
 }
 
-std::vector<fs::path> suite_files() {
+Run run_parasim(const fs::path& cwd, const std::string& scenario) {
+    return run_command(cwd, "run " + quoted(scenario));
+}
+
+std::vector<fs::path> suite_files(const fs::path& dir = kSuite) {
     std::vector<fs::path> files;
-    for (const auto& e : fs::directory_iterator(kSuite))
+    for (const auto& e : fs::directory_iterator(dir))
         if (e.is_regular_file() && e.path().extension() == ".yaml") files.push_back(e.path());
     std::sort(files.begin(), files.end());
     return files;
@@ -128,26 +135,46 @@ std::size_t lines_of(const std::string& s) { return static_cast<std::size_t>(std
 
 }  // namespace
 
+// The checks every malformed file gets: exit 2, one line on stderr that
+// starts with file:line:column and holds the file's expectation, nothing on
+// stdout, nothing in the output folder.
+void check_rejected(const fs::path& file, const Run& r) {
+    const std::string expect = expectation_of(file);
+    REQUIRE_MESSAGE(!expect.empty(), "the first line must be '# expect: <text of the message>'");
+    CHECK_MESSAGE(names_line_column(expect), "the expectation must name ':LINE:COL: '");
+    INFO("stderr: " << r.err);
+    CHECK(r.code == 2);
+    CHECK(r.out.empty());
+    CHECK(lines_of(r.err) == 1);
+    CHECK((!r.err.empty() && r.err.back() == '\n'));
+    CHECK(starts_with_location(r.err));
+    CHECK_MESSAGE(r.err.find(expect) != std::string::npos, "expected the message to contain: " << expect);
+    CHECK(r.err.find("internal error") == std::string::npos);
+    CHECK_MESSAGE(r.left_behind.empty(), "left in the output folder: " << r.left_behind.size() << " file(s)");
+}
+
 TEST_CASE("every malformed file in tests/bad-input exits 2 with one located line and leaves no output") {
     const auto files = suite_files();
     CHECK(files.size() >= 30);
     for (const auto& file : files) {
         const std::string name = file.filename().string();
         INFO("tests/bad-input/" << name);
-        const std::string expect = expectation_of(file);
-        REQUIRE_MESSAGE(!expect.empty(), "the first line must be '# expect: <text of the message>'");
-        CHECK_MESSAGE(names_line_column(expect), "the expectation must name ':LINE:COL: '");
-        const Run r = run_parasim(kSuite, name);
-        INFO("stderr: " << r.err);
-        CHECK(r.code == 2);
-        CHECK(r.out.empty());
-        CHECK(lines_of(r.err) == 1);
-        CHECK((!r.err.empty() && r.err.back() == '\n'));
-        CHECK(starts_with_location(r.err));
-        CHECK_MESSAGE(r.err.find(expect) != std::string::npos, "expected the message to contain: " << expect);
-        CHECK(r.err.find("internal error") == std::string::npos);
-        CHECK_MESSAGE(r.left_behind.empty(), "left in the output folder: " << r.left_behind.size() << " file(s)");
+        check_rejected(file, run_parasim(kSuite, name));
     }
+}
+
+TEST_CASE("every malformed annotations file in tests/bad-input/annotations exits 2 the same way") {
+    const auto files = suite_files(kSuite / "annotations");
+    CHECK(files.size() >= 10);
+    for (const auto& file : files) {
+        const std::string name = file.filename().string();
+        if (name == "dataset.yaml") continue;  // the dataset they annotate
+        INFO("tests/bad-input/annotations/" << name);
+        check_rejected(file, run_command(kSuite, "validate annotations/dataset.yaml --annotations " +
+                                                     quoted("annotations/" + name)));
+    }
+    // The dataset itself is well formed: without annotations it simulates (exit 0).
+    CHECK(run_command(kSuite, "validate annotations/dataset.yaml").code == 0);
 }
 
 TEST_CASE("a scenario path that does not exist, or is a folder, exits 2 with one line naming it") {

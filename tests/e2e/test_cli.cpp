@@ -1,5 +1,6 @@
 // End-to-end: run the parasim binary on scenarios and check what a user sees.
 #include "sim/core/error.h"
+#include "tests/e2e/cli_process.h"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
@@ -33,38 +34,9 @@ namespace {
 
 const std::string kRoot = PARASIM_DATA_DIR;
 
-struct Result {
-    int code = -1;
-    std::string out;
-    std::string err;
-};
-
-// A path in the temporary folder that no other test process uses: ctest runs
-// each case in its own process, several at once, and other builds' suites may
-// run beside this one.
-std::filesystem::path temp_path(const std::string& name) {
-    return std::filesystem::temp_directory_path() / ("parasim-e2e-" + std::to_string(::getpid()) + "-" + name);
-}
-
-Result parasim(const std::string& args) {
-    static int calls = 0;
-    const std::string err_file = temp_path(std::to_string(calls++) + ".err").string();
-    const std::string cmd = std::string(PARASIM_BIN) + " " + args + " 2>" + err_file;
-    Result r;
-    FILE* p = popen(cmd.c_str(), "r");
-    REQUIRE(p != nullptr);
-    std::array<char, 4096> buf{};
-    std::size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-    const int status = pclose(p);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    std::ifstream e(err_file);
-    std::stringstream ss;
-    ss << e.rdbuf();
-    r.err = ss.str();
-    std::filesystem::remove(err_file);
-    return r;
-}
+using parasim_e2e::parasim;
+using parasim_e2e::Result;
+using parasim_e2e::temp_path;
 
 YAML::Node json(const std::string& text) { return YAML::Load(text); }  // JSON is YAML
 

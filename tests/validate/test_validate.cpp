@@ -14,6 +14,7 @@
 #include "sim/net/flow_network.h"
 #include "sim/net/topology.h"
 #include "sim/report/runner.h"
+#include "sim/validate/annotations.h"
 #include "sim/validate/dataset.h"
 #include "sim/validate/translate.h"
 #include "sim/validate/validate.h"
@@ -617,10 +618,13 @@ TEST_CASE("validate: MAPE per kind over simulated points; skipped points are cou
 // profile's fitted kernel_efficiency and Megatron's asynchronous TP
 // backward (16.7% before the fit; 8.0% under leave-one-source-out
 // cross-validation, docs/validation.md §4): guarded at the 5% target.
-// Inference (16.6%; the four grouped-query TensorRT-LLM 0.6.1 rows,
-// docs/validation.md §7) does NOT meet it yet: its guard is today's MAPE
-// plus a margin and must come down to 0.10 as the model improves. Never
-// raise a guard to make a change pass.
+// The reference set runs with tests/data/validation/published-annotations.yaml
+// (the software stacks its points' sources name, docs/validation.md §2
+// "Annotations"), as docs/validation.sh reports it. Inference is 5.1% with
+// them (TensorRT-LLM 0.6.1's per-query-head generation attention, §7) and
+// 13.2% on the dataset alone; it was guarded at 20% (today's MAPE plus a
+// margin) until the stacks were applied, and is now guarded at its 10%
+// target. Never raise a guard to make a change pass.
 // The simulated counts include the six points that fit once GPU capacity
 // is what the driver reports (docs/validation.md §8), and Llama 3.1 405B,
 // which forms once uneven pipeline splits are read. Collectives were
@@ -647,7 +651,10 @@ void check_guards(std::initializer_list<Guard> guards) {
     REQUIRE_MESSAGE(std::filesystem::exists(path), "the reference dataset is missing: " << path);
     sim::validate::ValidateOptions o;
     for (const auto& g : guards) o.kinds.push_back(g.kind);
-    const auto report = sim::validate::validate(sim::validate::load_dataset(path), o);
+    auto dataset = sim::validate::load_dataset(path);
+    sim::validate::annotate(dataset,
+                            std::string(PARASIM_DATA_DIR) + "/tests/data/validation/published-annotations.yaml");
+    const auto report = sim::validate::validate(dataset, o);
     for (const auto& g : guards) {
         const auto& k = report.kinds[static_cast<std::size_t>(g.kind)];
         INFO(sim::validate::to_string(g.kind), ": MAPE ", k.mape ? *k.mape : -1.0, ", worst ", k.worst_id, " (",
@@ -661,7 +668,7 @@ void check_guards(std::initializer_list<Guard> guards) {
 }  // namespace
 
 TEST_CASE("validate: the reference dataset's whole runs stay within the guarded MAPE" * doctest::test_suite("slow")) {
-    check_guards({{Kind::training, 0.05, 24}, {Kind::inference, 0.20, 25}});
+    check_guards({{Kind::training, 0.05, 24}, {Kind::inference, 0.10, 25}});
 }
 
 TEST_CASE("validate: the reference dataset's kernels and collectives stay within the guarded MAPE" *
