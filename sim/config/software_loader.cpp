@@ -175,6 +175,21 @@ SoftwareProfile load_profile(const Node& root, const std::string& expected_name,
         if ((p.mla_kv_cache_align_bytes & (p.mla_kv_cache_align_bytes - 1)) != 0)
             a.fail("an alignment must be a power of two (or 0: entries packed)");
     }
+    if (auto mb = r.optional("memory_bound")) {
+        MapReader m(*mb);
+        // A share of the streaming rate is at most 1; below 0.01 is a slip.
+        const auto share = [&m](const char* key, double& out, Provenance& from) {
+            if (!m.optional(key)) return;  // optional() also lists the key as valid for "did you mean"
+            const Node n = sourced(m, key, from);
+            out = n.as_number(0, 1);
+            if (out < 0.01) n.fail("a share of the streaming rate below 0.01 is not plausible");
+        };
+        share("norm", p.memory_bound.norm, p.memory_bound_norm_from);
+        share("norm_bwd", p.memory_bound.norm_bwd, p.memory_bound_norm_bwd_from);
+        share("activation", p.memory_bound.activation, p.memory_bound_activation_from);
+        share("activation_bwd", p.memory_bound.activation_bwd, p.memory_bound_activation_bwd_from);
+        m.finish();
+    }
     if (auto serving = r.optional("serving")) {
         MapReader sv(*serving);
         // Host times per sequence, request or token above 1 s are a unit slip.

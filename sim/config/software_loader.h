@@ -14,6 +14,7 @@
 
 #include "sim/config/provenance.h"
 #include "sim/config/yaml_reader.h"
+#include "sim/workload/operators.h"
 
 #include <cstdint>
 #include <string>
@@ -165,6 +166,14 @@ struct SoftwareProfile {
     // = folded into the combine.
     int shared_expert_combine_kernels = 0;
     Provenance shared_expert_combine_kernels_from;
+    // The share of the GPU's streaming rate (efficiency.hbm) that the
+    // stack's norm and activation kernels reach, forward and backward: 1 for
+    // fused kernels; eager PyTorch's ATen kernels reach less, as measured
+    // (docs/software-profiles.md §2e). Optional block `memory_bound:` of the
+    // keys norm, norm_bwd, activation, activation_bwd, each 1 when absent.
+    workload::MemoryBoundShares memory_bound;
+    Provenance memory_bound_norm_from, memory_bound_norm_bwd_from, memory_bound_activation_from,
+        memory_bound_activation_bwd_from;
     // Overlaps the stack can do (documentation: the run says which it used).
     std::vector<std::string> overlaps;
     Provenance overlaps_from;

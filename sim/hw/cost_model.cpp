@@ -57,10 +57,13 @@ struct Work {
 
 double sustained_l2(const GpuSpec& gpu) { return gpu.l2_bandwidth.bytes_per_s * gpu.efficiency.l2; }
 double sustained_hbm(const GpuSpec& gpu) { return gpu.memory_bandwidth.bytes_per_s * gpu.efficiency.hbm; }
-// A grouped GEMM (KernelDesc::grouped) streams at its own measured fraction where the GPU gives one.
+// A grouped GEMM (KernelDesc::grouped) streams at its own measured fraction where the GPU gives one;
+// a memory-bound kernel at its implementation's share of the streaming rate (KernelDesc::hbm_share, §4).
 double sustained_hbm(const GpuSpec& gpu, const KernelDesc& kd) {
     const auto& grouped = gpu.efficiency.hbm_grouped;
-    return kd.grouped && grouped ? gpu.memory_bandwidth.bytes_per_s * *grouped : sustained_hbm(gpu);
+    if (kd.grouped && grouped) return gpu.memory_bandwidth.bytes_per_s * *grouped;
+    const bool streaming = kd.kind == KernelKind::elementwise || kd.kind == KernelKind::embedding;
+    return streaming ? sustained_hbm(gpu) * kd.hbm_share : sustained_hbm(gpu);
 }
 
 double kernel_flops(const KernelDesc& k) {
@@ -142,6 +145,7 @@ public:
 
     KernelCost cost(const GpuSpec& gpu, const KernelDesc& kd, const L2Residency& l2) const override {
         check(gpu.sm_count > 0, "GPU spec without SMs");
+        check(kd.hbm_share > 0.0 && kd.hbm_share <= 1.0, "a kernel's share of the streaming rate is in (0, 1]");
         gpu.peak_of(kd.dtype);  // every kind: an unsupported dtype is an error
         KernelCost c;
         Work w;

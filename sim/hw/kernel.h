@@ -83,6 +83,13 @@ struct KernelDesc {
     // layer's local experts, workload::merge_grouped), which streams memory at the
     // GPU's efficiency.hbm_grouped where it gives one.
     bool grouped = false;
+    // Memory-bound kernels (elementwise, embedding) only: the fraction of the
+    // GPU's sustained streaming rate (efficiency.hbm) that this kernel's
+    // implementation reaches on its compulsory bytes; 1 = the streaming rate
+    // (a fused kernel). A stack that runs eager PyTorch norms and activations
+    // sets it from a kernel measurement (SoftwareProfile::memory_bound;
+    // docs/hardware-model.md §4).
+    double hbm_share = 1.0;
     std::vector<TensorUse> tensors;
 };
 

@@ -126,9 +126,11 @@ std::vector<Operator> head_forward(const ModelSpec& m, std::int64_t microbatch, 
     const double h = static_cast<double>(x.h);
     const double ns = hd.norm_tokens * h * x.ab;
     std::vector<Operator> ops;
-    ops.push_back(elementwise(x, "final_norm", x.norm_flops() * hd.norm_tokens * h, ns + x.norm_w, ns,
-                              {use(x.act(aslot::resid, m.layers), ns), use(x.weight(wslot::final_norm), x.norm_w),
-                               use(x.act(aslot::final_norm), ns, true)}));
+    ops.push_back(
+        at_share(elementwise(x, "final_norm", x.norm_flops() * hd.norm_tokens * h, ns + x.norm_w, ns,
+                             {use(x.act(aslot::resid, m.layers), ns), use(x.weight(wslot::final_norm), x.norm_w),
+                              use(x.act(aslot::final_norm), ns, true)}),
+                 x.o->memory_bound.norm));
     ops.push_back(linear_forward(x, lm_head_linear(hd)));
     retarget_weight(m, ops.back());
     const double t = static_cast<double>(hd.tokens), v = static_cast<double>(hd.v_p);
@@ -172,10 +174,12 @@ std::vector<Operator> head_backward(const ModelSpec& m, std::int64_t microbatch,
     retarget_weight(m, ops[ops.size() - 2]);
     retarget_weight(m, ops.back());
     const double ns = hd.norm_tokens * h * x.ab;
-    ops.push_back(elementwise(
-        x, "final_norm_bwd", 2 * x.norm_flops() * hd.norm_tokens * h, 2 * ns + x.norm_w, ns,
-        {use(flagged(x.act(aslot::final_norm), kGrad), ns), use(x.act(aslot::resid, m.layers), ns),
-         use(x.weight(wslot::final_norm), x.norm_w), use(flagged(x.act(aslot::resid, m.layers), kGrad), ns, true)}));
+    ops.push_back(at_share(
+        elementwise(
+            x, "final_norm_bwd", 2 * x.norm_flops() * hd.norm_tokens * h, 2 * ns + x.norm_w, ns,
+            {use(flagged(x.act(aslot::final_norm), kGrad), ns), use(x.act(aslot::resid, m.layers), ns),
+             use(x.weight(wslot::final_norm), x.norm_w), use(flagged(x.act(aslot::resid, m.layers), kGrad), ns, true)}),
+        x.o->memory_bound.norm_bwd));
     return ops;
 }
 

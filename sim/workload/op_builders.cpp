@@ -140,6 +140,11 @@ Operator elementwise(const Dims& x, std::string name, double flops, double read,
     return make_op(std::move(name), KernelKind::elementwise, x.act_dt, flops, read, written, std::move(tensors));
 }
 
+Operator at_share(Operator op, double share) {
+    op.kernel.hbm_share = share;
+    return op;
+}
+
 Operator gemm(std::string name, DType dt, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch,
               double read, double written, std::vector<TensorUse> tensors) {
     Operator op = make_op(

@@ -161,6 +161,10 @@ Operator make_op(std::string name, KernelKind kind, DType dt, double flops, doub
                  std::vector<TensorUse> tensors);
 Operator elementwise(const Dims& x, std::string name, double flops, double read, double written,
                      std::vector<TensorUse> tensors);
+// `op` at `share` of the GPU's streaming rate (hw::KernelDesc::hbm_share): a
+// norm or activation kernel of a stack whose implementation of it streams
+// slower (OperatorOptions::memory_bound).
+Operator at_share(Operator op, double share);
 Operator gemm(std::string name, DType dt, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch,
               double read, double written, std::vector<TensorUse> tensors);
 void set_sync(const Dims& x, Operator& op, TpSync sync, double bytes);

@@ -107,19 +107,24 @@ void mlp_activation_forward(const Dims& x, const MlpIds& ids, std::vector<Operat
     const double fused_bias_flops = x.o->fuse_elementwise && x.bias.mlp ? up_elems : 0.0;
     const std::string bias_tag = x.o->fuse_elementwise && x.bias.mlp ? "bias_" : "";
     if (!x.swiglu) {
-        ops.push_back(elementwise(x, ids.prefix + "_" + bias_tag + "gelu", kGeluFlops * n + fused_bias_flops,
-                                  f + fused_bias, f, {use(ids.up, f), use(ids.act, f, true)}));
+        ops.push_back(at_share(elementwise(x, ids.prefix + "_" + bias_tag + "gelu", kGeluFlops * n + fused_bias_flops,
+                                           f + fused_bias, f, {use(ids.up, f), use(ids.act, f, true)}),
+                               x.o->memory_bound.activation));
         return;
     }
     if (x.o->fuse_elementwise) {
-        ops.push_back(elementwise(x, ids.prefix + "_" + bias_tag + "swiglu", (kSiluFlops + 1) * n + fused_bias_flops,
-                                  2 * f + fused_bias, f, {use(ids.gate, f), use(ids.up, f), use(ids.act, f, true)}));
+        ops.push_back(
+            at_share(elementwise(x, ids.prefix + "_" + bias_tag + "swiglu", (kSiluFlops + 1) * n + fused_bias_flops,
+                                 2 * f + fused_bias, f, {use(ids.gate, f), use(ids.up, f), use(ids.act, f, true)}),
+                     x.o->memory_bound.activation));
         return;
     }
     ops.push_back(
-        elementwise(x, ids.prefix + "_silu", kSiluFlops * n, f, f, {use(ids.gate, f), use(ids.silu, f, true)}));
-    ops.push_back(elementwise(x, ids.prefix + "_gate_mul", n, 2 * f, f,
-                              {use(ids.silu, f), use(ids.up, f), use(ids.act, f, true)}));
+        at_share(elementwise(x, ids.prefix + "_silu", kSiluFlops * n, f, f, {use(ids.gate, f), use(ids.silu, f, true)}),
+                 x.o->memory_bound.activation));
+    ops.push_back(at_share(elementwise(x, ids.prefix + "_gate_mul", n, 2 * f, f,
+                                       {use(ids.silu, f), use(ids.up, f), use(ids.act, f, true)}),
+                           x.o->memory_bound.activation));
 }
 
 void mlp_activation_backward(const Dims& x, const MlpIds& ids, std::vector<Operator>& ops) {
@@ -127,22 +132,27 @@ void mlp_activation_backward(const Dims& x, const MlpIds& ids, std::vector<Opera
     const double f = n * x.ab;
     const std::uint64_t dact = flagged(ids.act, kGrad);
     if (!x.swiglu) {
-        ops.push_back(elementwise(x, ids.prefix + "_gelu_bwd", 2 * kGeluFlops * n, 2 * f, f,
-                                  {use(dact, f), use(ids.up, f), use(flagged(ids.up, kGrad), f, true)}));
+        ops.push_back(at_share(elementwise(x, ids.prefix + "_gelu_bwd", 2 * kGeluFlops * n, 2 * f, f,
+                                           {use(dact, f), use(ids.up, f), use(flagged(ids.up, kGrad), f, true)}),
+                               x.o->memory_bound.activation_bwd));
         return;
     }
     if (x.o->fuse_elementwise) {
-        ops.push_back(elementwise(x, ids.prefix + "_swiglu_bwd", 2 * (kSiluFlops + 1) * n, 3 * f, 2 * f,
-                                  {use(dact, f), use(ids.gate, f), use(ids.up, f),
-                                   use(flagged(ids.gate, kGrad), f, true), use(flagged(ids.up, kGrad), f, true)}));
+        ops.push_back(
+            at_share(elementwise(x, ids.prefix + "_swiglu_bwd", 2 * (kSiluFlops + 1) * n, 3 * f, 2 * f,
+                                 {use(dact, f), use(ids.gate, f), use(ids.up, f),
+                                  use(flagged(ids.gate, kGrad), f, true), use(flagged(ids.up, kGrad), f, true)}),
+                     x.o->memory_bound.activation_bwd));
         return;
     }
-    ops.push_back(elementwise(x, ids.prefix + "_gate_mul_bwd", 2 * n, 3 * f, 2 * f,
-                              {use(dact, f), use(ids.silu, f), use(ids.up, f), use(flagged(ids.silu, kGrad), f, true),
-                               use(flagged(ids.up, kGrad), f, true)}));
-    ops.push_back(
+    ops.push_back(at_share(elementwise(x, ids.prefix + "_gate_mul_bwd", 2 * n, 3 * f, 2 * f,
+                                       {use(dact, f), use(ids.silu, f), use(ids.up, f),
+                                        use(flagged(ids.silu, kGrad), f, true), use(flagged(ids.up, kGrad), f, true)}),
+                           x.o->memory_bound.activation_bwd));
+    ops.push_back(at_share(
         elementwise(x, ids.prefix + "_silu_bwd", 2 * kSiluFlops * n, 2 * f, f,
-                    {use(flagged(ids.silu, kGrad), f), use(ids.gate, f), use(flagged(ids.gate, kGrad), f, true)}));
+                    {use(flagged(ids.silu, kGrad), f), use(ids.gate, f), use(flagged(ids.gate, kGrad), f, true)}),
+        x.o->memory_bound.activation_bwd));
 }
 
 // ---- the layer -------------------------------------------------------------------
@@ -210,8 +220,9 @@ void parallel_forward_ops(const Dims& x, std::vector<Operator>& ops) {
     const std::uint64_t resid = x.act(aslot::resid), n1 = x.act(aslot::norm1);
     const std::uint64_t proj = x.act(aslot::out_proj), down = x.act(aslot::down),
                         next = x.act(aslot::resid, x.layer + 1);
-    ops.push_back(elementwise(x, "norm1", nf, xs + x.norm_w, xs,
-                              {use(resid, xs), use(x.weight(wslot::norm1), x.norm_w), use(n1, xs, true)}));
+    ops.push_back(at_share(elementwise(x, "norm1", nf, xs + x.norm_w, xs,
+                                       {use(resid, xs), use(x.weight(wslot::norm1), x.norm_w), use(n1, xs, true)}),
+                           x.o->memory_bound.norm));
     attention_block_forward(x, ops);
     ops.push_back(linear_forward(x, out_linear(x)));
     mlp_forward(x, dense_mlp_ids(x), ops);
@@ -253,8 +264,9 @@ void forward_ops(const Dims& x, std::vector<Operator>& ops) {
     const std::uint64_t resid = x.act(aslot::resid), mid = x.act(aslot::resid_mid);
     const std::uint64_t n1 = x.act(aslot::norm1), n2 = x.act(aslot::norm2);
 
-    ops.push_back(elementwise(x, "norm1", nf, xs + x.norm_w, xs,
-                              {use(resid, xs), use(x.weight(wslot::norm1), x.norm_w), use(n1, xs, true)}));
+    ops.push_back(at_share(elementwise(x, "norm1", nf, xs + x.norm_w, xs,
+                                       {use(resid, xs), use(x.weight(wslot::norm1), x.norm_w), use(n1, xs, true)}),
+                           x.o->memory_bound.norm));
     attention_block_forward(x, ops);
     ops.push_back(linear_forward(x, out_linear(x)));
     // Residual (+ the out-projection's bias) and the second norm.
@@ -265,9 +277,10 @@ void forward_ops(const Dims& x, std::vector<Operator>& ops) {
         std::vector<TensorUse> uses{use(resid, xs), use(proj, xs), use(x.weight(wslot::norm2), x.norm_w),
                                     use(mid, xs, true), use(n2, xs, true)};
         if (drop.mask_bytes > 0) uses.push_back(use(x.act(aslot::attn_drop_mask), drop.mask_bytes, true));
-        ops.push_back(elementwise(x, (x.bias.out ? "bias_" : "") + drop_tag + "residual_add_norm2",
-                                  add * (x.bias.out ? 2 : 1) + nf + drop.flops, 2 * xs + hb_out + x.norm_w,
-                                  2 * xs + drop.mask_bytes, std::move(uses)));
+        ops.push_back(at_share(elementwise(x, (x.bias.out ? "bias_" : "") + drop_tag + "residual_add_norm2",
+                                           add * (x.bias.out ? 2 : 1) + nf + drop.flops, 2 * xs + hb_out + x.norm_w,
+                                           2 * xs + drop.mask_bytes, std::move(uses)),
+                               x.o->memory_bound.norm));
     } else {
         if (x.bias.out) {
             ops.push_back(
@@ -276,8 +289,9 @@ void forward_ops(const Dims& x, std::vector<Operator>& ops) {
         hidden_dropout_forward(x, ops, "out_proj", proj, aslot::attn_drop_mask);
         ops.push_back(
             elementwise(x, "residual_add1", add, 2 * xs, xs, {use(resid, xs), use(proj, xs), use(mid, xs, true)}));
-        ops.push_back(elementwise(x, "norm2", nf, xs + x.norm_w, xs,
-                                  {use(mid, xs), use(x.weight(wslot::norm2), x.norm_w), use(n2, xs, true)}));
+        ops.push_back(at_share(elementwise(x, "norm2", nf, xs + x.norm_w, xs,
+                                           {use(mid, xs), use(x.weight(wslot::norm2), x.norm_w), use(n2, xs, true)}),
+                               x.o->memory_bound.norm));
     }
     if (x.m->is_moe_layer(x.layer)) {
         moe_forward(x, ops);
@@ -312,8 +326,9 @@ void norm_backward(const Dims& x, std::vector<Operator>& ops, const std::string&
         std::vector<TensorUse> uses{use(dnorm, xs), use(input, xs), use(x.weight(weight), x.norm_w), use(dresidual, xs),
                                     use(dinput, xs, true)};
         if (dnorm_mlp != 0) uses.insert(uses.begin() + 1, use(dnorm_mlp, xs));
-        ops.push_back(elementwise(x, name + "_bwd_residual_add", nf + add + (dnorm_mlp != 0 ? add : 0.0),
-                                  3 * xs + x.norm_w + (dnorm_mlp != 0 ? xs : 0.0), xs, std::move(uses)));
+        ops.push_back(at_share(elementwise(x, name + "_bwd_residual_add", nf + add + (dnorm_mlp != 0 ? add : 0.0),
+                                           3 * xs + x.norm_w + (dnorm_mlp != 0 ? xs : 0.0), xs, std::move(uses)),
+                               x.o->memory_bound.norm_bwd));
         return;
     }
     if (dnorm_mlp != 0) {
@@ -321,8 +336,10 @@ void norm_backward(const Dims& x, std::vector<Operator>& ops, const std::string&
                                   {use(dnorm, xs), use(dnorm_mlp, xs), use(dnorm, xs, true)}));
     }
     const std::uint64_t tmp = flagged(x.act(aslot::norm_grad), kGrad);
-    ops.push_back(elementwise(x, name + "_bwd", nf, 2 * xs + x.norm_w, xs,
-                              {use(dnorm, xs), use(input, xs), use(x.weight(weight), x.norm_w), use(tmp, xs, true)}));
+    ops.push_back(
+        at_share(elementwise(x, name + "_bwd", nf, 2 * xs + x.norm_w, xs,
+                             {use(dnorm, xs), use(input, xs), use(x.weight(weight), x.norm_w), use(tmp, xs, true)}),
+                 x.o->memory_bound.norm_bwd));
     ops.push_back(elementwise(x, name + "_residual_grad_add", add, 2 * xs, xs,
                               {use(tmp, xs), use(dresidual, xs), use(dinput, xs, true)}));
 }

@@ -47,6 +47,16 @@ inline const char* to_string(AttentionImpl a) { return kAttentionImplNames[stati
 // GPU's best flash kernel, the others at FlashAttention-2's.
 hw::AttentionKernel attention_kernel_of(AttentionImpl a);
 
+// The fraction of the GPU's sustained streaming rate (efficiency.hbm) that a
+// stack's memory-bound kernels reach, by class, forward and backward
+// (docs/hardware-model.md §4): the norms (with a residual add fused into
+// them, where the workload fuses it) and the MLP's activation (GeLU, or
+// SwiGLU's SiLU and product). 1 = the streaming rate.
+struct MemoryBoundShares {
+    double norm = 1.0, norm_bwd = 1.0;
+    double activation = 1.0, activation_bwd = 1.0;
+};
+
 struct OperatorOptions {
     Precision precision;
     bool flash_attention = true;
@@ -127,6 +137,10 @@ struct OperatorOptions {
     // (SoftwareProfile::shared_expert_combine_kernels); 0 = folded into the
     // combine.
     int shared_expert_combine_kernels = 0;
+    // The share of the GPU's streaming rate the stack's norm and activation
+    // kernels reach (SoftwareProfile::memory_bound; hw::KernelDesc::hbm_share):
+    // 1 each for fused kernels, less for eager PyTorch's.
+    MemoryBoundShares memory_bound;
 };
 
 // The shape of one pass of a micro-batch through a layer.

@@ -309,6 +309,32 @@ TEST_CASE("software profiles: the training loss's cross-entropy (cross_entropy)"
     CHECK_FALSE(software_profile("llm-foundry").cross_entropy_fp32_unfused);
 }
 
+TEST_CASE("software profiles: memory-bound kernels' shares of the streaming rate (memory_bound)") {
+    const SoftwareProfile plain = load_software_profile(load_string(kGood, "software/megatron-lm.yaml"), "megatron-lm");
+    CHECK(plain.memory_bound.norm == 1.0);  // left out: fused kernels at the streaming rate
+    CHECK(plain.memory_bound.activation_bwd == 1.0);
+    const SoftwareProfile p =
+        load_software_profile(load_string(kGood + "memory_bound:\n  norm: {value: 0.5, source: \"ln\"}\n"
+                                                  "  norm_bwd: {value: 0.25, source: \"lnb\"}\n",
+                                          "software/megatron-lm.yaml"),
+                              "megatron-lm");
+    CHECK(p.memory_bound.norm == 0.5);
+    CHECK(p.memory_bound.norm_bwd == 0.25);
+    CHECK(p.memory_bound.activation == 1.0);  // a class left out keeps 1
+    CHECK(p.memory_bound_norm_bwd_from.text == "lnb");
+    CHECK(error_of(kGood + "memory_bound:\n  norm: {value: 1.5, source: \"x\"}\n").find("memory_bound.norm.value") !=
+          std::string::npos);
+    CHECK(error_of(kGood + "memory_bound:\n  norm: {value: 0.001, source: \"x\"}\n").find("not plausible") !=
+          std::string::npos);
+    CHECK(error_of(kGood + "memory_bound:\n  norm: {value: 0.5}\n").find("memory_bound.norm") != std::string::npos);
+    CHECK(error_of(kGood + "memory_bound:\n  rope: {value: 0.5, source: \"x\"}\n").find("rope") != std::string::npos);
+    // llm-foundry's MPT runs eager PyTorch LayerNorm and GeLU, measured on the H200; Megatron-Core's are fused.
+    CHECK(software_profile("llm-foundry").memory_bound.norm == 0.53);
+    CHECK(software_profile("llm-foundry").memory_bound.norm_bwd == 0.35);
+    CHECK(software_profile("llm-foundry").memory_bound.activation == 0.78);
+    CHECK(software_profile("megatron-core").memory_bound.norm_bwd == 1.0);
+}
+
 TEST_CASE(
     "software profiles: vllm 0.7.x gets its release file with the MLA, fused-MoE, quantization and routing keys") {
     const SoftwareProfile p = software_profile("vllm", "0.7.4.dev181", "");
