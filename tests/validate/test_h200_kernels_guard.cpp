@@ -75,7 +75,7 @@ TEST_CASE("validate: the measured H200 kernels stay within the guarded MAPE, fit
                            Guard{"h200m-grouped-bf16 held-out", 0.12, 128},  // 9.1% over 128
                            // The same grouped kernels in FP8, efficiency.gemm_grouped_fp8 fitted on
                            // the fit split's 48 from 1,024 tokens per expert (8.4%, held-out 6.8%);
-                           // 21.0% over all 256 before (docs/moe.md section 4). Below 1,024 tokens
+                           // 20.9% over all 256 before (docs/moe.md section 4). Below 1,024 tokens
                            // the 256-token kernel choice and few tiles at G = 4 are known misses
                            Guard{"h200m-grouped-fp8 fit", 0.21, 128},          // 18.3% over 128
                            Guard{"h200m-grouped-fp8 held-out", 0.17, 128}}) {  // 14.2% over 128
