@@ -26,6 +26,7 @@ annotations=tests/data/validation/published-annotations.yaml
 "$bin" validate tests/data/validation/gemm-vidur.yaml --format json > "$tmp/gemm-vidur.json"
 "$bin" validate tests/data/validation/serving.yaml --format json > "$tmp/serving.json"
 "$bin" validate tests/data/validation/h200-kernels.yaml --format json > "$tmp/h200-kernels.json"
+"$bin" validate tests/data/validation/grouped-fp8-deepgemm.yaml --format json > "$tmp/grouped-fp8-deepgemm.json"
 
 python3 - "$tmp" docs/validation.md "$published" "$annotations" <<'PY'
 import json, sys
@@ -108,7 +109,7 @@ def h200_group(pid):
         return f"GEMM BF16 forward, tokens {'1-64' if m <= 64 else '128-512' if m <= 512 else '1024-16384'}"
     if parts[1] == "grouped":
         m = int(parts[-1][1:])  # h200m-grouped-bf16-MODEL-PROJ-gG-mM
-        return f"MoE grouped GEMM {parts[2].upper()}{' (no split: a check)' if parts[2] == 'fp8' else ''}, tokens per expert {'16-64' if m <= 64 else '128-512' if m <= 512 else '1024-4096'}"
+        return f"MoE grouped GEMM {parts[2].upper()}, tokens per expert {'16-64' if m <= 64 else '128-512' if m <= 512 else '1024-4096'}"
     if parts[1] == "attn": return f"attention {'FlashAttention-2' if parts[2] == 'flash2' else 'cuDNN'} {parts[3]}"
     return "memory (streaming)"
 rows200 = {}
@@ -117,13 +118,23 @@ for q in h200["points"]:
         rows200.setdefault(h200_group(q["id"]), {}).setdefault(split200[q["id"]], []).append(q["error"])
 out.append("\nH200 kernels measured by parasim (`tests/data/validation/h200-kernels.yaml`, made by "
            "tools/gpu/kernels-to-points.py from tests/data/kernels/h200-2026-11-25; GEMM points split by model, "
-           "attention by head_dim, BF16 grouped GEMMs by model; the constants fitted on it are in §3; memory and "
-           "the FP8 grouped GEMMs have no split and show in the first column):\n")
+           "attention by head_dim, grouped GEMMs by model; the constants fitted on it are in §3; memory has "
+           "no split and shows in the first column):\n")
 out.append("| kernels | fit split | held-out split |")
 out.append("|---|---|---|")
 for g in sorted(rows200):
     r = rows200[g]
     out.append(f"| {g} | {mape(r.get('fit', []) + r.get('-', []))} | {mape(r.get('held-out', []))} |")
+
+# DeepGEMM's published grouped FP8 GEMMs (an unseen check, docs/moe.md section 4).
+dg = json.load(open(f"{tmp}/grouped-fp8-deepgemm.json"))
+errs = [q["error"] for q in dg["points"] if q["error"] is not None]
+out.append("\nFP8 grouped GEMMs published by DeepGEMM (`tests/data/validation/grouped-fp8-deepgemm.yaml`, "
+           f"H800 read as h100-sxm, profile hai-llm: `fp8_grouped_gemm: deepgemm`; never fitted on): {mape(errs)}\n")
+out.append("| id | measured (us) | simulated (us) | error |")
+out.append("|---|---|---|---|")
+for q in dg["points"]:
+    out.append(f"| {q['id']} | {num(q['measured'])} | {num(q['simulated'])} | {spct(q['error'])} |")
 
 for name, title in (("published", "Reference set"), ("unseen", "Unseen set")):
     d = sets[name]

@@ -9,8 +9,14 @@ a time, each on the points that time it:
                                error printed is in-sample
   efficiency.attention_flash2  the attention points with impl flash2 of the fit
                                split; the held-out split is scored afterwards
-  efficiency.hbm_grouped       the grouped GEMM points (op.groups) of the fit
-                               split, after the GEMM curve; held-out scored after
+  efficiency.hbm_grouped       the BF16 grouped GEMM points (op.groups) of the
+                               fit split, after the GEMM curve; held-out scored after
+  efficiency.gemm_grouped_fp8  the FP8 grouped GEMM points of the fit split with
+                               at least GROUPED_FP8_MIN_M tokens per expert, after
+                               hbm_grouped: a ceiling sets compute-bound kernels,
+                               and below that the streaming rate and the launch do
+                               (as tools/fit-gemms.py --fp8 fits k0_fp8 from m 1024);
+                               the held-out split's such points scored after
 
 Each is an exhaustive search over a fixed grid (least mean absolute percentage
 error of `parasim validate`; a tie goes to the smaller value), so it is
@@ -31,12 +37,16 @@ import tempfile
 import yaml
 
 GPU_DIR = "topologies/gpus"
+GROUPED_FP8_MIN_M = 1024
 CONSTANTS = [  # key under efficiency:, grid, which points
     ("hbm", [round(0.80 + 0.005 * i, 3) for i in range(37)], lambda p: p["kind"] == "memory", False),
     ("attention_flash2", [round(0.25 + 0.005 * i, 3) for i in range(61)],
      lambda p: p["kind"] == "attention" and p["op"]["impl"] == "flash2", True),
     ("hbm_grouped", [round(0.40 + 0.005 * i, 3) for i in range(111)],
-     lambda p: p["kind"] == "gemm" and "groups" in p["op"], True),
+     lambda p: p["kind"] == "gemm" and "groups" in p["op"] and p["op"]["dtype"] == "bf16", True),
+    ("gemm_grouped_fp8", [round(0.40 + 0.005 * i, 3) for i in range(81)],
+     lambda p: p["kind"] == "gemm" and "groups" in p["op"] and p["op"]["dtype"] == "fp8"
+     and p["op"]["m"] >= GROUPED_FP8_MIN_M, True),
 ]
 
 
@@ -93,7 +103,8 @@ def main():
             continue
         which = "fit split" if split else "points"
         comment = (f"fitted_on: tools/fit-kernel-constants.py --dataset {a.dataset} --gpu {a.gpu}, the "
-                   f"{len(fit_points)} {a.gpu} {key.replace('_', ' ')} {which}"
+                   f"{len(fit_points)} {a.gpu} {key.replace('_', ' ')}"
+                   + (f" (tokens per expert >= {GROUPED_FP8_MIN_M})" if key == "gemm_grouped_fp8" else "") + f" {which}"
                    + (" (held-out points never read)" if split else ""))
         with tempfile.TemporaryDirectory() as tmp:
             best = min((mape(a.parasim, fit_points, a.gpu, with_value(text, key, v, comment), tmp), v) for v in grid)

@@ -76,6 +76,7 @@ void read_efficiency(MapReader& r, hw::GpuSpec& g) {
     if (auto a = eff.optional("attention")) g.efficiency.attention = fraction(*a);
     if (auto a = eff.optional("attention_flash2")) g.efficiency.attention_flash2 = fraction(*a);
     if (auto h = eff.optional("hbm_grouped")) g.efficiency.hbm_grouped = fraction(*h);
+    if (auto c = eff.optional("gemm_grouped_fp8")) g.efficiency.gemm_grouped_fp8 = fraction(*c);
     eff.finish();
 }
 

@@ -27,6 +27,7 @@ const std::vector<std::string> kGradSyncs = {"last_microbatch", "every_microbatc
 const std::vector<std::string> kMoeDispatchers = {"auto", "alltoall"};
 const std::vector<std::string> kCrossEntropies = {"fused", "fp32_unfused"};
 const std::vector<std::string> kMlaDecodeWeights = {"per_head", "absorbed"};
+const std::vector<std::string> kFp8GroupedGemms = {"cutlass", "deepgemm"};
 // Files in one chain of `extends:` (a release file over its stack's general
 // file is 2); a longer chain is more likely a generated hostile input than data.
 constexpr std::size_t kMaxExtendsDepth = 8;
@@ -153,6 +154,9 @@ SoftwareProfile load_profile(const Node& root, const std::string& expected_name,
         if (p.fp8_gemm_ceiling > 0 && p.fp8_gemm_ceiling < 0.01)
             c.fail("an FP8 GEMM ceiling below 1% of peak is not plausible");
     }
+    if (r.has("fp8_grouped_gemm"))
+        p.fp8_grouped_gemm_dense =
+            sourced(r, "fp8_grouped_gemm", p.fp8_grouped_gemm_from).as_enum(kFp8GroupedGemms) == "deepgemm";
     if (r.has("fp8_input_quant_group")) {
         // A quantization group is a slice of one row: at most a hidden size.
         p.fp8_input_quant_group =

@@ -136,6 +136,13 @@ struct SoftwareProfile {
     // Optional key `fp8_gemm_ceiling`, 0 (default) = the GPU's ceiling.
     double fp8_gemm_ceiling = 0.0;
     Provenance fp8_gemm_ceiling_from;
+    // The kernel family of the stack's grouped FP8 (MoE expert) GEMMs:
+    // `cutlass` (default; CUTLASS's grouped kernel, as torch._scaled_grouped_mm
+    // runs) at the GPU's efficiency.gemm_grouped_fp8, or `deepgemm` (DeepSeek's
+    // m-grouped kernels) at the dense FP8 ceiling (docs/moe.md section 4).
+    // Optional key `fp8_grouped_gemm`.
+    bool fp8_grouped_gemm_dense = false;
+    Provenance fp8_grouped_gemm_from;
     // Inference: the stack quantizes the activation input of each FP8 GEMM
     // in a kernel of its own, to FP8 with one FP32 scale per this many
     // elements of a row (vLLM's per_token_group_quant_fp8 before its

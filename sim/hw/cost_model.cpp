@@ -66,6 +66,13 @@ double sustained_hbm(const GpuSpec& gpu, const KernelDesc& kd) {
     return streaming ? sustained_hbm(gpu) * kd.hbm_share : sustained_hbm(gpu);
 }
 
+// A GEMM's ceiling: the stack's own (KernelDesc::ceiling) where it names one, else the
+// GPU's, of a grouped kernel where the GEMM is one that does not run at the dense rate.
+double gemm_ceiling(const GpuSpec& gpu, const KernelDesc& kd) {
+    if (kd.ceiling > 0.0) return kd.ceiling;
+    return gpu.gemm_ceiling(kd.dtype, kd.grouped && !kd.grouped_dense_ceiling);
+}
+
 double kernel_flops(const KernelDesc& k) {
     if (k.flops.value > 0.0) return k.flops.value;
     if (k.kind == KernelKind::gemm && k.m > 0 && k.n > 0 && k.k > 0)
@@ -166,7 +173,7 @@ public:
                     c.waves = p.waves;
                 } else {
                     w = streaming_work(gpu, kd);
-                    w.efficiency = kd.ceiling > 0.0 ? kd.ceiling : gpu.gemm_ceiling(kd.dtype);
+                    w.efficiency = gemm_ceiling(gpu, kd);
                     w.rate = gpu.peak_of(kd.dtype).per_s;
                 }
                 break;
@@ -237,7 +244,7 @@ GemmPlan evaluate_gemm_plan(const GpuSpec& gpu, const KernelDesc& kd, int tm, in
     check(tm > 0 && tn > 0 && s >= 1, "GEMM plan with an empty tile or split");
     check(gpu.sm_count > 0, "GPU spec without SMs");
     const double peak = gpu.peak_of(kd.dtype).per_s;
-    const double ceiling = kd.ceiling > 0.0 ? kd.ceiling : gpu.gemm_ceiling(kd.dtype);
+    const double ceiling = gemm_ceiling(gpu, kd);
     const double e = bytes_per_element(kd.dtype);
     const std::int64_t m = kd.m, n = kd.n, k = kd.k, b = kd.batch;
     const double md = static_cast<double>(m), nd = static_cast<double>(n), kd_ = static_cast<double>(k),

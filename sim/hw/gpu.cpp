@@ -25,8 +25,9 @@ FlopRate GpuSpec::peak_of(DType t) const {
     return *p;
 }
 
-double GpuSpec::gemm_ceiling(DType t) const {
+double GpuSpec::gemm_ceiling(DType t, bool grouped) const {
     peak_of(t);
+    if (grouped && t == DType::fp8 && efficiency.gemm_grouped_fp8) return *efficiency.gemm_grouped_fp8;
     return efficiency.gemm[static_cast<std::size_t>(t)];
 }
 

@@ -35,6 +35,11 @@ struct GpuEfficiency {
     // operands: measured well below a dense GEMM's (docs/moe.md section 4).
     // Optional; when absent a grouped GEMM streams at `hbm`.
     std::optional<double> hbm_grouped;
+    // The fraction of the FP8 dense peak a grouped FP8 GEMM reaches on large
+    // shapes (CUTLASS's grouped kernel behind torch._scaled_grouped_mm): below
+    // the dense cuBLASLt ceiling gemm[fp8] (docs/moe.md section 4). Optional;
+    // when absent a grouped FP8 GEMM computes at gemm[fp8].
+    std::optional<double> gemm_grouped_fp8;
 };
 
 // The shape factors of the flash-attention cost (docs/hardware-model.md §3),
@@ -94,8 +99,9 @@ struct GpuSpec {
     bool supports(DType t) const { return peak[static_cast<std::size_t>(t)].has_value(); }
     // Peak for `t`; ModelError naming the GPU and dtype when unsupported.
     FlopRate peak_of(DType t) const;
-    // efficiency.gemm for `t`; ModelError when unsupported.
-    double gemm_ceiling(DType t) const;
+    // efficiency.gemm for `t`; ModelError when unsupported. `grouped`: the
+    // ceiling of a grouped kernel (gemm_grouped_fp8 for FP8 where given).
+    double gemm_ceiling(DType t, bool grouped = false) const;
     // "fp32, fp16, int8": the supported dtypes, for messages.
     std::string supported_dtypes() const;
 };

@@ -81,7 +81,8 @@ struct KernelDesc {
     double ceiling = 0.0;
     // GEMM only: one grouped kernel of `batch` GEMMs, each with its own weights (an MoE
     // layer's local experts, workload::merge_grouped), which streams memory at the
-    // GPU's efficiency.hbm_grouped where it gives one.
+    // GPU's efficiency.hbm_grouped where it gives one, and of FP8 computes at the GPU's
+    // efficiency.gemm_grouped_fp8 (docs/moe.md section 4).
     bool grouped = false;
     // Memory-bound kernels (elementwise, embedding) only: the fraction of the
     // GPU's sustained streaming rate (efficiency.hbm) that this kernel's
@@ -90,6 +91,10 @@ struct KernelDesc {
     // sets it from a kernel measurement (SoftwareProfile::memory_bound;
     // docs/hardware-model.md §4).
     double hbm_share = 1.0;
+    // GEMM only, with `grouped`: the stack's grouped kernel computes at the dense
+    // ceiling (DeepGEMM's m-grouped FP8 kernels, which are its dense kernel with a
+    // scheduler over the groups: SoftwareProfile::fp8_grouped_gemm deepgemm).
+    bool grouped_dense_ceiling = false;
     std::vector<TensorUse> tensors;
 };
 

@@ -45,6 +45,7 @@ workload::OperatorOptions operator_options(const config::ScenarioSpec& sc, const
     o.mla_absorbed_weights = sc.profile.mla_absorbed_weights;
     o.fused_moe_chunk_tokens = sc.profile.fused_moe_chunk_tokens;
     o.fp8_gemm_ceiling = sc.profile.fp8_gemm_ceiling;
+    o.fp8_grouped_gemm_dense = sc.profile.fp8_grouped_gemm_dense;
     o.fp8_input_quant_group = sc.profile.fp8_input_quant_group;
     o.grouped_topk_kernels = sc.profile.grouped_topk_kernels;
     o.shared_expert_combine_kernels = sc.profile.shared_expert_combine_kernels;

@@ -29,10 +29,12 @@ hw::KernelCost MemoCostModel::cost(const hw::GpuSpec& gpu, const hw::KernelDesc&
                   u(k.n),
                   u(k.k),
                   u(k.batch),
-                  u(k.causal) | u(k.backward) << 1 | u(k.attention_kernel) << 2 | u(k.grouped) << 4,
+                  u(k.causal) | u(k.backward) << 1 | u(k.attention_kernel) << 2 | u(k.grouped) << 4 |
+                      u(k.grouped_dense_ceiling) << 5,
                   l2.resident_read_bytes.value,
                   std::bit_cast<std::uint64_t>(k.issue_instructions),
-                  std::bit_cast<std::uint64_t>(k.ceiling)};
+                  std::bit_cast<std::uint64_t>(k.ceiling),
+                  std::bit_cast<std::uint64_t>(k.hbm_share)};
     if (const auto it = memo_.find(key); it != memo_.end()) {
         ++hits_;
         return it->second;

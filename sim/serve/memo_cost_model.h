@@ -1,8 +1,9 @@
 // A cost model that remembers: it forwards to the scenario's cost model and
 // keeps each answer under a key made of every input that model reads (the
 // kernel's kind, dtype, FLOPs, bytes read, written and read by the epilogue,
-// m, n, k, batch, causal, backward, attention kernel, and the L2-resident
-// bytes; the GPU is fixed per instance). Equal keys are equal calls to a
+// m, n, k, batch, causal, backward, attention kernel, the grouped flags, the
+// issue instructions, the ceiling, the share of the streaming rate, and the
+// L2-resident bytes; the GPU is fixed per instance). Equal keys are equal calls to a
 // pure function, so the answer is the same one, bit for bit: serving runs
 // the same kernel shapes thousands of times (docs/serving.md, "Iteration
 // cost and its cache"); tests/serve/ checks the equality.
@@ -25,7 +26,7 @@ public:
     std::uint64_t misses() const { return misses_; }
 
 private:
-    using Key = std::array<std::uint64_t, 14>;
+    using Key = std::array<std::uint64_t, 15>;
     struct KeyHash {
         std::size_t operator()(const Key& k) const;
     };

@@ -278,10 +278,19 @@ Setup translate(const Point& p, config::GpuCatalog& gpus, const ShippedClusters&
             sc.strategies = {st};
             break;
         }
-        case Kind::gemm:
+        case Kind::gemm: {
             if (auto why = check_dtypes(gpu, {p.gemm.dtype})) return skip(*why);
-            s.kernels.push_back(gemm_kernel(p.gemm));
+            hw::KernelDesc k = gemm_kernel(p.gemm);
+            // A kernel point that names its stack runs that stack's FP8 GEMM kernels, as
+            // the workload's (workload::with_attention_kernel): its ceiling and grouped family.
+            if (p.software.given() && k.dtype == hw::DType::fp8) {
+                const auto profile = config::software_profile(p.software.name, p.software.version, software_dir);
+                k.ceiling = profile.fp8_gemm_ceiling;
+                k.grouped_dense_ceiling = profile.fp8_grouped_gemm_dense;
+            }
+            s.kernels.push_back(k);
             break;
+        }
         case Kind::attention:
             if (auto why = check_dtypes(gpu, {p.attention.dtype})) return skip(*why);
             if (p.attention.impl == AttentionImpl::flash3 && gpu.architecture != "hopper")

@@ -122,6 +122,9 @@ struct OperatorOptions {
     // The stack's FP8 GEMMs reach this fraction of the FP8 peak at best
     // (SoftwareProfile::fp8_gemm_ceiling; hw::KernelDesc::ceiling); 0 = the GPU's.
     double fp8_gemm_ceiling = 0.0;
+    // Grouped FP8 GEMMs compute at the dense FP8 ceiling (SoftwareProfile::
+    // fp8_grouped_gemm deepgemm; hw::KernelDesc::grouped_dense_ceiling).
+    bool fp8_grouped_gemm_dense = false;
     // Inference: each FP8 GEMM whose input is an activation is preceded by a
     // kernel that quantizes it, one FP32 scale per this many elements of a
     // row (SoftwareProfile::fp8_input_quant_group; docs/moe.md section 7b).

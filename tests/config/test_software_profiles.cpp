@@ -369,6 +369,13 @@ TEST_CASE(
     const std::string low_err = error_with("fp8_gemm_ceiling: {value: 0.001");
     CHECK(low_err.find("software/vllm.yaml:9:") != std::string::npos);
     CHECK(low_err.find("not plausible") != std::string::npos);
+    // The grouped FP8 GEMM family is cutlass or deepgemm (docs/moe.md section 4); only hai-llm runs DeepGEMM.
+    const std::string family_err = error_with("fp8_grouped_gemm: {value: triton");
+    CHECK(family_err.find("software/vllm.yaml:9:") != std::string::npos);
+    CHECK(family_err.find("deepgemm") != std::string::npos);
+    CHECK_FALSE(p.fp8_grouped_gemm_dense);
+    CHECK(software_profile("hai-llm").fp8_grouped_gemm_dense);
+    CHECK_FALSE(software_profile("hai-llm").fp8_grouped_gemm_from.text.empty());
     // The input quantization and routing kernels (docs/moe.md section 7b).
     CHECK(p.fp8_input_quant_group == 128);
     CHECK(p.grouped_topk_kernels == 10);

@@ -68,6 +68,35 @@ TEST_CASE("a grouped GEMM streams memory at efficiency.hbm_grouped, a plain one 
     CHECK(cm->cost(g, k, {}).memory_time == plain.memory_time);
 }
 
+TEST_CASE("a grouped FP8 GEMM computes at efficiency.gemm_grouped_fp8, unless its family runs at the dense rate") {
+    GpuSpec g = test::h100();  // FP8 1978.9 TF, gemm.fp8 0.709
+    g.gemm_k0 = 0.0;           // k_eff 1: the ceiling alone is left
+    g.gemm_k0_fp8 = 0.0;
+    // 12 x 11 experts of one 128 x 256 tile each: 132 tiles, one full wave, no padding.
+    KernelDesc k = dense_gemm(128, 256, 4096);
+    k.dtype = DType::fp8;
+    k.batch = 132;
+    k.flops = Flops{132 * k.flops.value};
+    k.grouped = true;
+    CHECK(evaluate_gemm_plan(g, k, 128, 256, 1).efficiency == doctest::Approx(0.709));  // no key: dense
+    g.efficiency.gemm_grouped_fp8 = 0.6;
+    const GemmPlan p = evaluate_gemm_plan(g, k, 128, 256, 1);
+    CHECK(p.efficiency == doctest::Approx(0.6));
+    // 2 x 132 x 128 x 256 x 4096 = 3.543e10 FLOPs at 0.6 x 1978.9 TF: 29.8 us (24.5 at the dense 0.709).
+    CHECK(p.compute_s * 1e6 == doctest::Approx(29.84).epsilon(1e-3));
+    k.grouped_dense_ceiling = true;  // DeepGEMM's m-grouped kernel: the dense ceiling
+    CHECK(evaluate_gemm_plan(g, k, 128, 256, 1).efficiency == doctest::Approx(0.709));
+    k.grouped_dense_ceiling = false;
+    k.ceiling = 0.3;  // a stack's own FP8 ceiling comes first
+    CHECK(evaluate_gemm_plan(g, k, 128, 256, 1).efficiency == doctest::Approx(0.3));
+    k.ceiling = 0.0;
+    k.grouped = false;  // a plain batched FP8 GEMM keeps the dense ceiling
+    CHECK(evaluate_gemm_plan(g, k, 128, 256, 1).efficiency == doctest::Approx(0.709));
+    k.grouped = true;
+    k.dtype = DType::bf16;  // BF16 grouped GEMMs keep gemm.bf16 (0.803)
+    CHECK(evaluate_gemm_plan(g, k, 128, 256, 1).efficiency == doctest::Approx(0.803));
+}
+
 TEST_CASE("k0_fp8 sets the pipeline loss of FP8 GEMMs only") {
     GpuSpec g = test::h100();
     g.gemm_k0 = 128.0;

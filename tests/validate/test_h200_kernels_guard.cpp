@@ -3,7 +3,7 @@
 // curve, FP8 pipeline depth and HBM efficiency are fitted on its fit split
 // (docs/validation.md §3), so its held-out split is the error a user can expect on GEMM
 // shapes of models no fit read. Each guard is the error measured when it was set, with
-// room: a regression guard, not a target.
+// room: a regression guard, not a target. Also DeepGEMM's published grouped FP8 GEMMs (unseen).
 #include "sim/validate/dataset.h"
 #include "sim/validate/validate.h"
 
@@ -73,14 +73,35 @@ TEST_CASE("validate: the measured H200 kernels stay within the guarded MAPE, fit
                            // the fit split (docs/moe.md section 4); 16.7% over all 256 before
                            Guard{"h200m-grouped-bf16 fit", 0.13, 128},       // 10.4% over 128
                            Guard{"h200m-grouped-bf16 held-out", 0.12, 128},  // 9.1% over 128
-                           // The same grouped kernels in FP8, never fitted on: 20.9% over 256, too
-                           // fast also where compute-bound (docs/moe.md section 4), a known miss
-                           Guard{"h200m-grouped-fp8 check", 0.24, 256}}) {
+                           // The same grouped kernels in FP8, efficiency.gemm_grouped_fp8 fitted on
+                           // the fit split's 48 from 1,024 tokens per expert (8.4%, held-out 6.8%);
+                           // 20.9% over all 256 before (docs/moe.md section 4). Below 1,024 tokens
+                           // the 256-token kernel choice and few tiles at G = 4 are known misses
+                           Guard{"h200m-grouped-fp8 fit", 0.21, 128},          // 18.3% over 128
+                           Guard{"h200m-grouped-fp8 held-out", 0.17, 128}}) {  // 14.2% over 128
         const Errors& e = groups[g.group];
         INFO(std::string(g.group), ": MAPE ", e.mape(), " over ", e.n);
         CHECK(e.n >= g.min_points);
         CHECK(e.mape() <= g.max_mape);
     }
+}
+
+TEST_CASE("validate: DeepGEMM's published grouped FP8 GEMMs, an unseen check, run at the dense FP8 curve") {
+    // tests/data/validation/grouped-fp8-deepgemm.yaml (deepseek-ai/DeepGEMM@a6d97a1c, H800 as
+    // h100-sxm, profile hai-llm: fp8_grouped_gemm deepgemm; docs/moe.md section 4): 5.7% when set.
+    const auto path =
+        std::filesystem::path(PARASIM_DATA_DIR) / "tests" / "data" / "validation" / "grouped-fp8-deepgemm.yaml";
+    const auto dataset = sim::validate::load_dataset(path.string());
+    const auto report = sim::validate::validate(dataset, {});
+    REQUIRE(report.outcomes.size() == 10);
+    Errors e;
+    for (const auto& o : report.outcomes) {
+        INFO(o.id, ": ", o.reason);
+        REQUIRE_FALSE(o.skipped);
+        e.sum += std::abs(o.error);
+        ++e.n;
+    }
+    CHECK(e.mape() <= 0.08);
 }
 
 TEST_SUITE_END();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sim/hw/cost_model.h"
+#include "sim/serve/memo_cost_model.h"
 #include "sim/workload/operators.h"
 #include "tests/hw/hw_test_gpus.h"
 
@@ -66,6 +67,27 @@ TEST_CASE("memory-bound kernels: a share of the streaming rate divides the rate,
     CHECK(model->cost(g, gemm, {}).duration == at_one.duration);
     k.hbm_share = 0.0;
     CHECK_THROWS(model->cost(g, k, {}));
+}
+
+TEST_CASE("memory-bound kernels: serving's memoized costs keep kernels apart by their share") {
+    // Serving caches kernel costs under a key of every input the cost model reads
+    // (sim/serve/memo_cost_model.h); two kernels that differ only in their share
+    // must not share an answer.
+    const hw::GpuSpec g = hw::test::h100();
+    const auto model = hw::make_cost_model("roofline");
+    const serve::MemoCostModel memo(*model, g);
+    hw::KernelDesc k;
+    k.kind = hw::KernelKind::elementwise;
+    k.dtype = hw::DType::bf16;
+    k.bytes_read = Bytes{1'000'000'000};
+    k.bytes_written = Bytes{1'000'000'000};
+    const hw::KernelCost full = memo.cost(g, k, {});
+    k.hbm_share = 0.5;
+    const hw::KernelCost half = memo.cost(g, k, {});
+    CHECK(memo.misses() == 2);
+    CHECK(half.memory_time.us_f() == doctest::Approx(2 * full.memory_time.us_f()).epsilon(1e-9));
+    CHECK(memo.cost(g, k, {}).duration == half.duration);
+    CHECK(memo.hits() == 1);
 }
 
 TEST_CASE("memory-bound kernels: the stack's shares reach its norms and activations, and nothing else") {

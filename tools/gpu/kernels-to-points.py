@@ -18,8 +18,8 @@ What becomes a point (the rest stays in the CSV files, described in the README):
   grouped.csv   every grouped expert GEMM (torch._grouped_mm) as a gemm point with
                 `groups` (parasim's extension of the format): G GEMMs of m x n x k in
                 one kernel, cold median, time_us; split by model (GROUPED_HELD_OUT).
-  grouped_fp8.csv  the same in FP8 (torch._scaled_grouped_mm), dtype fp8; no split:
-                a check, never fitted on.
+  grouped_fp8.csv  the same in FP8 (torch._scaled_grouped_mm), dtype fp8, split by
+                model as the BF16 ones (efficiency.gemm_grouped_fp8 is fitted on the fit split).
                 The loop rows (G GEMMs from Python) stay in the CSV: their time is
                 Python's launch cost, not the GPU's.
   memory.csv    copy, read, write and triad on arrays of 256 MiB and more (four
@@ -133,7 +133,7 @@ def points_of_run(out, gpu, folder, versions):
               f"one grouped FP8 kernel (torch._scaled_grouped_mm: E4M3, row-wise token scales, per-expert column "
               f"scales, BF16 output, fast accumulation) of {r['experts']} expert GEMMs of {r['model']}'s "
               f"{r['projection']} projection, {r['tokens_per_expert']} tokens each; median of {r['reps']} launches "
-              f"after an L2 flush. In neither the fit nor the held-out set: a check of the BF16 fit on another dtype",
+              f"after an L2 flush. split: {'held-out' if r['model'] in GROUPED_HELD_OUT else 'fit'}",
               [("m", r["tokens_per_expert"]), ("n", r["n"]), ("k", r["k"]), ("dtype", "fp8"),
                ("groups", r["experts"])], "time_us", r["cold_us"])
     for r in rows(folder, "memory.csv"):
