@@ -191,9 +191,10 @@ struct SoftwareProfile {
     // (the engine's per-request bookkeeping around each step);
     // request_overhead and token_overhead: the front end (API server) work
     // per request (HTTP, tokenisation, hand-off to the engine) and per output
-    // token streamed (detokenisation, one response chunk), each kind a FIFO
-    // server of its own; request_latency: a delay per request that occupies
-    // no server (hops between processes, waiting for a step boundary).
+    // token streamed (detokenisation, one response chunk), two FIFO queues on
+    // one CPU, streaming first (intake runs while no token waits);
+    // request_latency: a delay per request that occupies no CPU (hops
+    // between processes, waiting for a step boundary).
     Time serving_sequence_overhead{}, serving_request_overhead{}, serving_token_overhead{}, serving_request_latency{};
     Provenance serving_sequence_overhead_from, serving_request_overhead_from, serving_token_overhead_from,
         serving_request_latency_from;

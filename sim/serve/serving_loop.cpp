@@ -103,6 +103,7 @@ private:
     bool arrivals_pending() const { return !closed_ && arrived_ < requests_.size(); }
     std::size_t route(std::size_t first, std::size_t count, std::uint64_t& routed);
     void intake(std::uint32_t id);
+    void taken_in(std::uint32_t id, Time shifted);
     void arrive(std::uint32_t id);
     Time host_time(Time each, std::size_t count) const;
     Time deliver(std::int64_t tokens);
@@ -145,12 +146,15 @@ private:
     std::size_t released_ = 0, arrived_ = 0, done_ = 0;
     std::uint64_t routed_front_ = 0, routed_decode_ = 0;
     // The software profile's serving host times (docs/serving.md, "Host time
-    // of the serving engine"): the front end's request intake and its token
-    // streaming are two FIFO servers, whose work ends at intake_free_ and
-    // stream_free_; request_latency_ delays a request without occupying either.
+    // of the serving engine"): the front end is one CPU whose token streaming
+    // (FIFO, work ending at stream_free_) goes before request intake (FIFO,
+    // its work ending at intake_free_): intake runs only while no token is
+    // waiting, so every token's work that comes in while intake is pending
+    // postpones all pending intake by that much (stream_shift_ sums it);
+    // request_latency_ delays a request without occupying the front end.
     Time sequence_cost_{}, request_cost_{}, token_cost_{}, request_latency_{};
     bool delayed_intake_ = false;
-    Time intake_free_{}, stream_free_{};
+    Time intake_free_{}, stream_free_{}, stream_shift_{};
     // Replica 0's timeline (simulator.h says how it thins).
     std::vector<TimelinePoint> timeline_;
     std::uint64_t stride_ = 1;
@@ -248,6 +252,14 @@ void Loop::intake(std::uint32_t id) {
         return;
     }
     Time at = sim_.now();
+    if (request_cost_ > Time{} && token_cost_ > Time{}) {
+        // Streaming goes first: the intake starts once the tokens already
+        // queued are out, and is postponed by those that come in meanwhile.
+        at = intake_free_ = std::max({intake_free_, stream_free_, at}) + request_cost_;
+        const Time shift = stream_shift_;
+        sim_.schedule_at(at, [this, id, shift] { taken_in(id, shift); });
+        return;
+    }
     if (request_cost_ > Time{}) at = intake_free_ = std::max(intake_free_, at) + request_cost_;
     at += request_latency_;
     sim_.schedule_at(at, [this, id] {
@@ -256,14 +268,35 @@ void Loop::intake(std::uint32_t id) {
     });
 }
 
+// The end of a request's intake as it was scheduled; tokens streamed since
+// (stream_shift_ - shifted) postpone it, then the latency follows.
+void Loop::taken_in(std::uint32_t id, Time shifted) {
+    if (stream_shift_ != shifted) {
+        const Time shift = stream_shift_;
+        sim_.schedule_at(sim_.now() + (shift - shifted), [this, id, shift] { taken_in(id, shift); });
+        return;
+    }
+    const auto enter = [this, id] {
+        if (!closed_) ++arrived_;
+        arrive(id);
+    };
+    if (request_latency_ == Time{}) enter();
+    else sim_.schedule_at(sim_.now() + request_latency_, enter);
+}
+
 // The tokens an iteration sampled reach their clients once the front end has
 // streamed them: after the streaming work queued before, plus token_overhead
-// each. Request intake does not delay them: the API server's event loop
-// interleaves a request's intake with other requests' streaming at its await
-// points, so a token never waits for every queued intake (docs/serving.md).
+// each. Request intake does not delay them (streaming goes first: a token
+// never waits for every queued intake, docs/serving.md); intake still
+// pending waits for them instead.
 Time Loop::deliver(std::int64_t tokens) {
     if (token_cost_ == Time{} || tokens == 0) return sim_.now();
-    stream_free_ = std::max(stream_free_, sim_.now()) + host_time(token_cost_, static_cast<std::size_t>(tokens));
+    const Time work = host_time(token_cost_, static_cast<std::size_t>(tokens));
+    stream_free_ = std::max(stream_free_, sim_.now()) + work;
+    if (intake_free_ > sim_.now()) {
+        intake_free_ += work;
+        stream_shift_ += work;
+    }
     return stream_free_;
 }
 

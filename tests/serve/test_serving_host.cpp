@@ -2,9 +2,9 @@
 // the serving engine"): a per-sequence cost lengthens every iteration, a
 // per-request cost delays a request's entry into the engine, a per-token
 // cost delays each token's delivery, a per-request latency delays a request
-// without queueing, and the front end's intake and streaming are FIFO
-// servers of their own (when one is the bottleneck, requests or tokens leave
-// at its pace). Each answer is exact in picoseconds against the same run
+// without queueing, and the front end's streaming and intake are FIFO
+// queues on one CPU, streaming first (when one is the bottleneck, requests or
+// tokens leave at its pace; tokens postpone pending intake). Each answer is exact in picoseconds against the same run
 // without the cost.
 #include "serve_fixture.h"
 
@@ -22,6 +22,12 @@ const std::string kAlone =
     "    arrivals: {process: fixed, rate: 0.1}\n"
     "    prompt_tokens: {distribution: fixed, value: 64}\n"
     "    output_tokens: {distribution: fixed, value: 8}\n    requests: 3\n";
+
+// Two such requests, at 0 and 1 us.
+const std::string kTogether =
+    "    arrivals: {process: fixed, rate: 1000000}\n"
+    "    prompt_tokens: {distribution: fixed, value: 64}\n"
+    "    output_tokens: {distribution: fixed, value: 8}\n    requests: 2\n";
 
 serve_test::Served serve_costed(const std::string& block, Time sequence, Time request, Time token, Time latency = {}) {
     auto sc = serve_test::scenario(block);
@@ -82,11 +88,7 @@ TEST_CASE("serving host time: a saturated front end streams one token per token 
     }
     // Two requests arriving together queue at the front end: the second
     // enters the engine one request cost after the first.
-    const std::string together =
-        "    arrivals: {process: fixed, rate: 1000000}\n"
-        "    prompt_tokens: {distribution: fixed, value: 64}\n"
-        "    output_tokens: {distribution: fixed, value: 8}\n    requests: 2\n";
-    const auto queued = serve_costed(together, {}, Time::us(50000), {});
+    const auto queued = serve_costed(kTogether, {}, Time::us(50000), {});
     const auto& a = queued.result.records[0];
     const auto& b = queued.result.records[1];
     CHECK(a.first_scheduled_s == doctest::Approx(a.request.arrival_s + 0.050).epsilon(1e-9));
@@ -94,10 +96,6 @@ TEST_CASE("serving host time: a saturated front end streams one token per token 
 }
 
 TEST_CASE("serving host time: a request latency delays without queueing; intake work does not hold back tokens") {
-    const std::string together =
-        "    arrivals: {process: fixed, rate: 1000000}\n"
-        "    prompt_tokens: {distribution: fixed, value: 64}\n"
-        "    output_tokens: {distribution: fixed, value: 8}\n    requests: 2\n";
     const auto plain = serve_costed(kAlone, {}, {}, {});
     // Alone, 20 ms of latency moves everything by 20 ms, as 20 ms of intake work does.
     const auto alone = serve_costed(kAlone, {}, {}, {}, Time::us(20000));
@@ -111,7 +109,7 @@ TEST_CASE("serving host time: a request latency delays without queueing; intake 
     // starts its prefill alone at 50 ms; the second, in 1 us later, starts at
     // the end of that prefill.
     REQUIRE(ttft(plain.result.records[0]) < 0.045);
-    const auto late = serve_costed(together, {}, {}, {}, Time::us(50000));
+    const auto late = serve_costed(kTogether, {}, {}, {}, Time::us(50000));
     const auto& first = late.result.records[0];
     CHECK(first.first_scheduled_s == doctest::Approx(0.050).epsilon(1e-9));
     CHECK(late.result.records[1].first_scheduled_s ==
@@ -119,9 +117,26 @@ TEST_CASE("serving host time: a request latency delays without queueing; intake 
     // 50 ms of intake work each and 300 us per token: the first request's
     // prefill ends before the second's intake does (at 100 ms), and its first
     // token leaves 300 us after its prefill, not behind that queued intake.
-    const auto both = serve_costed(together, {}, Time::us(50000), Time::us(300));
+    const auto both = serve_costed(kTogether, {}, Time::us(50000), Time::us(300));
     const auto& a = both.result.records[0];
     CHECK(ttft(a) == doctest::Approx(0.050 + ttft(plain.result.records[0]) + 300e-6).epsilon(1e-9));
+}
+
+TEST_CASE("serving host time: streaming goes before intake on the one front end, so tokens postpone pending intake") {
+    // Two requests together (at 0 and 1 us), 1 s of intake work each and
+    // 10 ms per token. The first is taken in at 1 s and runs alone (its whole
+    // run, below 1 s, ends before the second's intake would, at 2 s); its 8
+    // tokens, 80 ms of streaming work, all come in while the second's intake
+    // is pending, and streaming goes first: the second reaches the engine at
+    // exactly 2 s + 8 x 10 ms. The first's tokens do not wait for that intake.
+    const auto plain = serve_costed(kAlone, {}, {}, {});
+    REQUIRE(e2e(plain.result.records[0]) < 0.9);
+    const auto shared = serve_costed(kTogether, {}, Time::us(1000000), Time::us(10000));
+    const auto& a = shared.result.records[0];
+    const auto& b = shared.result.records[1];
+    CHECK(a.first_scheduled_s == doctest::Approx(1.0).epsilon(1e-12));
+    CHECK(ttft(a) == doctest::Approx(1.0 + ttft(plain.result.records[0]) + 0.010).epsilon(1e-9));
+    CHECK(b.first_scheduled_s == doctest::Approx(2.0 + 8 * 0.010).epsilon(1e-12));
 }
 
 TEST_CASE("serving host time with async scheduling: a step takes the longer of the GPU's work and the host's") {
