@@ -133,11 +133,27 @@ hw::AttentionFit load_attention_fit(const Node& root) {
     f.block = static_cast<double>(sourced(r, "block").as_int(16, 1024));
     f.seq0 = sourced(r, "seq0").as_number(0, 1e6);
     f.head_dim0 = sourced(r, "head_dim0").as_number(0, 1e4);
+    f.head_dim0_flash2 = sourced(r, "head_dim0_flash2").as_number(0, 1e4);
+    f.seq0_backward = sourced(r, "seq0_backward").as_number(0, 1e6);
     f.ref_head_dim = static_cast<double>(sourced(r, "ref_head_dim").as_int(1, 1024));
     f.backward_share = positive_fraction(sourced(r, "backward_share"));
     f.default_share = positive_fraction(sourced(r, "default_share"));
     f.triton_forward = sourced(r, "triton_forward").as_number(1, 10);
     f.triton_backward = sourced(r, "triton_backward").as_number(1, 10);
+    {
+        const Node tiles = sourced(r, "flash3_tiles");
+        for (const Node& e : tiles.elements()) {
+            MapReader t(e);
+            hw::AttentionFit::Tile tile;
+            tile.head_dim = static_cast<int>(t.required("head_dim").as_int(1, 1024));
+            tile.block_m = static_cast<int>(t.required("block_m").as_int(16, 1024));
+            tile.block_n = static_cast<int>(t.required("block_n").as_int(16, 1024));
+            t.finish();
+            if (!f.flash3_tiles.empty() && tile.head_dim <= f.flash3_tiles.back().head_dim)
+                e.fail("head_dim must be larger than the entry before (the table is ascending)");
+            f.flash3_tiles.push_back(tile);
+        }
+    }
     r.finish();
     return f;
 }

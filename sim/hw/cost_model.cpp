@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <utility>
 
 namespace sim::hw {
 
@@ -83,6 +85,25 @@ double kernel_flops(const KernelDesc& k) {
 
 bool has_gemm_shape(const KernelDesc& k) { return k.m > 0 && k.n > 0 && k.k > 0 && k.batch > 0; }
 
+// §3: the kernel family that runs. FlashAttention-2's: the kernels timed as
+// FA2 (flash2, triton), and the best kernel (or cuDNN's) of a GPU before
+// Hopper, where the best is FA2. Hopper and later run the FA3 class.
+bool runs_flash2(const GpuSpec& gpu, AttentionKernel kernel) {
+    if (kernel == AttentionKernel::flash2 || kernel == AttentionKernel::triton) return true;
+    return gpu.architecture != "hopper" && gpu.architecture != "blackwell";
+}
+
+// §3: one CTA's tile, query rows x key columns. FA3's forward tiles by
+// head_dim for the best kernel on Hopper (its own source's table); block x
+// block for every other kernel, the backward and cuDNN's included.
+std::pair<double, double> attention_tile(const GpuSpec& gpu, const KernelDesc& kd) {
+    const AttentionFit& fit = gpu.attention_fit;
+    if (kd.attention_kernel == AttentionKernel::best && !kd.backward && kd.k > 0 && gpu.architecture == "hopper")
+        for (const auto& t : fit.flash3_tiles)
+            if (kd.k <= t.head_dim) return {t.block_m, t.block_n};
+    return {fit.block, fit.block};
+}
+
 // §3: fused attention. Compute at the attention ceiling scaled by head_dim,
 // kv length, the causal diagonal, waves and the backward share.
 // The shape constants are GpuSpec::attention_fit (topologies/kernels/
@@ -95,6 +116,7 @@ Work attention_work(const GpuSpec& gpu, const KernelDesc& kd) {
     const double ceiling = gpu.gemm_ceiling(kd.dtype);
     const double best = gpu.efficiency.attention.value_or(fit.default_share * ceiling);
     const double flash2 = gpu.efficiency.attention_flash2.value_or(best);
+    const bool fa2 = runs_flash2(gpu, kd.attention_kernel);
     double share = best;
     if (kd.attention_kernel == AttentionKernel::flash2) share = flash2;
     if (kd.attention_kernel == AttentionKernel::triton)
@@ -102,22 +124,28 @@ Work attention_work(const GpuSpec& gpu, const KernelDesc& kd) {
     double eff = share;
     if (kd.k > 0) {
         const double d = static_cast<double>(kd.k);
-        const double ref = fit.ref_head_dim / (fit.ref_head_dim + fit.head_dim0);
-        eff = share * (d / (d + fit.head_dim0)) / ref;
+        const double d0 = fa2 ? fit.head_dim0_flash2 : fit.head_dim0;
+        eff = share * (d / (d + d0)) / (fit.ref_head_dim / (fit.ref_head_dim + d0));
     }
     eff = std::min(eff, ceiling);
     const double m = static_cast<double>(kd.m);
     if (kd.n > 0) {
         const double n = static_cast<double>(kd.n);
         const double kv = kd.causal && kd.m > 0 ? std::max(1.0, n - m / 2.0) : n;
-        eff *= kv / (kv + fit.seq0);
+        eff *= kv / (kv + (kd.backward ? fit.seq0_backward : fit.seq0));
     }
-    if (kd.causal && m >= fit.block) {
-        const double qb = std::ceil(m / fit.block);
-        eff *= qb / (qb + 1.0);
+    const auto [bm, bn] = attention_tile(gpu, kd);
+    if (kd.causal && m >= bm) {
+        // A query block of bm rows computes whole key blocks of bn up to its
+        // last row: bm/2 keys a row past the diagonal, plus the last key
+        // block's overhang, (bn - gcd(bm, bn))/2 on average; a row's useful
+        // keys average m/2.
+        const double g = static_cast<double>(std::gcd(static_cast<std::int64_t>(bm), static_cast<std::int64_t>(bn)));
+        const double excess = bm / 2.0 + (bn - g) / 2.0;
+        eff *= m / (m + 2.0 * excess);
     }
     if (kd.m >= 64 && kd.batch > 0) {
-        const std::int64_t ctas = count(kd, kd.batch, ceil_div(kd.m, static_cast<std::int64_t>(fit.block)));
+        const std::int64_t ctas = count(kd, kd.batch, ceil_div(kd.m, static_cast<std::int64_t>(bm)));
         const std::int64_t waves = ceil_div(ctas, gpu.sm_count);
         eff *= static_cast<double>(ctas) / (static_cast<double>(waves) * gpu.sm_count);
     }

@@ -9,6 +9,7 @@
 #include <array>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace sim::hw {
 
@@ -56,6 +57,22 @@ struct AttentionFit {
     // The Triton kernel's time over FlashAttention-2's on the same shape,
     // forward and backward (>= 1; kernel benchmarks, docs/hardware-model.md §3).
     double triton_forward = 1, triton_backward = 1;
+    // FlashAttention-2's own half point (its Ampere mma.sync path loses less
+    // at small head_dim than FA3's wgmma pipeline): kernels timed as FA2, and
+    // the best kernel of a GPU before Hopper, which is FA2.
+    double head_dim0_flash2 = 0;
+    // The backward kernel's prologue in keys (K, V loaded and dK, dV written
+    // per CTA, D = rowsum(dO * O) and dQ's conversion around it): seq0's
+    // counterpart for the backward kernel.
+    double seq0_backward = 0;
+    // FlashAttention-3's forward tiles on Hopper (query rows x key columns
+    // of one CTA) by head_dim, ascending: a head_dim runs with the first
+    // entry at least as large; past the last, or for any other kernel,
+    // block x block. They set the CTA count and the causal diagonal's work.
+    struct Tile {
+        int head_dim = 0, block_m = 0, block_n = 0;
+    };
+    std::vector<Tile> flash3_tiles;
 };
 
 struct GpuSpec {

@@ -20,11 +20,13 @@ enum class KernelKind {
     communication  // a collective's reduction kernel (SMs + HBM while it runs)
 };
 
-// best: the GPU's best flash kernel; flash2: FlashAttention-2 (on Hopper its
-// Ampere-style path); triton: the FlashAttention-1-era Triton port
-// (flash_attn_triton.py, llm-foundry's attn_impl: triton), timed as flash2
-// slowed by AttentionFit::triton_forward / triton_backward.
-enum class AttentionKernel : std::uint8_t { best, flash2, triton };
+// best: the GPU's best flash kernel (FA3 on Hopper, FA2 before it); flash2:
+// FlashAttention-2 (on Hopper its Ampere-style path); triton: the
+// FlashAttention-1-era Triton port (flash_attn_triton.py, llm-foundry's
+// attn_impl: triton), timed as flash2 slowed by AttentionFit::triton_forward /
+// triton_backward; cudnn: cuDNN's fused attention, timed as best except that
+// FA3's tile table (AttentionFit::flash3_tiles) is not its own.
+enum class AttentionKernel : std::uint8_t { best, flash2, triton, cudnn };
 
 // Lanes an SM issues per clock: 4 sub-partitions, each one warp instruction
 // (32 lanes) per clock, on Volta, Ampere and Hopper (NVIDIA's V100, A100 and

@@ -285,10 +285,15 @@ void read_op(const Node& node, Point& p) {
             a.seq_len = r.required("seq_len").as_int(1, kMaxDim);
             a.causal = r.required("causal").as_bool();
             a.dtype = read_dtype(r.required("dtype"), {"fp16", "bf16", "fp8"});
-            // cuDNN's fused attention times as FlashAttention-3, as workload.attention: cudnn
-            // does (docs/workload-model.md): both are Hopper's warp-specialised kernels.
-            a.impl = r.required("impl").as_enum({"flash2", "flash3", "cudnn"}) == "flash2" ? AttentionImpl::flash2
-                                                                                           : AttentionImpl::flash3;
+            // cuDNN's fused attention times as FlashAttention-3 (but for FA3's own tile table),
+            // as workload.attention: cudnn does (docs/workload-model.md): both are Hopper's
+            // warp-specialised kernels.
+            {
+                const std::string impl = r.required("impl").as_enum({"flash2", "flash3", "cudnn"});
+                a.impl = impl == "flash2"  ? AttentionImpl::flash2
+                         : impl == "cudnn" ? AttentionImpl::cudnn
+                                           : AttentionImpl::flash3;
+            }
             a.backward = r.required("pass").as_enum({"fwd", "fwd_bwd"}) == "fwd_bwd";
             break;
         }

@@ -87,8 +87,7 @@ std::vector<hw::KernelDesc> attention_kernels(const AttentionOp& a) {
     std::vector<hw::KernelDesc> out;
     for (auto& op : ops) {
         if (op.kernel.kind != hw::KernelKind::attention) continue;
-        if (a.impl == AttentionImpl::flash2) op.kernel.attention_kernel = hw::AttentionKernel::flash2;
-        if (a.impl == AttentionImpl::triton) op.kernel.attention_kernel = hw::AttentionKernel::triton;
+        op.kernel.attention_kernel = workload::attention_kernel_of(a.impl);
         op.kernel.tensors.clear();  // a benchmark's fresh inputs: no residency from other kernels
         out.push_back(op.kernel);
     }

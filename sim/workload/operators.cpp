@@ -479,8 +479,8 @@ hw::DType activation_dtype(const Precision& p) {
 
 hw::AttentionKernel attention_kernel_of(AttentionImpl a) {
     switch (a) {
-        case AttentionImpl::flash3:
-        case AttentionImpl::cudnn: return hw::AttentionKernel::best;
+        case AttentionImpl::flash3: return hw::AttentionKernel::best;
+        case AttentionImpl::cudnn: return hw::AttentionKernel::cudnn;
         case AttentionImpl::triton: return hw::AttentionKernel::triton;
         case AttentionImpl::flash1:
         case AttentionImpl::flash2:

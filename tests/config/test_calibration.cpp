@@ -168,12 +168,23 @@ backward_share: {value: 0.5, fitted_on: "d"}
 default_share: {value: 0.7, source: "e"}
 triton_forward: {value: 1.4, source: "f"}
 triton_backward: {value: 2.0, source: "f"}
+head_dim0_flash2: {value: 24, fitted_on: "g"}
+seq0_backward: {value: 224, fitted_on: "g"}
+flash3_tiles:
+  value: [{head_dim: 64, block_m: 192, block_n: 128}, {head_dim: 256, block_m: 128, block_n: 80}]
+  source: "h"
 )";
     const hw::AttentionFit f = load_attention_fit(load_string(good, "kernels/flash-attention.yaml"));
     CHECK(f.block == 64);
     CHECK(f.seq0 == 100);
     CHECK(f.default_share == 0.7);
     CHECK(f.triton_backward == 2.0);
+    CHECK(f.head_dim0_flash2 == 24);
+    CHECK(f.seq0_backward == 224);
+    REQUIRE(f.flash3_tiles.size() == 2);
+    CHECK(f.flash3_tiles[1].head_dim == 256);
+    CHECK(f.flash3_tiles[1].block_n == 80);
+    CHECK(fit.flash3_tiles.size() == 3);  // the shipped file: FA3's head_dim 64, 128 and 256
     const auto err = [](const std::string& t) {
         return parasim_test::config_error_of(
             [](const std::string& s) { load_attention_fit(load_string(s, "kernels/flash-attention.yaml")); }, t);
@@ -183,6 +194,11 @@ triton_backward: {value: 2.0, source: "f"}
           "kernels/flash-attention.yaml:7:17: backward_share: a value needs its evidence: source: or fitted_on:");
     CHECK(err(replace(good, "block: {value: 64", "block: {value: 8")).find("kernels/flash-attention.yaml:3:") == 0);
     CHECK(err(replace(good, "value: 1.4", "value: 0.9")).find("kernels/flash-attention.yaml:9:") == 0);
+    // The tile table is ascending in head_dim, and its entries have no other keys.
+    CHECK(err(replace(good, "{head_dim: 256,", "{head_dim: 32,")) ==
+          "kernels/flash-attention.yaml:14:55: flash3_tiles.value[1]: head_dim must be larger than the entry before "
+          "(the table is ascending)");
+    CHECK(err(replace(good, "block_n: 80}", "block_n: 80, warps: 8}")).find("kernels/flash-attention.yaml:14:") == 0);
 }
 
 TEST_SUITE_END();

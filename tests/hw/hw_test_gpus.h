@@ -46,8 +46,19 @@ inline GpuSpec h100() {
     g.gemm_tile_m = 128;
     g.gemm_tile_n = 256;
     g.gemm_cluster = 2;
-    // The flash-attention fit of topologies/kernels/flash-attention.yaml.
-    g.attention_fit = AttentionFit{128, 128, 64, 128, 0.85, 0.8};
+    // The flash-attention fit of topologies/kernels/flash-attention.yaml, with
+    // FA3's head_dim half point and prologue for FlashAttention-2 and the
+    // backward as well, and no FA3 tile table (block x block): the tests that
+    // need FA2's own values or the table set them.
+    g.attention_fit = AttentionFit{};
+    g.attention_fit.block = 128;
+    g.attention_fit.seq0 = 128;
+    g.attention_fit.head_dim0 = 64;
+    g.attention_fit.ref_head_dim = 128;
+    g.attention_fit.backward_share = 0.85;
+    g.attention_fit.default_share = 0.8;
+    g.attention_fit.head_dim0_flash2 = 64;
+    g.attention_fit.seq0_backward = 128;
     return g;
 }
 

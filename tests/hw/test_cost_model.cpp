@@ -276,6 +276,59 @@ TEST_CASE("the Triton attention kernel runs FlashAttention-2's rate divided by i
     CHECK(model->cost(g, bwd, {}).compute_efficiency == doctest::Approx(fa2 / 2.0 * 0.85));
 }
 
+TEST_CASE("FlashAttention-2 has its own head_dim loss; the best kernel before Hopper is FlashAttention-2") {
+    GpuSpec g = test::h100();
+    g.efficiency.attention = 0.66;
+    g.efficiency.attention_flash2 = 0.41;
+    g.attention_fit.head_dim0_flash2 = 24;
+    const auto model = make_cost_model("roofline");
+    // Same CTAs (16 x 128) and keys: the efficiencies differ by the head_dim factor alone,
+    // (d / (d + d0)) / (128 / (128 + d0)).
+    const auto ratio = [&](AttentionKernel kernel) {
+        KernelDesc d64 = attention(1, 16, 64, 16384, false), d128 = attention(1, 16, 128, 16384, false);
+        d64.attention_kernel = d128.attention_kernel = kernel;
+        return model->cost(g, d64, {}).compute_efficiency / model->cost(g, d128, {}).compute_efficiency;
+    };
+    CHECK(ratio(AttentionKernel::flash2) == doctest::Approx((64.0 / 88) / (128.0 / 152)));  // 0.864
+    CHECK(ratio(AttentionKernel::triton) == doctest::Approx((64.0 / 88) / (128.0 / 152)));
+    CHECK(ratio(AttentionKernel::best) == doctest::Approx((64.0 / 128) / (128.0 / 192)));  // FA3: 0.75
+    CHECK(ratio(AttentionKernel::cudnn) == doctest::Approx((64.0 / 128) / (128.0 / 192)));
+    g.architecture = "ampere";  // no FA3: the best kernel is FlashAttention-2
+    CHECK(ratio(AttentionKernel::best) == doctest::Approx((64.0 / 88) / (128.0 / 152)));
+}
+
+TEST_CASE("the causal diagonal costs FA3's own tiles; the backward kernel has its own prologue") {
+    GpuSpec g = test::h100();
+    g.efficiency.attention = 0.66;
+    g.attention_fit.flash3_tiles = {{64, 192, 128}, {128, 128, 128}, {256, 128, 80}};
+    g.attention_fit.seq0_backward = 224;
+    const auto model = make_cost_model("roofline");
+    const auto eff = [&](KernelDesc k, AttentionKernel kernel) {
+        k.attention_kernel = kernel;
+        return model->cost(g, k, {}).compute_efficiency;
+    };
+    // head_dim 256, seq 2048, 4 x 8 heads: FA3's 128 x 80 tile computes 64 + (80 - gcd(128, 80)) / 2 = 96
+    // keys a row past the diagonal, 2 x 96 = 192 against the row's mean 1024 useful keys: 2048 / 2240.
+    // Causal and not share the CTAs (32 x 16 = 512); the prologue sees 1024 keys causal, 2048 not.
+    const KernelDesc causal = attention(4, 8, 256, 2048, true), full = attention(4, 8, 256, 2048, false);
+    const double kv_ratio = (1024.0 / 1152) / (2048.0 / 2176);
+    CHECK(eff(causal, AttentionKernel::best) / eff(full, AttentionKernel::best) ==
+          doctest::Approx(2048.0 / 2240 * kv_ratio));
+    // cuDNN is timed as FA3 but not with FA3's table: 128 x 128 blocks, 64 keys a row past the diagonal.
+    CHECK(eff(causal, AttentionKernel::cudnn) / eff(full, AttentionKernel::cudnn) ==
+          doctest::Approx(2048.0 / 2176 * kv_ratio));
+    // head_dim 64: FA3's 192-row tile gives ceil(2048 / 192) = 11 query blocks, 8 x 16 x 11 = 1408 CTAs
+    // in 11 waves of 132, full waves: 1408 / 1452 against 128-row blocks' 2048 / 2112 (both 0.97).
+    const double fa3 = eff(attention(8, 16, 64, 2048, false), AttentionKernel::best);
+    const double cudnn = eff(attention(8, 16, 64, 2048, false), AttentionKernel::cudnn);
+    CHECK(fa3 / cudnn == doctest::Approx((1408.0 / 1452) / (2048.0 / 2112)));
+    // The backward kernel: prologue 224 keys, not 128, then the backward share 0.85.
+    KernelDesc bwd = full;
+    bwd.backward = true;
+    CHECK(eff(bwd, AttentionKernel::best) / eff(full, AttentionKernel::best) ==
+          doctest::Approx(0.85 * (2048.0 / 2272) / (2048.0 / 2176)));
+}
+
 TEST_CASE("decode attention is bound by reading the KV cache") {
     const GpuSpec g = test::h100();
     KernelDesc k;

@@ -750,7 +750,7 @@ TEST_CASE(
 
 TEST_CASE("attention implementations time as the kernel measured for them") {
     CHECK(attention_kernel_of(AttentionImpl::flash3) == sim::hw::AttentionKernel::best);
-    CHECK(attention_kernel_of(AttentionImpl::cudnn) == sim::hw::AttentionKernel::best);
+    CHECK(attention_kernel_of(AttentionImpl::cudnn) == sim::hw::AttentionKernel::cudnn);
     CHECK(attention_kernel_of(AttentionImpl::triton) == sim::hw::AttentionKernel::triton);
     CHECK(attention_kernel_of(AttentionImpl::flash1) == sim::hw::AttentionKernel::flash2);
     OperatorOptions o;
