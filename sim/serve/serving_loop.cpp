@@ -1,13 +1,14 @@
 // The serving event loop: arrivals, iterations and KV transfers on one
-// Simulation (docs/serving.md, "The loop").
+// Simulation (docs/serving.md, "The loop"); the host work around the steps
+// (request intake, token streaming) is the front end's (front_end.h).
 #include "sim/serve/serving_loop.h"
 
-#include "sim/core/checked.h"
 #include "sim/core/error.h"
 #include "sim/core/simulation.h"
 #include "sim/net/flow_network.h"
 #include "sim/net/topology.h"
 #include "sim/serve/engine_state.h"
+#include "sim/serve/front_end.h"
 #include "sim/serve/router/i_router.h"
 #include "sim/serve/scheduler/i_scheduler.h"
 
@@ -102,11 +103,7 @@ private:
     // Open-loop arrivals not yet delivered (each kicks its replica).
     bool arrivals_pending() const { return !closed_ && arrived_ < requests_.size(); }
     std::size_t route(std::size_t first, std::size_t count, std::uint64_t& routed);
-    void intake(std::uint32_t id);
-    void taken_in(std::uint32_t id, Time shifted);
     void arrive(std::uint32_t id);
-    Time host_time(Time each, std::size_t count) const;
-    Time deliver(std::int64_t tokens);
     void kick(std::size_t r);
     void start(std::size_t r);
     void finish(std::size_t r);
@@ -145,16 +142,9 @@ private:
     std::int64_t prefix_blocks_ = 0;  // whole blocks of the shared prefix (0: no prefix caching)
     std::size_t released_ = 0, arrived_ = 0, done_ = 0;
     std::uint64_t routed_front_ = 0, routed_decode_ = 0;
-    // The software profile's serving host times (docs/serving.md, "Host time
-    // of the serving engine"): the front end is one CPU whose token streaming
-    // (FIFO, work ending at stream_free_) goes before request intake (FIFO,
-    // its work ending at intake_free_): intake runs only while no token is
-    // waiting, so every token's work that comes in while intake is pending
-    // postpones all pending intake by that much (stream_shift_ sums it);
-    // request_latency_ delays a request without occupying the front end.
-    Time sequence_cost_{}, request_cost_{}, token_cost_{}, request_latency_{};
-    bool delayed_intake_ = false;
-    Time intake_free_{}, stream_free_{}, stream_shift_{};
+    // The host work around the engine's steps: request intake, token
+    // streaming and the host time per step (front_end.h).
+    FrontEnd front_;
     // Replica 0's timeline (simulator.h says how it thins).
     std::vector<TimelinePoint> timeline_;
     std::uint64_t stride_ = 1;
@@ -167,7 +157,11 @@ Loop::Loop(const LoopSetup& setup, const std::vector<Request>& requests, ServeRe
       sv_(*setup.scenario.workload.serving),
       requests_(requests),
       res_(res),
-      closed_(sv_.arrivals == config::ArrivalProcess::closed) {
+      closed_(sv_.arrivals == config::ArrivalProcess::closed),
+      front_(sim_, setup.scenario.profile, [this](std::uint32_t id) {
+          if (!closed_) ++arrived_;
+          arrive(id);
+      }) {
     const std::size_t n = requests.size();
     seqs_.resize(n);
     arrival_.resize(n);
@@ -216,12 +210,6 @@ Loop::Loop(const LoopSetup& setup, const std::vector<Request>& requests, ServeRe
         if (disaggregated()) transfers_.resize(n);
     }
     prefix_blocks_ = sv_.shared_prefix_tokens / res.pool.block_size;
-    const auto& profile = setup.scenario.profile;
-    sequence_cost_ = profile.serving_sequence_overhead;
-    request_cost_ = profile.serving_request_overhead;
-    token_cost_ = profile.serving_token_overhead;
-    request_latency_ = profile.serving_request_latency;
-    delayed_intake_ = request_cost_ > Time{} || request_latency_ > Time{};
     released_ = closed_ ? std::min<std::size_t>(n, static_cast<std::size_t>(sv_.concurrency)) : n;
 }
 
@@ -232,72 +220,6 @@ std::size_t Loop::route(std::size_t first, std::size_t count, std::uint64_t& rou
     if (pick >= count)
         throw InternalError(fmt::format("router {} picked replica {} of {}", sv_.router->name(), pick, count));
     return first + pick;
-}
-
-// count x each, checked.
-Time Loop::host_time(Time each, std::size_t count) const {
-    const auto ps = checked_mul(each.count_ps(), count);
-    if (!ps) throw InternalError("serving host time overflows");
-    return Time::ps(*ps);
-}
-
-// A request reaches the engine once the front end has taken it in: after the
-// intake work queued before it, plus request_overhead, plus request_latency.
-// Without an intake cost or latency it arrives at once (the loop as before,
-// event for event).
-void Loop::intake(std::uint32_t id) {
-    if (!delayed_intake_) {
-        if (!closed_) ++arrived_;
-        arrive(id);
-        return;
-    }
-    Time at = sim_.now();
-    if (request_cost_ > Time{} && token_cost_ > Time{}) {
-        // Streaming goes first: the intake starts once the tokens already
-        // queued are out, and is postponed by those that come in meanwhile.
-        at = intake_free_ = std::max({intake_free_, stream_free_, at}) + request_cost_;
-        const Time shift = stream_shift_;
-        sim_.schedule_at(at, [this, id, shift] { taken_in(id, shift); });
-        return;
-    }
-    if (request_cost_ > Time{}) at = intake_free_ = std::max(intake_free_, at) + request_cost_;
-    at += request_latency_;
-    sim_.schedule_at(at, [this, id] {
-        if (!closed_) ++arrived_;
-        arrive(id);
-    });
-}
-
-// The end of a request's intake as it was scheduled; tokens streamed since
-// (stream_shift_ - shifted) postpone it, then the latency follows.
-void Loop::taken_in(std::uint32_t id, Time shifted) {
-    if (stream_shift_ != shifted) {
-        const Time shift = stream_shift_;
-        sim_.schedule_at(sim_.now() + (shift - shifted), [this, id, shift] { taken_in(id, shift); });
-        return;
-    }
-    const auto enter = [this, id] {
-        if (!closed_) ++arrived_;
-        arrive(id);
-    };
-    if (request_latency_ == Time{}) enter();
-    else sim_.schedule_at(sim_.now() + request_latency_, enter);
-}
-
-// The tokens an iteration sampled reach their clients once the front end has
-// streamed them: after the streaming work queued before, plus token_overhead
-// each. Request intake does not delay them (streaming goes first: a token
-// never waits for every queued intake, docs/serving.md); intake still
-// pending waits for them instead.
-Time Loop::deliver(std::int64_t tokens) {
-    if (token_cost_ == Time{} || tokens == 0) return sim_.now();
-    const Time work = host_time(token_cost_, static_cast<std::size_t>(tokens));
-    stream_free_ = std::max(stream_free_, sim_.now()) + work;
-    if (intake_free_ > sim_.now()) {
-        intake_free_ += work;
-        stream_shift_ += work;
-    }
-    return stream_free_;
 }
 
 void Loop::arrive(std::uint32_t id) {
@@ -350,7 +272,7 @@ void Loop::start(std::size_t r) {
     // with async scheduling, done for the next step while the GPU runs this
     // one, so a step takes the longer of the two (docs/serving.md).
     const Time gpu = rep.cost->time(batch_) + swap_time(rep);
-    const Time host = host_time(sequence_cost_, rep.work.size());
+    const Time host = front_.step_host_time(rep.work.size());
     sim_.schedule_at(rep.start + (sv_.async_scheduling ? std::max(gpu, host) : gpu + host), [this, r] { finish(r); });
 }
 
@@ -386,8 +308,8 @@ void Loop::complete(Replica& rep, std::uint32_t id, Time client) {
         const auto next = static_cast<std::uint32_t>(released_++);
         arrival_[next] = client;
         res_.records[next].request.arrival_s = client.seconds();
-        if (client == sim_.now()) intake(next);
-        else sim_.schedule_at(client, [this, next] { intake(next); });
+        if (client == sim_.now()) front_.intake(next);
+        else sim_.schedule_at(client, [this, next] { front_.intake(next); });
     }
 }
 
@@ -407,10 +329,10 @@ void Loop::settle(std::size_t r, const std::vector<Work>& work, Time started) {
     const Time t = sim_.now();
     std::int64_t fed = 0, to_clients = 0;
     handoffs_.clear();
-    if (token_cost_ > Time{} && rep.role != Role::prefill)
+    if (front_.streams() && rep.role != Role::prefill)
         for (const auto& w : work)
             if (seqs_[w.seq].computed + w.tokens == seqs_[w.seq].prompt + seqs_[w.seq].generated) ++to_clients;
-    const Time client = deliver(to_clients);
+    const Time client = front_.deliver(to_clients);
     for (const auto& w : work) {
         Sequence& s = seqs_[w.seq];
         RequestRecord& rec = res_.records[w.seq];
@@ -493,7 +415,7 @@ void Loop::start_pp(std::size_t r) {
         }
         for (std::size_t s = 0; s < b.stage_time.size(); ++s) b.stage_time[s] = setup_.stage_costs[s]->time(batch_);
         // The engine's host time precedes the step (the first stage waits for it).
-        b.stage_time[0] += host_time(sequence_cost_, b.work.size());
+        b.stage_time[0] += front_.step_host_time(b.work.size());
         b.send = Bytes::ceil(static_cast<double>(tokens) * setup_.boundary_bytes_per_token);
         b.start = sim_.now();
         b.busy = true;
@@ -672,19 +594,19 @@ void Loop::flow_done(std::uint32_t id) {
 void Loop::run() {
     const std::size_t n = requests_.size();
     if (closed_) {
-        for (std::size_t i = 0; i < released_; ++i) intake(static_cast<std::uint32_t>(i));
+        for (std::size_t i = 0; i < released_; ++i) front_.intake(static_cast<std::uint32_t>(i));
     } else {
         // Every arrival is queued before anything else, so at equal times
         // arrivals run first and join the iteration that starts then.
         sim_.reserve(n + 2 * reps_.size());
         for (std::size_t i = 0; i < n; ++i)
-            sim_.schedule_at(arrival_[i], [this, i] { intake(static_cast<std::uint32_t>(i)); });
+            sim_.schedule_at(arrival_[i], [this, i] { front_.intake(static_cast<std::uint32_t>(i)); });
     }
     sim_.run();
     if (done_ < n)
         throw InternalError(fmt::format("serving: scheduler {} made no progress at {} s ({} of {} requests done)",
                                         sv_.scheduler->name(), sim_.now().seconds(), done_, n));
-    res_.end_s = std::max(sim_.now(), stream_free_).seconds();  // the front end may stream after the last event
+    res_.end_s = std::max(sim_.now(), front_.stream_end()).seconds();  // the front end may stream after the last event
     res_.timeline = std::move(timeline_);
     const std::uint64_t first_iterations = reps_.front().stats.iterations;
     if (first_iterations > 0 && (first_iterations - 1) % stride_ != 0) res_.timeline.push_back(last_point_);
