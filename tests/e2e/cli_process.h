@@ -1,5 +1,6 @@
 // Running the parasim binary from an end-to-end test as a user would: its
-// stdout, its stderr and its exit code (test_cli.cpp, test_validate_annotations.cpp).
+// stdout, its stderr and its exit code (test_cli.cpp, test_cli_outputs.cpp,
+// test_validate_annotations.cpp).
 #pragma once
 
 #include <doctest/doctest.h>
@@ -27,6 +28,22 @@ struct Result {
 // run beside this one.
 inline std::filesystem::path temp_path(const std::string& name) {
     return std::filesystem::temp_directory_path() / ("parasim-e2e-" + std::to_string(::getpid()) + "-" + name);
+}
+
+// A scratch folder of its own for a test: temp_path(name), emptied and made.
+inline std::filesystem::path scratch(const std::string& name) {
+    const auto dir = temp_path(name);
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    return dir;
+}
+
+// A file's bytes.
+inline std::string slurp(const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
 }
 
 // `parasim ARGS` (the arguments as a shell would split them).

@@ -541,42 +541,6 @@ TEST_CASE("validate: kernel and collective points are the cost model's and the c
     CHECK(outcome("attn").simulated > 1.4 * r3.outcomes[0].simulated);
 }
 
-TEST_CASE("comm tuning: the collective engine picks NCCL's protocol and algorithm by predicted time") {
-    sim::config::GpuCatalog gpus;
-    const auto choice = [&](const char* cluster_name, int n, std::uint64_t bytes) {
-        const auto c = sim::config::load_cluster_file(cluster_name);
-        const sim::net::Topology topo(c, n);
-        sim::Simulation sim;
-        sim::net::FlowNetwork flows(sim, topo);
-        const sim::net::CollectiveEngine e(sim, flows, topo);
-        auto r = sim::exec::make_request(gpus.get(c.gpu), c, sim::config::collective_library());
-        r.op = sim::net::CollectiveOp::all_reduce;
-        for (int i = 0; i < n; ++i) r.gpus.push_back(i);
-        r.size = sim::Bytes{bytes};
-        const auto ch = e.choose(r);
-        return ch.algorithm + "/" + ch.protocol;
-    };
-    CHECK(choice("dgx-a100", 8, 32768) == "ring/LL");
-    CHECK(choice("dgx-a100", 8, 64ULL << 20) == "ring/LL128");
-    CHECK(choice("dgx-a100", 8, 16ULL << 30) == "ring/Simple");
-    CHECK(choice("dgx-h100", 8, 32768) == "ring/LL");
-    CHECK(choice("dgx-h100", 8, 16ULL << 20) == "in-switch/Simple");  // NCCL: NVLS from 2 MiB on 8 x H200
-    CHECK(choice("dgx-h100-x2", 16, 1ULL << 30).find("/Simple") != std::string::npos);
-}
-
-TEST_CASE("comm tuning: the shipped NVSwitch clusters' link latencies are NCCL's LL hardware latencies") {
-    // The cluster files cite the same NCCL table that validate's clusters
-    // take from the collective library's file (checked against its copies here).
-    const auto& lib = sim::config::collective_library();
-    for (const char* name : {"dgx-h100", "dgx-a100", "dgx-h100-pod", "dgx-h100-superpod"}) {
-        CAPTURE(name);
-        const auto c = sim::config::load_cluster_file(name);
-        for (auto cls : {sim::net::LinkClass::nvlink, sim::net::LinkClass::pcie, sim::net::LinkClass::network})
-            if (const auto* l = c.link(cls)) CHECK(l->latency == lib.link_latency(cls));
-    }
-    CHECK(lib.link_latency(sim::net::LinkClass::nvlink) == sim::Time::ns(600));
-}
-
 TEST_CASE("validate: MAPE per kind over simulated points; skipped points are counted apart") {
     sim::validate::Report r;
     const auto add = [&](const char* id, Kind k, double err, bool skipped = false) {
@@ -638,45 +602,6 @@ TEST_CASE("validate: MAPE per kind over simulated points; skipped points are cou
 // them apart (docs/testing.md): whole runs take ~20 s in Release ("slow");
 // kernel and collective points are what the cost model and the collective
 // engine were calibrated on ("fit").
-namespace {
-
-struct Guard {
-    Kind kind;
-    double max_mape;
-    int min_simulated;
-};
-
-void check_guards(std::initializer_list<Guard> guards) {
-    const std::string path = PARASIM_PUBLISHED_DATASET;
-    REQUIRE_MESSAGE(std::filesystem::exists(path), "the reference dataset is missing: " << path);
-    sim::validate::ValidateOptions o;
-    for (const auto& g : guards) o.kinds.push_back(g.kind);
-    auto dataset = sim::validate::load_dataset(path);
-    sim::validate::annotate(dataset,
-                            std::string(PARASIM_DATA_DIR) + "/tests/data/validation/published-annotations.yaml");
-    const auto report = sim::validate::validate(dataset, o);
-    for (const auto& g : guards) {
-        const auto& k = report.kinds[static_cast<std::size_t>(g.kind)];
-        INFO(sim::validate::to_string(g.kind), ": MAPE ", k.mape ? *k.mape : -1.0, ", worst ", k.worst_id, " (",
-             k.worst_error, "), ", k.simulated, " simulated, ", k.skipped, " skipped");
-        CHECK(k.simulated >= g.min_simulated);
-        REQUIRE(k.mape.has_value());
-        CHECK(*k.mape <= g.max_mape);
-    }
-}
-
-}  // namespace
-
-TEST_CASE("validate: the reference dataset's whole runs stay within the guarded MAPE" * doctest::test_suite("slow")) {
-    check_guards({{Kind::training, 0.05, 24}, {Kind::inference, 0.10, 25}});
-}
-
-TEST_CASE("validate: the reference dataset's kernels and collectives stay within the guarded MAPE" *
-          doctest::test_suite("fit")) {
-    check_guards(
-        {{Kind::gemm, 0.10, 1}, {Kind::attention, 0.10, 46}, {Kind::collective, 0.14, 10}, {Kind::memory, 0.10, 5}});
-}
-
 TEST_CASE("validate dataset: parallelism.etp and the model's attention and moe maps (parasim's extensions)") {
     const std::string text = R"(points:
 - id: train-etp
