@@ -12,6 +12,7 @@
 #include "sim/config/yaml_reader.h"
 #include "sim/validate/annotations.h"
 #include "sim/validate/dataset.h"
+#include "tests/validate/annotations_dataset.h"
 
 #include <unistd.h>
 
@@ -22,32 +23,10 @@
 
 namespace {
 
-// Two points of one page (their sources share the prefix "page A, 'Peak
-// Throughput"), one that names its stack, one kernel point.
-const char* const kDataset = R"(points:
-- id: page-a-1
-  kind: inference
-  source: "page A, 'Peak Throughput - H100'"
-  hardware: {gpu: h100-sxm, gpus: 1}
-  model: &model {layers: 2, hidden: 1024, heads: 16, kv_heads: 2, ffn: 2816, ffn_kind: swiglu, vocab: 32000}
-  workload: &workload {batch: 8, prompt_tokens: 128, output_tokens: 64, dtype: fp16}
-  measured: {metric: tokens_per_s, value: 1000}
-- id: page-a-2
-  kind: inference
-  source: "page A, 'Peak Throughput - A100'"
-  hardware: {gpu: a100-sxm-80gb, gpus: 1}
-  model: *model
-  workload: *workload
-  measured: {metric: tokens_per_s, value: 2000}
-- id: page-b
-  kind: inference
-  source: "page B"
-  hardware: {gpu: a100-sxm-80gb, gpus: 1}
-  model: *model
-  workload: *workload
-  measured: {metric: tokens_per_s, value: 3000}
-  software: {name: tensorrt-llm, version: '0.6.1'}
-- id: kernel-c
+// The annotations tests' three points (two of one page, whose sources share
+// the prefix "page A, 'Peak Throughput", one that names its stack) and a
+// kernel point.
+const std::string kDataset = std::string(parasim_test::kAnnotationsDataset) + R"(- id: kernel-c
   kind: attention
   source: "page C, kernel table"
   hardware: {gpu: h100-sxm, gpus: 1}
