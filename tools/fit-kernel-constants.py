@@ -52,7 +52,8 @@ all the points read; a tie goes to the smaller constants. Each step of the
 walk is one `parasim validate --attention-fit FILE` run, in which every FA2
 point is repeated once per share on a copy of its GPU file that holds that
 share. --head-dim0-grid and --seq0-backward-grid search a part of the grid
-(the whole one is 561 grid points, each a few `parasim validate` runs).
+(the whole one is 561 grid points, each a few `parasim validate` runs: 15 minutes
+on two busy cores).
 
     python3 tools/fit-kernel-constants.py --attention-shape \\
         --reference ../shared/validation/published.yaml \\
