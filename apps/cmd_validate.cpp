@@ -50,6 +50,9 @@ int cmd_validate(const Args& args) {
                                  "read GPU files from DIR instead of topologies/gpus (tools/fit-gemms.py)")(
         "software-dir", po::value<std::string>(),
         "read software profiles from DIR instead of topologies/software (tools/fit-profiles.py)")(
+        "attention-fit", po::value<std::string>(),
+        "read the attention shape constants from FILE instead of topologies/kernels/flash-attention.yaml "
+        "(tools/fit-kernel-constants.py --attention-shape)")(
         "annotations", po::value<std::string>(),
         "set on the dataset's points the run details FILE states that the dataset does not (software: {name, "
         "version}), each entry selecting points by source prefix or id and citing its own source; a selector that "
@@ -67,6 +70,7 @@ int cmd_validate(const Args& args) {
     vo.jobs = cl.int_at_least("jobs", 0);
     if (vm.count("gpu-dir")) vo.gpu_dir = vm["gpu-dir"].as<std::string>();
     if (vm.count("software-dir")) vo.software_dir = vm["software-dir"].as<std::string>();
+    if (vm.count("attention-fit")) vo.attention_fit = vm["attention-fit"].as<std::string>();
     if (vm.count("id")) vo.ids = split(vm["id"].as<std::string>());
     if (vm.count("kind")) {
         for (const auto& name : split(vm["kind"].as<std::string>())) {

@@ -203,6 +203,10 @@ std::string gpu_path(const std::string& name_or_path) { return resolve(name_or_p
 
 GpuCatalog::GpuCatalog(std::string dir) : dir_(std::move(dir)) {}
 
+GpuCatalog::GpuCatalog(std::string dir, const std::string& attention_fit_path) : dir_(std::move(dir)) {
+    if (!attention_fit_path.empty()) attention_fit_ = load_attention_fit(load_file(attention_fit_path));
+}
+
 std::string GpuCatalog::path_of(const std::string& name_or_path) const { return resolve(name_or_path, dir_); }
 
 std::string GpuCatalog::unknown_message(const std::string& name) const { return unknown_gpu(name, dir_); }
@@ -211,7 +215,11 @@ const hw::GpuSpec& GpuCatalog::get(const std::string& name_or_path) {
     const std::string path = path_of(name_or_path);
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = cache_.find(path);
-    if (it == cache_.end()) it = cache_.emplace(path, load_gpu_file(path)).first;
+    if (it == cache_.end()) {
+        hw::GpuSpec spec = load_gpu_file(path);
+        if (attention_fit_) spec.attention_fit = *attention_fit_;
+        it = cache_.emplace(path, std::move(spec)).first;
+    }
     return it->second;
 }
 

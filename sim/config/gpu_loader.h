@@ -12,6 +12,7 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,11 @@ std::string gpu_path(const std::string& name_or_path);
 class GpuCatalog {
 public:
     explicit GpuCatalog(std::string dir = default_gpu_dir());
+    // The same, every GPU taking its attention shape constants from the
+    // kernel file `attention_fit_path` (format of topologies/kernels/
+    // flash-attention.yaml) instead of the shipped one; "" = the shipped one.
+    // tools/fit-kernel-constants.py fits those constants with it.
+    GpuCatalog(std::string dir, const std::string& attention_fit_path);
 
     // The GPU called `name_or_path` (a bare name is looked up in dir()).
     // Unknown names: ConfigError listing the available ones, with a
@@ -51,6 +57,7 @@ private:
     std::string unknown_message(const std::string& name) const;
 
     std::string dir_;
+    std::optional<hw::AttentionFit> attention_fit_;  // replaces each spec's (constructor)
     std::mutex mutex_;
     std::map<std::string, hw::GpuSpec> cache_;  // by resolved path
 };

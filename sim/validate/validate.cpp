@@ -295,7 +295,8 @@ Report validate(const Dataset& d, const ValidateOptions& options) {
             continue;
         todo.push_back(&p);
     }
-    config::GpuCatalog catalog(options.gpu_dir.empty() ? config::default_gpu_dir() : options.gpu_dir);
+    config::GpuCatalog catalog(options.gpu_dir.empty() ? config::default_gpu_dir() : options.gpu_dir,
+                               options.attention_fit);
     const ShippedClusters shipped;
     r.outcomes.resize(todo.size());
     std::atomic<std::size_t> next{0};

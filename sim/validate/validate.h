@@ -74,6 +74,8 @@ struct ValidateOptions {
     std::vector<Kind> kinds;       // only these kinds (empty: all)
     std::string gpu_dir;           // GPU files ("" = topologies/gpus; tools/fit-gemms.py sets it)
     std::string software_dir;      // software profiles ("" = topologies/software; tools/fit-profiles.py sets it)
+    std::string attention_fit;     // attention shape constants ("" = topologies/kernels/flash-attention.yaml;
+                                   // tools/fit-kernel-constants.py --attention-shape sets it)
     std::string annotations;       // the annotations file already applied to the dataset (reported; annotations.h)
 };
 
