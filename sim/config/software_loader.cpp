@@ -148,6 +148,11 @@ SoftwareProfile load_profile(const Node& root, const std::string& expected_name,
         p.fused_moe_chunk_tokens =
             sourced(r, "fused_moe_chunk_tokens", p.fused_moe_chunk_tokens_from).as_int(0, std::int64_t{1} << 24);
     }
+    if (r.has("prefill_max_tokens")) {
+        // More than 2^24 tokens in one context pass is no engine's buffer: a slip.
+        p.prefill_max_tokens =
+            sourced(r, "prefill_max_tokens", p.prefill_max_tokens_from).as_int(0, std::int64_t{1} << 24);
+    }
     if (r.has("fp8_gemm_ceiling")) {
         const Node c = sourced(r, "fp8_gemm_ceiling", p.fp8_gemm_ceiling_from);
         p.fp8_gemm_ceiling = c.as_number(0, 1);

@@ -129,6 +129,14 @@ struct SoftwareProfile {
     // Optional key `fused_moe_chunk_tokens`, 0 (default) = not modelled.
     std::int64_t fused_moe_chunk_tokens = 0;
     Provenance fused_moe_chunk_tokens_from;
+    // Static-batch inference: the engine prefills a batch's prompts in
+    // consecutive sub-batches whose sequences x (prompt - 1) tokens stay
+    // within this bound (TurboMind's max_context_token_num: its context
+    // decoder leaves each prompt's last token to the first decode step;
+    // docs/software-profiles.md §2f). Optional key `prefill_max_tokens`,
+    // 0 (default) = the whole micro-batch in one pass.
+    std::int64_t prefill_max_tokens = 0;
+    Provenance prefill_max_tokens_from;
     // The fraction of the FP8 dense peak the stack's FP8 GEMMs reach on large
     // shapes, where they are not the GPU's best library (cuBLASLt, whose
     // ceiling the GPU file gives): vLLM 0.7's block-scaled (128 x 128 weight,

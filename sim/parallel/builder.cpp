@@ -41,9 +41,14 @@ void emit_inference(Emitter& em, PlanBuild& out) {
         return last.front();
     };
 
+    // A profile's prefill_max_tokens splits a micro-batch's prompts into
+    // sub-batches that run one after another (docs/software-profiles.md §2f).
     for (int j = 0; j < m; ++j) {
-        const workload::PassShape shape{sequences[j], w.prompt_tokens, w.prompt_tokens};
-        prefill_end[j] = run_pass(Phase::prefill, j, shape, -1, std::vector<std::vector<std::uint32_t>>(width));
+        const std::int64_t sub = prefill_sub_batch(sc, sequences[j]);
+        for (std::int64_t done = 0; done < sequences[j]; done += sub) {
+            const workload::PassShape shape{std::min(sub, sequences[j] - done), w.prompt_tokens, w.prompt_tokens};
+            prefill_end[j] = run_pass(Phase::prefill, j, shape, -1, std::vector<std::vector<std::uint32_t>>(width));
+        }
         out.plan.markers.push_back(prefill_end[j]);
     }
     for (int k = 0; k < steps; ++k) {

@@ -59,11 +59,20 @@ double ops_time(const std::vector<Operator>& ops, const hw::GpuSpec& gpu, const 
     return t;
 }
 
+std::int64_t prefill_sub_batch(const config::ScenarioSpec& sc, std::int64_t mb_size) {
+    const std::int64_t cap = sc.profile.prefill_max_tokens;
+    if (cap <= 0) return mb_size;
+    // TurboMind's context decoder runs prompt - 1 tokens a sequence (the
+    // last one goes to the first decode step) and bounds sequences x that.
+    const std::int64_t per = std::max<std::int64_t>(1, sc.workload.prompt_tokens - 1);
+    return std::clamp<std::int64_t>(cap / per, 1, mb_size);
+}
+
 Shapes shapes_for(const config::ScenarioSpec& sc, std::int64_t mb_size) {
     Shapes s;
     const auto& w = sc.workload;
     if (w.mode == Mode::inference) {
-        s.prefill = {mb_size, w.prompt_tokens, w.prompt_tokens};
+        s.prefill = {prefill_sub_batch(sc, mb_size), w.prompt_tokens, w.prompt_tokens};
         s.decode_mid = {mb_size, 1, w.prompt_tokens + std::max<std::int64_t>(1, w.output_tokens / 2)};
     } else {
         s.train = {mb_size, w.seq_len, w.seq_len};

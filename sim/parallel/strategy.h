@@ -39,7 +39,13 @@ double ops_time(const std::vector<workload::Operator>& ops, const hw::GpuSpec& g
 struct Shapes {
     workload::PassShape prefill, decode_mid, train;
 };
+// The prefill shape is one sub-batch of prefill_sub_batch's size.
 Shapes shapes_for(const config::ScenarioSpec& sc, std::int64_t mb_size);
+// Inference: the sequences of a micro-batch of `mb_size` that one prefill
+// pass takes, floor(T / max(1, prompt - 1)) clamped to [1, mb_size] for the
+// profile's prefill_max_tokens T, or mb_size when T is 0
+// (docs/software-profiles.md §2f).
+std::int64_t prefill_sub_batch(const config::ScenarioSpec& sc, std::int64_t mb_size);
 // Per-GPU memory of pipeline stage `s` (every TP rank of a stage is alike).
 hw::MemoryBreakdown stage_memory(const config::ScenarioSpec& sc, const ResolvedStrategy& rs, int s,
                                  const std::vector<LayerRange>& vstages);

@@ -292,6 +292,22 @@ TEST_CASE("software profiles: the optimizer's bytes per parameter (optimizer_byt
     CHECK(software_profile("megatron-core").optimizer_bytes_per_param == 0.0);
 }
 
+TEST_CASE("software profiles: a static batch's prefill sub-batch bound (prefill_max_tokens)") {
+    const SoftwareProfile plain = load_software_profile(load_string(kGood, "software/megatron-lm.yaml"), "megatron-lm");
+    CHECK(plain.prefill_max_tokens == 0);  // left out: one pass
+    const SoftwareProfile p = load_software_profile(
+        load_string(kGood + "prefill_max_tokens: {value: 4104, source: \"config\"}\n", "software/megatron-lm.yaml"),
+        "megatron-lm");
+    CHECK(p.prefill_max_tokens == 4104);
+    CHECK(p.prefill_max_tokens_from.text == "config");
+    CHECK(error_of(kGood + "prefill_max_tokens: {value: -1, source: \"x\"}\n").find("prefill_max_tokens.value") !=
+          std::string::npos);
+    CHECK(error_of(kGood + "prefill_max_tokens: {value: 100}\n").find("prefill_max_tokens") != std::string::npos);
+    // TurboMind's max_context_token_num of lmdeploy's A100 benchmark: 4 x session_len 4104 (§2f).
+    CHECK(software_profile("lmdeploy").prefill_max_tokens == 16416);
+    CHECK(software_profile("tensorrt-llm").prefill_max_tokens == 0);
+}
+
 TEST_CASE("software profiles: the training loss's cross-entropy (cross_entropy)") {
     const SoftwareProfile plain = load_software_profile(load_string(kGood, "software/megatron-lm.yaml"), "megatron-lm");
     CHECK_FALSE(plain.cross_entropy_fp32_unfused);  // left out: one fused pass each way

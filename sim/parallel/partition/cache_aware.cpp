@@ -7,6 +7,7 @@
 #include "sim/workload/footprint.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 namespace sim::parallel::partitioners_impl {
@@ -32,8 +33,11 @@ void partition_cache_aware(const config::ScenarioSpec& sc, const config::Strateg
         if (inference) {
             const double decode = ops_time(workload::layer_forward(m, l, 0, sh.decode_mid, opt), sc.gpu, cm);
             const double prefill = ops_time(workload::layer_forward(m, l, 0, sh.prefill, opt), sc.gpu, cm);
-            cost[l] =
-                prefill * rs.microbatches + decode * rs.microbatches * static_cast<double>(sc.workload.output_tokens);
+            // sh.prefill is one prefill sub-batch (prefill_sub_batch); a micro-batch runs this many.
+            const double passes =
+                std::ceil(static_cast<double>(rs.microbatch_sizes.front()) / static_cast<double>(sh.prefill.batch));
+            cost[l] = prefill * passes * rs.microbatches +
+                      decode * rs.microbatches * static_cast<double>(sc.workload.output_tokens);
             const double kv_mid = workload::layer_kv_bytes(m, replica_batch, sh.decode_mid.context, opt).as_double();
             const double kv_full =
                 workload::layer_kv_bytes(m, replica_batch, sc.workload.prompt_tokens + sc.workload.output_tokens, opt)
