@@ -184,6 +184,13 @@ SoftwareProfile load_profile(const Node& root, const std::string& expected_name,
         if ((p.mla_kv_cache_align_bytes & (p.mla_kv_cache_align_bytes - 1)) != 0)
             a.fail("an alignment must be a power of two (or 0: entries packed)");
     }
+    if (r.has("non_torch_memory")) {
+        // More than 64 GB a GPU outside the allocator is no stack's: a unit slip.
+        const Node n = sourced(r, "non_torch_memory", p.non_torch_memory_from);
+        p.non_torch_memory_bytes = n.as_bytes().as_double();
+        if (p.non_torch_memory_bytes < 0 || p.non_torch_memory_bytes > 64e9)
+            n.fail("memory outside the allocator must be between 0 and 64 GB a GPU");
+    }
     if (auto mb = r.optional("memory_bound")) {
         MapReader m(*mb);
         // A share of the streaming rate is at most 1; below 0.01 is a slip.

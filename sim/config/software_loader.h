@@ -173,6 +173,15 @@ struct SoftwareProfile {
     // (default) = entries packed.
     std::int64_t mla_kv_cache_align_bytes = 0;
     Provenance mla_kv_cache_align_bytes_from;
+    // Serving: memory a GPU of the engine holds outside PyTorch's allocator
+    // (NCCL communicators, the custom all-reduce's buffers), which vLLM's
+    // memory profile subtracts from its budget with the weights and the
+    // activation peak before it sizes the KV pool (vllm/utils.py
+    // memory_profiling: non_kv_cache_memory = non_torch_increase +
+    // torch_peak_increase + weights_memory; docs/moe.md section 7b). Optional
+    // key `non_torch_memory`, 0 (default) = none held.
+    double non_torch_memory_bytes = 0;
+    Provenance non_torch_memory_from;
     // Elementwise kernels the stack runs over tokens x hidden after the
     // routed experts of a model with shared experts: vLLM's DeepseekV2MoE
     // scales the fused MoE's output by routed_scaling_factor and then adds

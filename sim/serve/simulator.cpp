@@ -36,7 +36,11 @@ KvPool size_kv_pool(const config::ScenarioSpec& sc, const parallel::PlanBuild& b
         layer_bytes = std::ceil(layer_bytes / align) * align;
     p.bytes_per_token = static_cast<double>(sc.model.layers) * layer_bytes;
     p.block_size = sv.block_size;
-    const double left = p.budget_bytes - p.memory.total();
+    // vLLM's profile takes what it holds outside PyTorch's allocator (NCCL,
+    // the custom all-reduce's buffers) off the budget with the weights and
+    // the activation peak (docs/moe.md section 7b).
+    p.non_torch_bytes = sc.profile.non_torch_memory_bytes;
+    const double left = p.budget_bytes - p.non_torch_bytes - p.memory.total();
     const double per_block = p.bytes_per_token * static_cast<double>(sv.block_size);
     p.blocks = left > 0 ? static_cast<std::int64_t>(std::floor(left / per_block)) : 0;
     // Pipeline parallelism: a GPU of stage s holds the K/V of its stage's
@@ -48,7 +52,7 @@ KvPool size_kv_pool(const config::ScenarioSpec& sc, const parallel::PlanBuild& b
         const auto range = rs.stage_layers[static_cast<std::size_t>(s)];
         const hw::MemoryBreakdown m = parallel::stage_memory(sc, rs, s, rs.virtual_stage_layers);
         const double token_bytes = static_cast<double>(range.second - range.first) * layer_bytes;
-        const double stage_left = p.budget_bytes - m.total();
+        const double stage_left = p.budget_bytes - p.non_torch_bytes - m.total();
         const std::int64_t blocks =
             stage_left > 0 ? static_cast<std::int64_t>(std::floor(stage_left / (token_bytes * sv.block_size))) : 0;
         if (s == 0 || blocks < p.blocks) {
@@ -63,8 +67,10 @@ KvPool size_kv_pool(const config::ScenarioSpec& sc, const parallel::PlanBuild& b
         throw ConfigError(
             build.spec.where,
             fmt::format("strategy '{}': no memory left for the KV cache: weights and workspace take "
-                        "{:.3g} GB of the {:.3g} GB the engine may use (gpu_memory_utilization {})",
-                        build.spec.name, p.memory.total() / 1e9, p.budget_bytes / 1e9, sv.gpu_memory_utilization));
+                        "{:.3g} GB (and {:.3g} GB outside the allocator) of the {:.3g} GB the engine may use "
+                        "(gpu_memory_utilization {})",
+                        build.spec.name, p.memory.total() / 1e9, p.non_torch_bytes / 1e9, p.budget_bytes / 1e9,
+                        sv.gpu_memory_utilization));
     return p;
 }
 

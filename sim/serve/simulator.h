@@ -57,6 +57,7 @@ struct TimelinePoint {
 struct KvPool {
     hw::MemoryBreakdown memory;  // weights and workspace (kv_cache 0)
     double budget_bytes = 0;     // capacity x gpu_memory_utilization
+    double non_torch_bytes = 0;  // held outside the allocator (the profile's non_torch_memory), off the budget
     double bytes_per_token = 0;  // K and V of every layer of this GPU's shard
     std::int64_t blocks = 0, block_size = 0;
     int binding_stage = 0;  // pipeline parallel: the stage whose memory sets `blocks` (the others alike or larger)

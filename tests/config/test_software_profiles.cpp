@@ -409,6 +409,14 @@ TEST_CASE(
     const std::string align_err = error_with("mla_kv_cache_align_bytes: {value: 250");
     CHECK(align_err.find("software/vllm.yaml:9:") != std::string::npos);
     CHECK(align_err.find("power of two") != std::string::npos);
+    // The memory held outside PyTorch's allocator, 2.53 GiB (issue #13074's
+    // log), only in the 0.7 file; 100 GB a GPU is a unit slip.
+    CHECK(p.non_torch_memory_bytes == doctest::Approx(2.53 * 1073741824.0));
+    CHECK_FALSE(p.non_torch_memory_from.text.empty());
+    CHECK(now.non_torch_memory_bytes == 0);
+    const std::string non_torch_err = error_with("non_torch_memory: {value: 100 GB");
+    CHECK(non_torch_err.find("software/vllm.yaml:9:") != std::string::npos);
+    CHECK(non_torch_err.find("outside the allocator") != std::string::npos);
 }
 
 TEST_CASE("software extends: a release overrides the keys it states and keeps its base's others with their evidence") {

@@ -251,7 +251,8 @@ TEST_CASE("a decode iteration is slower with more sequences and with longer cont
 namespace {
 
 // The KV pool of a small serving run of `model` on 8 H200 under TP 8, with
-// the memory it had left (0.9 of HBM less weights and workspace).
+// the memory it had left (0.9 of HBM less weights, workspace and what the
+// profile says the engine holds outside PyTorch's allocator).
 std::pair<serve::KvPool, double> tp8_pool(const std::string& software, const std::string& model,
                                           const std::string& dtypes, const std::string& serving_extra) {
     const auto path =
@@ -268,7 +269,8 @@ std::pair<serve::KvPool, double> tp8_pool(const std::string& software, const std
     const auto sc = config::load_scenario(path.string(), {});
     std::filesystem::remove(path);
     const auto r = serve::simulate_serving(sc, sc.strategies.front(), {});
-    const double left = 0.9 * sc.gpu.memory_capacity.as_double() - r.pool.memory.weights - r.pool.memory.workspace;
+    const double left = 0.9 * sc.gpu.memory_capacity.as_double() - r.pool.memory.weights - r.pool.memory.workspace -
+                        r.pool.non_torch_bytes;
     return {r.pool, left};
 }
 
@@ -304,6 +306,22 @@ TEST_CASE("vLLM 0.7's KV pool pads each MLA cache entry to 256 bytes: 1280 bytes
                  "  dtype: bf16\n  kv_dtype: fp8\n", blocks64);
     CHECK(g.first.bytes_per_token == doctest::Approx(4.0 * 128));
     CHECK(g.first.blocks == static_cast<std::int64_t>(std::floor(g.second / (64 * 4.0 * 128))));
+}
+
+TEST_CASE("vLLM 0.7 takes the memory it holds outside PyTorch's allocator off the KV pool: 2.53 GiB, 543 blocks") {
+    // vllm/utils.py memory_profiling: KV = budget - (weights + activation peak
+    // + non_torch_increase); vllm-0.7.yaml's non_torch_memory is 2.53 GiB =
+    // 2.53 x 2^30 = 2 716 566 814.72 bytes, and a block of 64 tokens of
+    // 78 080 bytes is 4 997 120 bytes: 543.6 blocks fewer than without it.
+    const std::string dtypes = "  dtype: fp8\n  kv_dtype: bf16\n", blocks64 = "    block_size: 64\n";
+    const auto v07 = tp8_pool("{name: vllm, version: '0.7.4'}", "deepseek-v3", dtypes, blocks64);
+    CHECK(v07.first.non_torch_bytes == doctest::Approx(2.53 * 1073741824.0));
+    const double with = v07.second, without = with + 2.53 * 1073741824.0;
+    CHECK(v07.first.blocks == static_cast<std::int64_t>(std::floor(with / 4997120.0)));
+    const auto packed = static_cast<std::int64_t>(std::floor(without / 4997120.0));
+    CHECK((packed - v07.first.blocks == 543 || packed - v07.first.blocks == 544));
+    // The stacks without the key hold nothing outside the allocator.
+    CHECK(tp8_pool("{name: vllm}", "deepseek-v3", dtypes, "").first.non_torch_bytes == 0);
 }
 
 TEST_SUITE_END();
