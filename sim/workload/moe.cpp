@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <numbers>
+#include <unordered_map>
 
 namespace sim::workload {
 
@@ -41,6 +42,10 @@ std::string to_string(const MoeRouting& r) {
 
 double expected_max_normal(int n) {
     if (n <= 1) return 0.0;
+    // The operator builders ask for it per layer and micro-batch: each
+    // thread (validate runs points in parallel) keeps what it computed.
+    thread_local std::unordered_map<int, double> memo;
+    if (const auto it = memo.find(n); it != memo.end()) return it->second;
     // Simpson's rule on [-12, 12]: the integrand's tails are below 1e-30 there.
     constexpr int kSteps = 4800;
     constexpr double kLo = -12.0, kHi = 12.0, kStep = (kHi - kLo) / kSteps;
@@ -52,7 +57,7 @@ double expected_max_normal(int n) {
             x * n * inv_sqrt_2pi * std::exp(-0.5 * x * x) * std::pow(0.5 * std::erfc(-x / std::sqrt(2.0)), n - 1);
         sum += f * (i == 0 || i == kSteps ? 1.0 : (i % 2 == 1 ? 4.0 : 2.0));
     }
-    return sum * kStep / 3.0;
+    return memo[n] = sum * kStep / 3.0;
 }
 
 double random_routing_hot_tokens(std::int64_t experts, std::int64_t top_k, int ep, std::int64_t tokens) {
