@@ -122,6 +122,14 @@ struct SoftwareProfile {
     // use (vLLM 0.7's MLACommonImpl). Optional key `mla_decode_weights`.
     bool mla_absorbed_weights = false;
     Provenance mla_decode_weights_from;
+    // MLA's queries, keys and values in training and prompts (docs/moe.md
+    // section 7): "fused" (the default) has the up projections' epilogues
+    // write them as the attention core reads them; "concat" is Megatron-Core
+    // before its fused MLA RoPE (multi_latent_attention.py at 64cb6bd7): the
+    // rope parts joined to the heads by torch.cat and the values made
+    // contiguous, three copies forward and two backward. Optional key `mla_qkv`.
+    bool mla_qkv_concat = false;
+    Provenance mla_qkv_from;
     // The Triton fused-MoE kernel's intermediate buffers (docs/moe.md section
     // 7b): for up to this many tokens at a time it holds the experts' up
     // output, its activation and the down output of each (token, expert)

@@ -156,6 +156,50 @@ Operator folded_q_gemm(const Dims& x, const char* name, int weight, std::int64_t
                 {use(x.act(in), in_b), use(x.weight(weight), w), use(x.act(aslot::q_absorbed), out_b, true)});
 }
 
+// Megatron-Core's MLA before its fused RoPE (OperatorOptions::mla_qkv_concat;
+// multi_latent_attention.py at Megatron-LM 64cb6bd7, qkv_up_proj_and_rope_apply):
+// query = cat(q_nope, q_rope) and key = cat(k_nope, the shared rope key
+// expanded over the heads) are new tensors, and value, a slice of kv_up's
+// output, is made contiguous: each a pass reading and writing its tensor.
+// e = T x heads of this shard x ab.
+//   mla_q_concat   reads e (d_n + d_r)        writes e (d_n + d_r)
+//   mla_k_concat   reads e d_n + T d_r ab     writes e (d_n + d_r)
+//   mla_v_copy     reads e d_v                writes e d_v
+void qkv_concat_forward(const Dims& x, std::vector<Operator>& ops) {
+    const MlaAttention& a = *x.mla;
+    const double e = static_cast<double>(x.T * x.a_p) * x.ab;
+    const double q = e * static_cast<double>(a.qk_head_dim()), v = e * static_cast<double>(a.v_head_dim);
+    const double k_in = e * static_cast<double>(a.qk_nope_head_dim) + lat_bytes(x, a.qk_rope_head_dim);
+    ops.push_back(elementwise(x, "mla_q_concat", 0, q, q, {use(x.act(aslot::q), q), use(x.act(aslot::q), q, true)}));
+    ops.push_back(
+        elementwise(x, "mla_k_concat", 0, k_in, q, {use(x.act(aslot::kv), k_in), use(x.act(aslot::k), q, true)}));
+    ops.push_back(elementwise(x, "mla_v_copy", 0, v, v, {use(x.act(aslot::kv), v), use(x.act(aslot::v), v, true)}));
+}
+
+// The backward of those copies: autograd's split backward joins the
+// gradients of q_nope and q_rope into q_up's output gradient, and of k_nope
+// and the values into kv_up's, summing the rope key's gradient over the
+// heads on the way (expand's backward).
+//   mla_q_split_bwd    reads e (d_n + d_r)          writes e (d_n + d_r)
+//   mla_kv_split_bwd   reads e (d_n + d_r + d_v)    writes e (d_n + d_v) + T d_r ab
+void qkv_concat_backward(const Dims& x, std::vector<Operator>& ops, bool keys) {
+    const MlaAttention& a = *x.mla;
+    const double e = static_cast<double>(x.T * x.a_p) * x.ab;
+    if (!keys) {
+        const double q = e * static_cast<double>(a.qk_head_dim());
+        const std::uint64_t dq = flagged(x.act(aslot::q), kGrad);
+        ops.push_back(elementwise(x, "mla_q_split_bwd", 0, q, q, {use(dq, q), use(dq, q, true)}));
+        return;
+    }
+    const double read = e * static_cast<double>(a.qk_head_dim() + a.v_head_dim);
+    const double written =
+        e * static_cast<double>(a.qk_nope_head_dim + a.v_head_dim) + lat_bytes(x, a.qk_rope_head_dim);
+    const std::uint64_t dkv = flagged(x.act(aslot::kv), kGrad);
+    const double head_sum = static_cast<double>(x.T * (x.a_p - 1) * a.qk_rope_head_dim);  // adds
+    ops.push_back(
+        elementwise(x, "mla_kv_split_bwd", head_sum, read, written, {use(dkv, read), use(dkv, written, true)}));
+}
+
 }  // namespace
 
 void mla_block_forward(const Dims& x, std::vector<Operator>& ops) {
@@ -181,6 +225,7 @@ void mla_block_forward(const Dims& x, std::vector<Operator>& ops) {
     ops.push_back(kv_norm_op(x));
     if (!x.absorbed) {
         ops.push_back(linear_forward(x, kv_up_linear(x)));
+        if (x.o->mla_qkv_concat) qkv_concat_forward(x, ops);
         attention_forward(x, ops);
         return;
     }
@@ -202,19 +247,23 @@ void mla_block_backward(const Dims& x, std::vector<Operator>& ops, Recompute rec
         // mla_up_proj: the up projections run again from the kept (normed)
         // latents before the core's backward needs their outputs; a plain q
         // projection (q_lora_rank 0) is not one of them.
+        const std::size_t first = ops.size();
         if (q.low_rank) ops.push_back(linear_forward(x, q.up));
         ops.push_back(linear_forward(x, kv_up));
-        for (auto it = ops.end() - (q.low_rank ? 2 : 1); it != ops.end(); ++it)
+        if (x.o->mla_qkv_concat) qkv_concat_forward(x, ops);
+        for (auto it = ops.begin() + static_cast<std::ptrdiff_t>(first); it != ops.end(); ++it)
             it->kernel.name = "recompute_" + it->kernel.name;
     }
     if (recompute == Recompute::selective && x.o->recompute_modules.core_attn) recompute_attention_core(x, ops);
     attention_backward(x, ops);
+    if (x.o->mla_qkv_concat) qkv_concat_backward(x, ops, true);
     ops.push_back(linear_dgrad(x, kv_up));
     ops.push_back(linear_wgrad(x, kv_up));
     ops.push_back(latent_norm_backward(x, "kv_norm_bwd", wslot::kv_norm, a.kv_lora_rank, aslot::kv_latent,
                                        aslot::kv_latent_norm));
     ops.push_back(linear_dgrad(x, kv_down));
     ops.push_back(linear_wgrad(x, kv_down));
+    if (x.o->mla_qkv_concat) qkv_concat_backward(x, ops, false);
     ops.push_back(linear_dgrad(x, q.up));
     ops.push_back(linear_wgrad(x, q.up));
     if (q.low_rank) {

@@ -6,12 +6,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <numbers>
+#include <unordered_map>
 
 namespace sim::workload {
 
 MoeRouting::Kind parse_routing(const std::string& text, double& zipf_s, std::string& error) {
     error.clear();
     if (text == "balanced") return MoeRouting::Kind::balanced;
+    if (text == "random") return MoeRouting::Kind::random;
     const std::string pre = "zipf(";
     if (text.rfind(pre, 0) == 0 && text.size() > pre.size() + 1 && text.back() == ')') {
         const std::string num = text.substr(pre.size(), text.size() - pre.size() - 1);
@@ -24,12 +27,46 @@ MoeRouting::Kind parse_routing(const std::string& text, double& zipf_s, std::str
         error = fmt::format("zipf exponent '{}' is not a number in (0, 8]", num);
         return MoeRouting::Kind::balanced;
     }
-    error = fmt::format("routing '{}': expected balanced or zipf(S), e.g. zipf(1.0)", text);
+    error = fmt::format("routing '{}': expected balanced, random or zipf(S), e.g. zipf(1.0)", text);
     return MoeRouting::Kind::balanced;
 }
 
 std::string to_string(const MoeRouting& r) {
-    return r.kind == MoeRouting::Kind::balanced ? std::string("balanced") : fmt::format("zipf({})", r.zipf_s);
+    switch (r.kind) {
+        case MoeRouting::Kind::balanced: return "balanced";
+        case MoeRouting::Kind::random: return "random";
+        case MoeRouting::Kind::zipf: break;
+    }
+    return fmt::format("zipf({})", r.zipf_s);
+}
+
+double expected_max_normal(int n) {
+    if (n <= 1) return 0.0;
+    // The operator builders ask for it per layer and micro-batch: each
+    // thread (validate runs points in parallel) keeps what it computed.
+    thread_local std::unordered_map<int, double> memo;
+    if (const auto it = memo.find(n); it != memo.end()) return it->second;
+    // Simpson's rule on [-12, 12]: the integrand's tails are below 1e-30 there.
+    constexpr int kSteps = 4800;
+    constexpr double kLo = -12.0, kHi = 12.0, kStep = (kHi - kLo) / kSteps;
+    const double inv_sqrt_2pi = 1.0 / std::sqrt(2.0 * std::numbers::pi);
+    double sum = 0;
+    for (int i = 0; i <= kSteps; ++i) {
+        const double x = kLo + i * kStep;
+        const double f =
+            x * n * inv_sqrt_2pi * std::exp(-0.5 * x * x) * std::pow(0.5 * std::erfc(-x / std::sqrt(2.0)), n - 1);
+        sum += f * (i == 0 || i == kSteps ? 1.0 : (i % 2 == 1 ? 4.0 : 2.0));
+    }
+    return memo[n] = sum * kStep / 3.0;
+}
+
+double random_routing_hot_tokens(std::int64_t experts, std::int64_t top_k, int ep, std::int64_t tokens) {
+    const double n = static_cast<double>(tokens) * ep, k = static_cast<double>(top_k), e = static_cast<double>(experts);
+    const double share = 1.0 / ep;
+    const double mean = n * k * share;
+    if (ep <= 1 || experts <= 1) return mean;
+    const double var = n * k * share * (1.0 - share) * (e - k) / (e - 1.0);
+    return mean + std::sqrt(var) * std::sqrt(static_cast<double>(ep) / (ep - 1.0)) * expected_max_normal(ep);
 }
 
 namespace {
@@ -100,6 +137,21 @@ ExpertLoad expert_load(std::int64_t experts, std::int64_t top_k, int ep, std::in
         const std::int64_t each = (l.routed + active - 1) / active;
         l.per_expert.assign(static_cast<std::size_t>(experts), 0);
         for (std::int64_t e = 0; e < active; ++e) l.per_expert[static_cast<std::size_t>(e)] = each;
+    } else if (r.kind == MoeRouting::Kind::random) {
+        // Rank 0 is the straggler with the expected largest load (rounded
+        // up, at most every token once per local expert), shared evenly by its
+        // experts; the other ranks share the rest evenly.
+        const std::int64_t local = experts / ep;
+        const auto hot = std::min<std::int64_t>(
+            {static_cast<std::int64_t>(std::ceil(random_routing_hot_tokens(experts, top_k, ep, tokens) - 1e-9)),
+             group_tokens * local, l.routed});
+        const std::vector<double> even_hot(static_cast<std::size_t>(local), 1.0);
+        const std::vector<double> even_rest(static_cast<std::size_t>(experts - local), 1.0);
+        l.per_expert = shares(even_hot, hot, group_tokens);
+        if (experts > local) {
+            const auto rest = shares(even_rest, l.routed - hot, group_tokens);
+            l.per_expert.insert(l.per_expert.end(), rest.begin(), rest.end());
+        }
     } else {
         std::vector<double> w(static_cast<std::size_t>(experts));
         for (std::size_t i = 0; i < w.size(); ++i) w[i] = std::pow(static_cast<double>(i + 1), -r.zipf_s);

@@ -1,6 +1,6 @@
 // Mixture-of-experts routing under expert parallelism: how many tokens each
-// expert receives (balanced or Zipf-skewed popularity, capacity factor with
-// token dropping), which EP rank is the straggler, and the all-to-all
+// expert receives (balanced, random or Zipf-skewed popularity, capacity
+// factor with token dropping), which EP rank is the straggler, and the all-to-all
 // volume of token dispatch and combine. Closed forms of docs/moe.md; the
 // operator builders (operators.cpp) and the plan builder use them.
 #pragma once
@@ -13,7 +13,10 @@ namespace sim::workload {
 
 // How tokens choose experts (a scenario's workload.moe block).
 struct MoeRouting {
-    enum class Kind { balanced, zipf };
+    // random: each token picks top_k distinct experts uniformly at random
+    // (Megatron-Core's --moe-router-force-load-balancing: normal random
+    // logits); the straggler gets the expected largest load of the group.
+    enum class Kind { balanced, random, zipf };
     Kind kind = Kind::balanced;
     // zipf: expert i (0-based) is chosen with probability proportional to
     // 1 / (i + 1)^s, experts numbered hottest first.
@@ -31,7 +34,7 @@ struct MoeRouting {
     bool recompute_exchange = true;
 };
 
-// Parses "balanced" or "zipf(S)" with 0 < S <= 8; empty error when it parses.
+// Parses "balanced", "random" or "zipf(S)" with 0 < S <= 8; empty error when it parses.
 MoeRouting::Kind parse_routing(const std::string& text, double& zipf_s, std::string& error);
 std::string to_string(const MoeRouting& r);
 
@@ -48,6 +51,18 @@ struct ExpertLoad {
     // The tokens of each local expert of the hot rank, in expert order.
     std::vector<std::int64_t> hot_local;
 };
+
+// E[max of n independent standard normals] (n >= 1): 0 for n = 1, 1 / sqrt(pi)
+// for n = 2, 2.0697 for n = 32; by quadrature of n x phi(x) Phi(x)^(n-1).
+double expected_max_normal(int n);
+
+// Under random routing, the expected tokens of the EP group's busiest rank
+// (docs/moe.md section 2): each of the ep x tokens tokens sends a hypergeometric
+// number of its top_k copies to a rank of E / ep experts, mean m = k / ep,
+// variance v = k (1/ep) (1 - 1/ep) (E - k) / (E - 1); the ranks' loads sum to the
+// routed copies (correlation -1 / (ep - 1)), so the largest is
+//   N m + sqrt(N v) x sqrt(ep / (ep - 1)) x expected_max_normal(ep),  N = ep x tokens.
+double random_routing_hot_tokens(std::int64_t experts, std::int64_t top_k, int ep, std::int64_t tokens);
 
 // Throws ModelError when ep does not divide experts or top_k > experts.
 ExpertLoad expert_load(std::int64_t experts, std::int64_t top_k, int ep, std::int64_t tokens, const MoeRouting& r);

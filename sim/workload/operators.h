@@ -115,6 +115,11 @@ struct OperatorOptions {
     // q latent -> heads x rope (activation dtype) and heads x kv_lora ->
     // hidden, and the GPU holds those matrices besides the raw weights.
     bool mla_absorbed_weights = false;
+    // Training and prompts: MLA's queries and keys joined from their nope and
+    // rope parts by copies, and the values copied out of kv_up's output
+    // (SoftwareProfile::mla_qkv_concat; docs/moe.md section 7): three
+    // memory passes forward, two backward.
+    bool mla_qkv_concat = false;
     // Inference: the fused-MoE kernel's buffers for up to this many tokens
     // are part of the workspace (SoftwareProfile::fused_moe_chunk_tokens); 0 =
     // the experts' inputs of every token, as for any MLP.

@@ -103,6 +103,56 @@ TEST_CASE("DeepSeek-V3 training: every projection's GEMM FLOPs and the MLA core,
         CHECK(has(bwd, name));
 }
 
+TEST_CASE(
+    "Megatron-Core's MLA joins queries and keys by copies: 5 passes of 100.7, 67.6, 67.1, 100.7, 167.8 MB at TP 2") {
+    // NeMo 25.04's Megatron-Core (64cb6bd7, multi_latent_attention.py):
+    // query = cat(q_nope, q_rope), key = cat(k_nope, rope key x heads),
+    // value.contiguous(), and their split backward (docs/moe.md section 7).
+    const ModelSpec m = shipped("deepseek-v3");
+    OperatorOptions o;
+    o.tp = 2;
+    o.sequence_parallel = true;
+    o.mla_qkv_concat = true;
+    const std::int64_t s = 4096;
+    const PassShape shape{1, s, s};
+    // e: the sequence's 4096 tokens x 64 heads a rank x 2 bytes.
+    const double e = 4096.0 * 64 * 2;
+    const auto fwd = layer_forward(m, 0, 0, shape, o);
+    CHECK(find(fwd, "mla_q_concat").kernel.bytes_read.value == doctest::Approx(e * 192));  // 100 663 296
+    CHECK(find(fwd, "mla_q_concat").kernel.bytes_written.value == doctest::Approx(e * 192));
+    // k_nope (128 a head) and the shared rope key (64 a token) in, 192 a head out.
+    CHECK(find(fwd, "mla_k_concat").kernel.bytes_read.value ==
+          doctest::Approx(e * 128 + 4096.0 * 64 * 2));  // 67 633 152
+    CHECK(find(fwd, "mla_k_concat").kernel.bytes_written.value == doctest::Approx(e * 192));
+    CHECK(find(fwd, "mla_v_copy").kernel.bytes_read.value == doctest::Approx(e * 128));  // 67 108 864
+    CHECK(find(fwd, "mla_v_copy").kernel.bytes_written.value == doctest::Approx(e * 128));
+    // After kv_up, before the core.
+    const auto at = [&](const std::vector<Operator>& ops, const std::string& name) {
+        return std::find_if(ops.begin(), ops.end(), [&](const Operator& op) { return op.kernel.name == name; });
+    };
+    CHECK(at(fwd, "kv_up") < at(fwd, "mla_q_concat"));
+    CHECK(at(fwd, "mla_v_copy") < at(fwd, "attention"));
+    const auto bwd = layer_backward(m, 0, 0, shape, o, Recompute::none);
+    CHECK(find(bwd, "mla_q_split_bwd").kernel.bytes_read.value == doctest::Approx(e * 192));
+    CHECK(find(bwd, "mla_q_split_bwd").kernel.bytes_written.value == doctest::Approx(e * 192));
+    // The gradients of keys (192) and values (128) in; kv_up's output gradient
+    // (128 + 128 a head) and the rope key's, summed over the heads, out.
+    CHECK(find(bwd, "mla_kv_split_bwd").kernel.bytes_read.value == doctest::Approx(e * 320));  // 167 772 160
+    CHECK(find(bwd, "mla_kv_split_bwd").kernel.bytes_written.value ==
+          doctest::Approx(e * 256 + 4096.0 * 64 * 2));  // 134 742 016
+    CHECK(at(bwd, "mla_kv_split_bwd") < at(bwd, "kv_up_dgrad"));
+    CHECK(at(bwd, "mla_q_split_bwd") < at(bwd, "q_up_dgrad"));
+    // Recomputing the up projections (mla_up_proj) repeats the three copies.
+    o.recompute_modules = {false, true};  // mla_up_proj only, as the DeepSeek-V3 recipe
+    const auto rec = layer_backward(m, 0, 0, shape, o, Recompute::selective);
+    CHECK(count_prefixed(rec, "recompute_mla_") == 3);
+    CHECK(count_prefixed(rec, "recompute_") == 5);  // with q_up and kv_up
+    // A stack whose epilogues write them in place runs none.
+    o.mla_qkv_concat = false;
+    CHECK(count_prefixed(layer_forward(m, 0, 0, shape, o), "mla_") == 0);
+    CHECK(count_prefixed(layer_backward(m, 0, 0, shape, o, Recompute::selective), "recompute_mla_") == 0);
+}
+
 TEST_CASE("DeepSeek-V3 decode: the absorbed path attends the 576-wide latent cache as one KV head") {
     const ModelSpec m = shipped("deepseek-v3");
     OperatorOptions o;

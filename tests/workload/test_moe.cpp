@@ -1,9 +1,10 @@
 // Mixture of experts under expert parallelism: hand-computed expert loads
-// (balanced, Zipf, capacity dropping, the one-copy-per-token cap), the
+// (balanced, random, Zipf, capacity dropping, the one-copy-per-token cap), the
 // all-to-all volume the operators ask for, the grouped GEMM's FLOPs on the
 // straggler rank, and the expert memory sharding (docs/moe.md).
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -80,10 +81,37 @@ TEST_CASE("routing refuses ep not dividing the experts and top_k over the expert
     CHECK_THROWS_AS(expert_load(4, 6, 1, 10, MoeRouting{}), sim::ModelError);
 }
 
-TEST_CASE("routing names parse: balanced, zipf(S); anything else is an error") {
+TEST_CASE("random routing: the largest of ep normal rank loads, 54 of 100 copies over 4 experts top-1, ep 2") {
+    // E[max of n standard normals]: 0, 1/sqrt(pi), 3/(2 sqrt(pi)); 2.0697 for 32.
+    CHECK(expected_max_normal(1) == 0.0);
+    CHECK(expected_max_normal(2) == doctest::Approx(0.5641896).epsilon(1e-6));
+    CHECK(expected_max_normal(3) == doctest::Approx(0.8462844).epsilon(1e-6));
+    CHECK(expected_max_normal(32) == doctest::Approx(2.0697).epsilon(1e-4));
+    // E = 4, k = 1, ep = 2, 50 tokens a rank: N = 100 tokens, each sends its
+    // copy to a rank with probability 1/2: mean 50, variance 100 x 1/4 = 25;
+    // the two loads sum to 100, so the larger is 50 + 5 x sqrt(2) / sqrt(pi)
+    // = 53.99, 54 tokens, 27 on each of rank 0's experts, 23 on rank 1's.
+    CHECK(random_routing_hot_tokens(4, 1, 2, 50) == doctest::Approx(50 + 5 * std::sqrt(2.0 / 3.14159265358979)));
+    MoeRouting r;
+    r.kind = MoeRouting::Kind::random;
+    const ExpertLoad l = expert_load(4, 1, 2, 50, r);
+    CHECK(l.per_expert == std::vector<std::int64_t>{27, 27, 23, 23});
+    CHECK(l.hot_rank == 0);
+    CHECK(l.hot_tokens == 54);
+    // Qwen3-235B-A22B's run (128 experts, top 8, ep 32, 2048 tokens a rank):
+    // mean 65 536 x 8 / 32 = 16 384; variance 65 536 x 8 x (1/32)(31/32)(120/127)
+    // = 14 997.2; 16 384 + 122.46 x sqrt(32/31) x 2.0697 = 16 641.5, 1.6% over balanced.
+    CHECK(random_routing_hot_tokens(128, 8, 32, 2048) == doctest::Approx(16641.5).epsilon(1e-4));
+    CHECK(expert_load(128, 8, 32, 2048, r).hot_tokens == 16642);
+    CHECK(to_string(r) == "random");
+}
+
+TEST_CASE("routing names parse: balanced, random, zipf(S); anything else is an error") {
     double s = 0;
     std::string err;
     CHECK(parse_routing("balanced", s, err) == MoeRouting::Kind::balanced);
+    CHECK(err.empty());
+    CHECK(parse_routing("random", s, err) == MoeRouting::Kind::random);
     CHECK(err.empty());
     CHECK(parse_routing("zipf(1.5)", s, err) == MoeRouting::Kind::zipf);
     CHECK(s == 1.5);
