@@ -3,14 +3,32 @@
 // library file cites each value's data (docs/validation.md §3).
 #include "sim/exec/comm_tuning.h"
 
+#include <algorithm>
+
 namespace sim::exec {
+
+// Between nodes a transfer crosses PCIe to the NIC (GPUDirect RDMA). NCCL's
+// topology gives that path the smaller of its PCIe link's figure (nccl_pcie of
+// the PCIe rate: Gen5 x16 is 48 GB/s) and the NIC's line rate (400 Gb/s: 50
+// GB/s), NVIDIA/nccl@5067397c src/graph/topo.cc. A flow drains at e x its
+// physical bottleneck, min(PCIe, NIC), so e is NCCL's path rate over that:
+// e = min(nccl_pcie x B_pcie, B_nic) / min(B_pcie, B_nic) (docs/network-model.md
+// §6). Applying nccl_pcie to the NIC's rate instead counted the PCIe
+// model's loss on a link that is not the bottleneck (0.76 x 50 GB/s).
+double network_efficiency(const hw::GpuSpec& gpu, const net::ClusterSpec& cluster) {
+    const net::LinkClassSpec* nic = cluster.link(net::LinkClass::network);
+    const net::LinkClassSpec* pcie = cluster.link(net::LinkClass::pcie);
+    const double e = gpu.efficiency.nccl_pcie;
+    if (!nic || !pcie || nic->bandwidth.bytes_per_s <= 0.0 || pcie->bandwidth.bytes_per_s <= 0.0) return e;
+    const double b_pcie = pcie->bandwidth.bytes_per_s, b_nic = nic->bandwidth.bytes_per_s;
+    return std::min(e * b_pcie, b_nic) / std::min(b_pcie, b_nic);
+}
 
 CommTuning tuning_for(const hw::GpuSpec& gpu, const net::ClusterSpec& cluster, const net::CollectiveLibrary& lib) {
     CommTuning t;
     const bool nvlink = cluster.intra_node != net::IntraNode::pcie && gpu.efficiency.nccl_nvlink > 0;
     t.protocol_efficiency = nvlink ? gpu.efficiency.nccl_nvlink : gpu.efficiency.nccl_pcie;
-    // Between nodes, data crosses PCIe to the NIC: NCCL's PCIe model applies.
-    t.network_efficiency = gpu.efficiency.nccl_pcie;
+    t.network_efficiency = network_efficiency(gpu, cluster);
     // A step inside a node costs the hardware latency of its link class
     // (NVLink, or PCIe where the GPUs talk over it) plus the protocol's overhead.
     const auto intra = static_cast<std::size_t>(nvlink ? net::LinkClass::nvlink : net::LinkClass::pcie);

@@ -29,6 +29,9 @@ struct CommTuning {
     std::vector<net::Protocol> protocols;  // the library's, in its order
 };
 
+// The efficiency of a flow between nodes: NCCL's rate for the GPU -> PCIe ->
+// NIC path over the path's physical bottleneck (comm_tuning.cpp).
+double network_efficiency(const hw::GpuSpec& gpu, const net::ClusterSpec& cluster);
 CommTuning tuning_for(const hw::GpuSpec& gpu, const net::ClusterSpec& cluster, const net::CollectiveLibrary& lib);
 // A request with the tuning filled in; the caller sets op, gpus, size, algorithm.
 net::CollectiveRequest make_request(const hw::GpuSpec& gpu, const net::ClusterSpec& cluster,

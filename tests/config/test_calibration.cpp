@@ -83,6 +83,31 @@ TEST_CASE("collective library: a complete file is read, and tuning combines it w
     CHECK(exec::tuning_for(gpus.get(pcie.gpu), pcie, lib).step_latency == Time::us(8));
 }
 
+TEST_CASE("network efficiency: NCCL's rate for the GPU-PCIe-NIC path over the path's bottleneck") {
+    GpuCatalog gpus;
+    // DGX H100: PCIe Gen5 63 GB/s at NCCL's 0.76 is 47.88 GB/s, below the
+    // 400 Gb/s NIC's 50, which is the physical bottleneck: 47.88 / 50.
+    const auto h100 = load_cluster_file("dgx-h100-x2");
+    const hw::GpuSpec& gpu = gpus.get(h100.gpu);
+    REQUIRE(gpu.efficiency.nccl_pcie == doctest::Approx(0.76));
+    CHECK(exec::network_efficiency(gpu, h100) == doctest::Approx(0.9576).epsilon(1e-12));
+    CHECK(exec::tuning_for(gpu, h100, collective_library()).network_efficiency ==
+          doctest::Approx(0.9576).epsilon(1e-12));
+    CHECK(exec::make_request(gpu, h100, collective_library()).network_efficiency ==
+          doctest::Approx(0.9576).epsilon(1e-12));
+    // PCIe Gen4 (31.5 GB/s) behind the same NIC: PCIe is the bottleneck and
+    // NCCL's PCIe figure (0.76 x 31.5 = 23.94 GB/s) the path rate: 0.76.
+    net::ClusterSpec gen4 = h100;
+    gen4.links[static_cast<std::size_t>(net::LinkClass::pcie)]->bandwidth = Bandwidth{31.5e9};
+    CHECK(exec::network_efficiency(gpu, gen4) == doctest::Approx(0.76).epsilon(1e-12));
+    // A 200 Gb/s NIC (25 GB/s) on Gen4: min(23.94, 25) / 25 = 0.9576.
+    gen4.links[static_cast<std::size_t>(net::LinkClass::network)]->bandwidth = Bandwidth{25e9};
+    CHECK(exec::network_efficiency(gpu, gen4) == doctest::Approx(0.9576).epsilon(1e-12));
+    // No network: the PCIe figure, unused.
+    const auto one = load_cluster_file("dgx-h100");
+    CHECK(exec::network_efficiency(gpu, one) == doctest::Approx(0.76));
+}
+
 TEST_CASE("collective library: the shipped NCCL file loads with NCCL's three protocols") {
     const net::CollectiveLibrary& lib = collective_library();
     CHECK(lib.name == kDefaultCollectiveLibrary);

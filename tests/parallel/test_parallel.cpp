@@ -234,7 +234,10 @@ TEST_CASE("rank placement: TP groups inside a node (tp-first) beat TP groups acr
     CHECK(spans_nodes);
     const auto a = report::run_strategy(sc, tp_first, {});
     const auto b = report::run_strategy(sc, pp_first, {});
-    CHECK(*b.metrics.ttft_ms > *a.metrics.ttft_ms * 1.5);
+    // TP all-reduces across the NICs instead of NVLink: clearly slower. The margin
+    // follows the network efficiency (docs/network-model.md §6): 1.42x at NCCL's
+    // path rate (0.9576 of a NIC), over 1.5x when flows between nodes ran at 0.76.
+    CHECK(*b.metrics.ttft_ms > *a.metrics.ttft_ms * 1.3);
 }
 
 TEST_CASE("context parallelism: tp x cp x pp x dp must be the GPU count, and inference refuses cp") {
