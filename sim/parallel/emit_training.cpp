@@ -293,9 +293,10 @@ void emit_training(Emitter& em, PlanBuild& out) {
                     // Sharded gradients: the stack's passes over the layer's
                     // unsharded gradient come first (docs/software-profiles.md §2b).
                     if (shard_passes > 0)
-                        em.emit_ops(
-                            s, {workload::gradient_shard_passes(layer_params(l) / rs.tp, shard_passes, grad_bytes)},
-                            Phase::backward, mb, -1, c.pending, c.last);
+                        em.emit_ops(s,
+                                    {workload::gradient_shard_passes(layer_params(l) / rs.tp, shard_passes, wbytes,
+                                                                     grad_bytes)},
+                                    Phase::backward, mb, -1, c.pending, c.last);
                     layer_bucket(s, mb, l, c.last);
                 });
         }

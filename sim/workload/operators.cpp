@@ -608,9 +608,16 @@ Operator optimizer_step(double params, const OperatorOptions& opt, double bytes_
                    params * (s.optimizer + s.weights), {});
 }
 
-Operator gradient_shard_passes(double params, int passes, double grad_bytes) {
-    const double bytes = passes * params * grad_bytes;
-    return make_op("grad_shard_passes", KernelKind::elementwise, DType::bf16, passes * params, bytes, bytes, {});
+Operator gradient_shard_passes(double params, int passes, double grad_bytes, double reduce_bytes) {
+    if (passes <= 0) return make_op("grad_shard_passes", KernelKind::elementwise, DType::bf16, 0, 0, 0, {});
+    // The cast to a wider (or narrower) reduce dtype is one more pass: it
+    // reads the gradient as computed and writes the copy that is reduced.
+    const bool cast = reduce_bytes != grad_bytes;
+    const double later = (passes - 1) * reduce_bytes;
+    const double read = params * (grad_bytes + (cast ? grad_bytes : 0.0) + later);
+    const double written = params * (grad_bytes + (cast ? reduce_bytes : 0.0) + later);
+    return make_op("grad_shard_passes", KernelKind::elementwise, DType::bf16, (passes + (cast ? 1 : 0)) * params, read,
+                   written, {});
 }
 
 double total_flops(const std::vector<Operator>& ops) {

@@ -238,9 +238,12 @@ std::vector<Operator> embedding_backward(const ModelSpec& m, std::int64_t microb
 // makes more passes: docs/software-profiles.md §2c).
 Operator optimizer_step(double params, const OperatorOptions& opt, double bytes_per_param = 0.0);
 // `passes` elementwise passes over the unsharded gradient of `params`
-// parameters of `grad_bytes` bytes each, before its reduce-scatter (each
-// reads and writes it once; docs/software-profiles.md §2b).
-Operator gradient_shard_passes(double params, int passes, double grad_bytes);
+// parameters before its reduce-scatter, each reading and writing it once, as
+// PyTorch FSDP orders them: the first (autograd's assembly of the flat
+// gradient) in the gradient's dtype (`grad_bytes` an element), then, when the
+// reduce dtype (`reduce_bytes`) differs, the cast to it, then the others in
+// the reduce dtype (docs/software-profiles.md §2b).
+Operator gradient_shard_passes(double params, int passes, double grad_bytes, double reduce_bytes);
 
 // Shapes per tensor-parallel shard. ModelError when tp does not divide heads,
 // or neither divides the other for kv_heads (kv heads are replicated when

@@ -258,6 +258,8 @@ TEST_CASE("software profiles: the gradient reduce's dtype and FSDP's sync per mi
     CHECK(software_profile("llm-foundry").grad_sync_every_microbatch);
     CHECK_FALSE(software_profile("megatron-core").grad_sync_every_microbatch);
     CHECK(software_profile("").grad_reduce_dtype == "weights");
+    // llm-foundry's benchmark runs got Composer's DEFAULT mixed precision: an FP32 reduce.
+    CHECK(software_profile("llm-foundry").grad_reduce_dtype == "fp32");
 }
 
 TEST_CASE("software profiles: passes over the unsharded gradient (grad_shard_passes)") {

@@ -572,7 +572,7 @@ TEST_CASE("ZeRO-3: no parameter all-gather after the optimizer; the stack's pass
     const double layer = 4096.0 * 6144 + 4096.0 * 4096 + 3.0 * 4096 * 14336 + 2 * 4096;  // as above
     struct Seen {
         int optimizer_gathers = 0, passes = 0;
-        double pass_read = 0;
+        double pass_read = 0, pass_written = 0, reduce_bytes = 0;
         bool reduce_waits_for_pass = true;
     };
     const auto look = [&](const config::ScenarioSpec& s) {
@@ -586,7 +586,10 @@ TEST_CASE("ZeRO-3: no parameter all-gather after the optimizer; the stack's pass
             if (t.kind == parallel::TaskKind::kernel && b.plan.kernels[t.kernel].name == "grad_shard_passes") {
                 ++seen.passes;
                 seen.pass_read = b.plan.kernels[t.kernel].bytes_read.as_double();
+                seen.pass_written = b.plan.kernels[t.kernel].bytes_written.as_double();
             }
+            if (t.kind == parallel::TaskKind::collective && t.op == net::CollectiveOp::reduce_scatter)
+                seen.reduce_bytes = std::max(seen.reduce_bytes, t.bytes.as_double());
         }
         return seen;
     };
@@ -600,6 +603,18 @@ TEST_CASE("ZeRO-3: no parameter all-gather after the optimizer; the stack's pass
     Seen two = look(z3);
     CHECK(two.passes == 2);
     CHECK(two.pass_read == doctest::Approx(2 * 2 * layer));
+    CHECK(two.pass_written == doctest::Approx(2 * 2 * layer));
+    // Reduced in FP32 (Composer's DEFAULT FSDP mixed precision): the first pass
+    // stays BF16 (r 2, w 2), the cast reads 2 and writes 4, the second pass is
+    // FP32 (r 4, w 4): 8 bytes read and 10 written a parameter; the
+    // reduce-scatter carries 4 bytes a parameter where it carried 2.
+    auto wide = z3;
+    wide.profile.grad_reduce_dtype = "fp32";
+    const Seen fp32 = look(wide);
+    CHECK(fp32.passes == 2);
+    CHECK(fp32.pass_read == doctest::Approx(8 * layer));
+    CHECK(fp32.pass_written == doctest::Approx(10 * layer));
+    CHECK(fp32.reduce_bytes == doctest::Approx(2 * two.reduce_bytes));
     // Every micro-batch's reduce-scatter gets its passes (2 micro-batches x 2 layers).
     z3.profile.grad_sync_every_microbatch = true;
     CHECK(look(z3).passes == 4);
