@@ -280,12 +280,10 @@ Setup translate(const Point& p, config::GpuCatalog& gpus, const ShippedClusters&
         case Kind::gemm: {
             if (auto why = check_dtypes(gpu, {p.gemm.dtype})) return skip(*why);
             hw::KernelDesc k = gemm_kernel(p.gemm);
-            // A kernel point that names its stack runs that stack's FP8 GEMM kernels, as
-            // the workload's (workload::with_attention_kernel): its ceiling and grouped family.
+            // A kernel point that names its stack runs that stack's FP8 GEMM kernels, as the workload's do.
             if (p.software.given() && k.dtype == hw::DType::fp8) {
                 const auto profile = config::software_profile(p.software.name, p.software.version, software_dir);
-                k.ceiling = profile.fp8_gemm_ceiling;
-                k.grouped_dense_ceiling = profile.fp8_grouped_gemm_dense;
+                workload::apply_stack_fp8_gemm(k, profile.fp8_gemm_ceiling, profile.fp8_grouped_gemm_dense);
             }
             s.kernels.push_back(k);
             break;

@@ -490,16 +490,19 @@ hw::AttentionKernel attention_kernel_of(AttentionImpl a) {
     return hw::AttentionKernel::best;
 }
 
+void apply_stack_fp8_gemm(hw::KernelDesc& k, double ceiling, bool grouped_dense) {
+    if (k.kind != KernelKind::gemm || k.dtype != DType::fp8) return;
+    k.ceiling = ceiling;
+    k.grouped_dense_ceiling = grouped_dense;
+}
+
 namespace {
 // Fused attention kernels run as the options' implementation, and FP8 GEMMs
 // at the stack's FP8 ceiling where it has its own, grouped ones as its family's.
 std::vector<Operator> with_attention_kernel(std::vector<Operator> ops, const OperatorOptions& opt) {
     for (auto& op : ops) {
         if (op.kernel.kind == KernelKind::attention) op.kernel.attention_kernel = opt.attention_kernel;
-        if (op.kernel.kind == KernelKind::gemm && op.kernel.dtype == DType::fp8) {
-            op.kernel.ceiling = opt.fp8_gemm_ceiling;
-            op.kernel.grouped_dense_ceiling = opt.fp8_grouped_gemm_dense;
-        }
+        apply_stack_fp8_gemm(op.kernel, opt.fp8_gemm_ceiling, opt.fp8_grouped_gemm_dense);
     }
     return ops;
 }

@@ -43,9 +43,15 @@ inline constexpr const char* kAttentionImplNames[] = {"flash1", "flash2",   "fla
                                                       "triton", "xformers", "naive"};
 inline const char* to_string(AttentionImpl a) { return kAttentionImplNames[static_cast<int>(a)]; }
 // The fused kernel whose measured efficiency times an implementation
-// (docs/workload-model.md, "Attention kernels"): FA3 and cuDNN run at the
-// GPU's best flash kernel, the others at FlashAttention-2's.
+// (docs/workload-model.md, "Attention kernels"): FA3 runs as the GPU's best
+// flash kernel, cuDNN as its own (the best's rate without FA3's tile table),
+// Triton as its own, the others at FlashAttention-2's.
 hw::AttentionKernel attention_kernel_of(AttentionImpl a);
+// An FP8 GEMM runs as the stack's FP8 kernels: at the stack's ceiling where it
+// names one (0: the GPU's), and, when grouped, as its grouped family
+// (OperatorOptions::fp8_gemm_ceiling, fp8_grouped_gemm_dense). Other kernels
+// are left as they are.
+void apply_stack_fp8_gemm(hw::KernelDesc& k, double ceiling, bool grouped_dense);
 
 // The fraction of the GPU's sustained streaming rate (efficiency.hbm) that a
 // stack's memory-bound kernels reach, by class, forward and backward

@@ -45,6 +45,11 @@ std::string error_of(const std::string& text) {
 
 // kGood as the general vllm profile, with a serving block: the base of the
 // `extends:` tests (docs/software-profiles.md §2a).
+// kGood with `extra` keys after it, loaded as megatron-lm's file.
+SoftwareProfile good_with(const std::string& extra = "") {
+    return load_software_profile(load_string(kGood + extra, "software/megatron-lm.yaml"), "megatron-lm");
+}
+
 std::string base_profile() {
     return replace(kGood, "name: megatron-lm", "name: vllm") +
            "serving:\n"
@@ -83,7 +88,7 @@ struct Folder {
 }  // namespace
 
 TEST_CASE("software profiles: a complete file is read with its evidence") {
-    const SoftwareProfile p = load_software_profile(load_string(kGood, "software/megatron-lm.yaml"), "megatron-lm");
+    const SoftwareProfile p = good_with();
     CHECK(p.kernel_issue == Time::from_seconds_ceil(7e-6));
     CHECK(p.kernel_issue_from.kind == "source");
     CHECK(p.launch_queue_depth == 64);
@@ -202,13 +207,12 @@ TEST_CASE("software profiles: the optional serving block is read with its eviden
         "serving:\n"
         "  sequence_overhead: {value: 40 us, fitted_on: \"points\"}\n"
         "  token_overhead: {value: 0.1 ms, source: \"a profile\"}\n";
-    const SoftwareProfile p =
-        load_software_profile(load_string(kGood + serving, "software/megatron-lm.yaml"), "megatron-lm");
+    const SoftwareProfile p = good_with(serving);
     CHECK(p.serving_sequence_overhead == Time::us(40));
     CHECK(p.serving_sequence_overhead_from.kind == "fitted_on");
     CHECK(p.serving_token_overhead == Time::us(100));
     CHECK(p.serving_request_overhead == Time{});  // absent: no cost
-    const SoftwareProfile none = load_software_profile(load_string(kGood, "software/megatron-lm.yaml"), "megatron-lm");
+    const SoftwareProfile none = good_with();
     CHECK(none.serving_sequence_overhead == Time{});
     CHECK(error_of(kGood + "serving:\n  request_overhead: {value: 2 s, source: x}\n") ==
           "software/megatron-lm.yaml:10:29: serving.request_overhead.value: a serving host time above 1 s is not "
@@ -229,17 +233,15 @@ TEST_CASE("software profiles: an unknown stack names the known profiles") {
 
 TEST_CASE("software profiles: the gradient reduce's dtype and FSDP's sync per micro-batch") {
     // Left out: the weights' dtype (2 bytes for 16-bit weights, 4 for FP32) and the last micro-batch only.
-    const SoftwareProfile plain = load_software_profile(load_string(kGood, "software/megatron-lm.yaml"), "megatron-lm");
+    const SoftwareProfile plain = good_with();
     CHECK(plain.grad_reduce_dtype == "weights");
     CHECK_FALSE(plain.grad_sync_every_microbatch);
     CHECK(gradient_reduce_bytes(plain, 2, true) == 2);
     CHECK(gradient_reduce_bytes(plain, 1, false) == 2);  // FP8 weights still reduce 16-bit gradients
     CHECK(gradient_reduce_bytes(plain, 4, false) == 4);
-    const SoftwareProfile p =
-        load_software_profile(load_string(kGood + "grad_reduce_dtype: {value: fp32_if_bf16, source: \"arguments.py\"}\n"
-                                                  "grad_sync: {value: every_microbatch, source: \"trainer.py\"}\n",
-                                          "software/megatron-lm.yaml"),
-                              "megatron-lm");
+    const SoftwareProfile p = good_with(
+        "grad_reduce_dtype: {value: fp32_if_bf16, source: \"arguments.py\"}\n"
+        "grad_sync: {value: every_microbatch, source: \"trainer.py\"}\n");
     CHECK(p.grad_reduce_dtype == "fp32_if_bf16");
     CHECK(p.grad_reduce_dtype_from.text == "arguments.py");
     CHECK(p.grad_sync_every_microbatch);
@@ -263,11 +265,9 @@ TEST_CASE("software profiles: the gradient reduce's dtype and FSDP's sync per mi
 }
 
 TEST_CASE("software profiles: passes over the unsharded gradient (grad_shard_passes)") {
-    const SoftwareProfile plain = load_software_profile(load_string(kGood, "software/megatron-lm.yaml"), "megatron-lm");
+    const SoftwareProfile plain = good_with();
     CHECK(plain.grad_shard_passes == 0);  // left out: none
-    const SoftwareProfile p = load_software_profile(
-        load_string(kGood + "grad_shard_passes: {value: 2, source: \"fsdp\"}\n", "software/megatron-lm.yaml"),
-        "megatron-lm");
+    const SoftwareProfile p = good_with("grad_shard_passes: {value: 2, source: \"fsdp\"}\n");
     CHECK(p.grad_shard_passes == 2);
     CHECK(p.grad_shard_passes_from.text == "fsdp");
     CHECK(error_of(kGood + "grad_shard_passes: {value: 9, source: \"x\"}\n").find("grad_shard_passes.value") !=
@@ -277,12 +277,9 @@ TEST_CASE("software profiles: passes over the unsharded gradient (grad_shard_pas
 }
 
 TEST_CASE("software profiles: the optimizer's bytes per parameter (optimizer_bytes_per_param)") {
-    const SoftwareProfile plain = load_software_profile(load_string(kGood, "software/megatron-lm.yaml"), "megatron-lm");
+    const SoftwareProfile plain = good_with();
     CHECK(plain.optimizer_bytes_per_param == 0.0);  // left out: the fused kernel
-    const SoftwareProfile p =
-        load_software_profile(load_string(kGood + "optimizer_bytes_per_param: {value: 100, source: \"adamw\"}\n",
-                                          "software/megatron-lm.yaml"),
-                              "megatron-lm");
+    const SoftwareProfile p = good_with("optimizer_bytes_per_param: {value: 100, source: \"adamw\"}\n");
     CHECK(p.optimizer_bytes_per_param == 100.0);
     CHECK(p.optimizer_bytes_per_param_from.text == "adamw");
     CHECK(error_of(kGood + "optimizer_bytes_per_param: {value: 2000, source: \"x\"}\n")
@@ -295,11 +292,9 @@ TEST_CASE("software profiles: the optimizer's bytes per parameter (optimizer_byt
 }
 
 TEST_CASE("software profiles: a static batch's prefill sub-batch bound (prefill_max_tokens)") {
-    const SoftwareProfile plain = load_software_profile(load_string(kGood, "software/megatron-lm.yaml"), "megatron-lm");
+    const SoftwareProfile plain = good_with();
     CHECK(plain.prefill_max_tokens == 0);  // left out: one pass
-    const SoftwareProfile p = load_software_profile(
-        load_string(kGood + "prefill_max_tokens: {value: 4104, source: \"config\"}\n", "software/megatron-lm.yaml"),
-        "megatron-lm");
+    const SoftwareProfile p = good_with("prefill_max_tokens: {value: 4104, source: \"config\"}\n");
     CHECK(p.prefill_max_tokens == 4104);
     CHECK(p.prefill_max_tokens_from.text == "config");
     CHECK(error_of(kGood + "prefill_max_tokens: {value: -1, source: \"x\"}\n").find("prefill_max_tokens.value") !=
@@ -311,11 +306,9 @@ TEST_CASE("software profiles: a static batch's prefill sub-batch bound (prefill_
 }
 
 TEST_CASE("software profiles: the training loss's cross-entropy (cross_entropy)") {
-    const SoftwareProfile plain = load_software_profile(load_string(kGood, "software/megatron-lm.yaml"), "megatron-lm");
+    const SoftwareProfile plain = good_with();
     CHECK_FALSE(plain.cross_entropy_fp32_unfused);  // left out: one fused pass each way
-    const SoftwareProfile p = load_software_profile(
-        load_string(kGood + "cross_entropy: {value: fp32_unfused, source: \"ce\"}\n", "software/megatron-lm.yaml"),
-        "megatron-lm");
+    const SoftwareProfile p = good_with("cross_entropy: {value: fp32_unfused, source: \"ce\"}\n");
     CHECK(p.cross_entropy_fp32_unfused);
     CHECK(p.cross_entropy_from.text == "ce");
     CHECK(error_of(kGood + "cross_entropy: {value: fp32, source: \"x\"}\n").find("cross_entropy.value") !=
@@ -328,14 +321,12 @@ TEST_CASE("software profiles: the training loss's cross-entropy (cross_entropy)"
 }
 
 TEST_CASE("software profiles: memory-bound kernels' shares of the streaming rate (memory_bound)") {
-    const SoftwareProfile plain = load_software_profile(load_string(kGood, "software/megatron-lm.yaml"), "megatron-lm");
+    const SoftwareProfile plain = good_with();
     CHECK(plain.memory_bound.norm == 1.0);  // left out: fused kernels at the streaming rate
     CHECK(plain.memory_bound.activation_bwd == 1.0);
-    const SoftwareProfile p =
-        load_software_profile(load_string(kGood + "memory_bound:\n  norm: {value: 0.5, source: \"ln\"}\n"
-                                                  "  norm_bwd: {value: 0.25, source: \"lnb\"}\n",
-                                          "software/megatron-lm.yaml"),
-                              "megatron-lm");
+    const SoftwareProfile p = good_with(
+        "memory_bound:\n  norm: {value: 0.5, source: \"ln\"}\n"
+        "  norm_bwd: {value: 0.25, source: \"lnb\"}\n");
     CHECK(p.memory_bound.norm == 0.5);
     CHECK(p.memory_bound.norm_bwd == 0.25);
     CHECK(p.memory_bound.activation == 1.0);  // a class left out keeps 1
