@@ -353,6 +353,34 @@ TEST_CASE("collective: nccl-tests busbw of the shipped clusters is within 15% of
     CHECK(h_small_nvls < 0.25 * h_nvls);
 }
 
+TEST_CASE("collective: two H100 PCIe over their NVLink bridge: a 2-rank all-reduce is 2 chunk steps at e x 300 GB/s") {
+    // The shipped bridge (topologies/gpus/h100-pcie.yaml: 12 NVLink 4 links,
+    // 300 GB/s a direction; 12 links at 26.562 GB/s and 256.6-257.0 GB/s of
+    // copy-engine P2P measured on such a pair, HPE-Japan-Presales/e-learning
+    // @80cd5bf2 gpu/h100/mgmt_gpu_on_dl380agen11.md). With 2 ranks a ring
+    // all-reduce is 2 steps of S/2 over the one bridge link, each way at once.
+    // S = 492 MB makes a chunk 246 MB, 1 ms at 0.82 x 300 GB/s. NCCL's Simple
+    // protocol wins at this size: per step 3.4 + 8.6 us (hwLat NVLink + fitted
+    // overhead) + the 0.6 us link, plus 8.4 us of base latency once:
+    // 8.4 + 2 x (12.0 + 0.6 + 1000) = 2033.6 us.
+    const auto c = sim::config::load_cluster_file("pcie-h100-x8-nvlink-pairs");
+    const Topology t(c, 2);
+    REQUIRE(t.route(0, 1).size() == 1);
+    CHECK(t.route_bandwidth(0, 1).bytes_per_s == doctest::Approx(300e9));
+    const auto r = nccl_all_reduce(c, 2, 492'000'000, "ring");
+    CHECK(r.protocol_efficiency == doctest::Approx(0.82));
+    const Time got = simulate_collective(t, r);
+    CHECK(got.count_ps() >= Time::ns(2'033'600).count_ps());
+    CHECK(got.count_ps() <= Time::ns(2'033'600).count_ps() + 2);  // rounded up to whole ps per step
+    // busbw = algbw with 2 ranks: 241.9 GB/s, below the copy engines' 256.8 on
+    // the same bridge and 2% under NCCL's own link model (12 x 20.6 GB/s,
+    // NVIDIA/nccl@5067397c src/graph/topo.h); NVIDIA/nccl#1161's 116 GB/s on
+    // such a pair is not this bridge's rate (docs/validation.md §7).
+    const double busbw = bus_bandwidth(r.op, r.size, 2, got) / 1e9;
+    CHECK(busbw == doctest::Approx(241.94).epsilon(0.001));
+    CHECK(busbw < 256.6);
+}
+
 TEST_CASE("collective: across two DGX H100 the ring and the hierarchical all-reduce both use all 8 rails") {
     const auto x2 = sim::config::load_cluster_file("dgx-h100-x2");
     const Topology t(x2, 16);
