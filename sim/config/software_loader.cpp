@@ -155,6 +155,28 @@ SoftwareProfile load_profile(const Node& root, const std::string& expected_name,
         p.prefill_max_tokens =
             sourced(r, "prefill_max_tokens", p.prefill_max_tokens_from).as_int(0, std::int64_t{1} << 24);
     }
+    if (auto ds = r.optional("decode_step")) {
+        MapReader d(*ds);
+        // Bounds: more than 64 extra kernels or 16 host waits a step, a wait
+        // above 1 ms or a copy above 1 GB a sequence is no engine's: a slip.
+        if (d.optional("kernels"))
+            p.decode_step_kernels = static_cast<int>(sourced(d, "kernels", p.decode_step_kernels_from).as_int(0, 64));
+        if (d.optional("host_syncs"))
+            p.decode_step_host_syncs =
+                static_cast<int>(sourced(d, "host_syncs", p.decode_step_host_syncs_from).as_int(0, 16));
+        if (d.optional("sync_latency")) {
+            const Node n = sourced(d, "sync_latency", p.decode_step_sync_latency_from);
+            p.decode_step_sync_latency = n.as_time();
+            if (p.decode_step_sync_latency > Time::from_seconds_ceil(1e-3))
+                n.fail("a host synchronisation above 1 ms is not plausible");
+        }
+        if (d.optional("copy_per_sequence")) {
+            const Node n = sourced(d, "copy_per_sequence", p.decode_step_copy_bytes_from);
+            p.decode_step_copy_bytes = n.as_bytes().as_double();
+            if (p.decode_step_copy_bytes > 1e9) n.fail("a device-to-host copy above 1 GB a sequence is not plausible");
+        }
+        d.finish();
+    }
     if (r.has("fp8_gemm_ceiling")) {
         const Node c = sourced(r, "fp8_gemm_ceiling", p.fp8_gemm_ceiling_from);
         p.fp8_gemm_ceiling = c.as_number(0, 1);

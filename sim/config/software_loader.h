@@ -145,6 +145,23 @@ struct SoftwareProfile {
     // 0 (default) = the whole micro-batch in one pass.
     std::int64_t prefill_max_tokens = 0;
     Provenance prefill_max_tokens_from;
+    // Static-batch inference: what the engine does every decode step beside
+    // the model's kernels (docs/software-profiles.md §2g; TurboMind v0.1's
+    // LlamaBatch loop). `decode_step_kernels` small kernels (sampling tail,
+    // stop criterion, output gather); `decode_step_host_syncs` times the host
+    // waits for the GPU, each leaving it idle for `decode_step_sync_latency`
+    // plus one kernel_issue (the next launch); and a device-to-host copy of
+    // `decode_step_copy_bytes` per sequence, during which the GPU is idle
+    // too (the host waits for it). Optional block `decode_step`, all 0
+    // (default) = none of it.
+    int decode_step_kernels = 0;
+    Provenance decode_step_kernels_from;
+    int decode_step_host_syncs = 0;
+    Provenance decode_step_host_syncs_from;
+    Time decode_step_sync_latency{};
+    Provenance decode_step_sync_latency_from;
+    double decode_step_copy_bytes = 0;
+    Provenance decode_step_copy_bytes_from;
     // The fraction of the FP8 dense peak the stack's FP8 GEMMs reach on large
     // shapes, where they are not the GPU's best library (cuBLASLt, whose
     // ceiling the GPU file gives): vLLM 0.7's block-scaled (128 x 128 weight,

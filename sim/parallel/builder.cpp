@@ -29,12 +29,35 @@ void emit_inference(Emitter& em, PlanBuild& out) {
     // stage vs mod pp); inference has no backward to interleave with, so the
     // schedule only decides where the layers live.
     const int nv = static_cast<int>(em.vstages.size());
+    // A decode step ends with the profile's decode_step work on the last
+    // stage (docs/software-profiles.md §2g): its small kernels, then the
+    // host's waits and output copy, on the host stream, which the next
+    // step's first kernel waits for (the host launches nothing meanwhile).
+    const bool step_host = sc.profile.decode_step_host_syncs > 0 || sc.profile.decode_step_copy_bytes > 0;
     auto run_pass = [&](Phase ph, int j, const workload::PassShape& shape, int step,
                         std::vector<std::vector<std::uint32_t>> entry) {
         std::vector<std::uint32_t> last(width, kNone);
         for (int vs = 0; vs < nv; ++vs) {
             const int s = vs % pp;
-            em.emit_ops(s, em.forward_ops(vs, j, shape, false), ph, j, step, entry, last);
+            auto ops = em.forward_ops(vs, j, shape, false);
+            if (ph == Phase::decode && vs + 1 == nv) {
+                auto tail = decode_step_kernels(sc, shape.batch);
+                ops.insert(ops.end(), tail.begin(), tail.end());
+            }
+            em.emit_ops(s, ops, ph, j, step, entry, last);
+            if (ph == Phase::decode && vs + 1 == nv && step_host) {
+                const auto& mem = em.members[s];
+                for (std::size_t i = 0; i < mem.size(); ++i) {
+                    Task t = em.base(ph, j, -1, step);
+                    t.kind = TaskKind::host;
+                    t.stream = StreamKind::host;
+                    t.gpu = mem[i].local;
+                    t.host_time = decode_step_host_time(sc, shape.batch);
+                    std::vector<std::uint32_t> deps = entry[i].empty() ? std::vector<std::uint32_t>{last[i]} : entry[i];
+                    last[i] = em.plan.add(t, deps);
+                    entry[i].clear();
+                }
+            }
             if (vs + 1 < nv)
                 entry = em.send(s, (vs + 1) % pp, Bytes::ceil(em.boundary_per_rank(shape)), ph, j, step, last);
         }

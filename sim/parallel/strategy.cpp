@@ -69,6 +69,33 @@ std::int64_t prefill_sub_batch(const config::ScenarioSpec& sc, std::int64_t mb_s
     return std::clamp<std::int64_t>(cap / per, 1, mb_size);
 }
 
+Time decode_step_host_time(const config::ScenarioSpec& sc, std::int64_t sequences) {
+    const auto& p = sc.profile;
+    // Each wait ends when the host sees the GPU done; the GPU then waits for
+    // the host's next launch (kernel_issue), the host having run ahead of it
+    // until then. The output copy crosses PCIe while the host waits for it.
+    double t = p.decode_step_host_syncs * (p.decode_step_sync_latency.seconds() + p.kernel_issue.seconds());
+    const double pcie = sc.gpu.pcie_bandwidth.bytes_per_s;
+    if (p.decode_step_copy_bytes > 0 && pcie > 0) t += static_cast<double>(sequences) * p.decode_step_copy_bytes / pcie;
+    return Time::from_seconds_ceil(t);
+}
+
+std::vector<Operator> decode_step_kernels(const config::ScenarioSpec& sc, std::int64_t sequences) {
+    std::vector<Operator> ops;
+    // Token ids, flags and lengths: 4 bytes a sequence in and out, so each
+    // costs about its launch (the sampling's own pass over the logits is the
+    // head's "sampling" kernel).
+    const double bytes = 4.0 * static_cast<double>(sequences);
+    Operator op;
+    op.kernel.name = "decode_step";
+    op.kernel.kind = hw::KernelKind::elementwise;
+    op.kernel.dtype = hw::DType::fp32;
+    op.kernel.bytes_read = Bytes::ceil(bytes);
+    op.kernel.bytes_written = Bytes::ceil(bytes);
+    ops.assign(static_cast<std::size_t>(std::max(0, sc.profile.decode_step_kernels)), op);
+    return ops;
+}
+
 Shapes shapes_for(const config::ScenarioSpec& sc, std::int64_t mb_size) {
     Shapes s;
     const auto& w = sc.workload;

@@ -46,6 +46,13 @@ Shapes shapes_for(const config::ScenarioSpec& sc, std::int64_t mb_size);
 // profile's prefill_max_tokens T, or mb_size when T is 0
 // (docs/software-profiles.md §2f).
 std::int64_t prefill_sub_batch(const config::ScenarioSpec& sc, std::int64_t mb_size);
+// Inference, the profile's decode_step (docs/software-profiles.md §2g): the
+// time a decode step of `sequences` sequences leaves the GPU idle while its
+// host waits, host_syncs x (sync_latency + kernel_issue) + sequences x
+// copy_per_sequence / the GPU's PCIe rate; and the step's small kernels
+// beside the model's (each reads and writes 4 bytes a sequence).
+Time decode_step_host_time(const config::ScenarioSpec& sc, std::int64_t sequences);
+std::vector<workload::Operator> decode_step_kernels(const config::ScenarioSpec& sc, std::int64_t sequences);
 // Per-GPU memory of pipeline stage `s` (every TP rank of a stage is alike).
 hw::MemoryBreakdown stage_memory(const config::ScenarioSpec& sc, const ResolvedStrategy& rs, int s,
                                  const std::vector<LayerRange>& vstages);

@@ -17,7 +17,9 @@ std::string task_name(const parallel::Plan& plan, const parallel::Task& t) {
         case parallel::TaskKind::transfer: return fmt::format("send to GPU {}", t.peer);
         case parallel::TaskKind::collective:
             return fmt::format("{} x{}", net::to_string(t.op), plan.groups[t.group].gpus.size());
-        case parallel::TaskKind::host: return "input batch";
+        case parallel::TaskKind::host:
+            // Training's input pipeline, or a decode step's host waits (docs/software-profiles.md §2g).
+            return t.phase == parallel::Phase::decode ? "decode step host" : "input batch";
     }
     return "?";
 }

@@ -305,6 +305,32 @@ TEST_CASE("software profiles: a static batch's prefill sub-batch bound (prefill_
     CHECK(software_profile("tensorrt-llm").prefill_max_tokens == 0);
 }
 
+TEST_CASE("software profiles: a decode step's engine work beside the model's kernels (decode_step)") {
+    const SoftwareProfile plain = good_with();
+    CHECK(plain.decode_step_kernels == 0);  // left out: none of it
+    CHECK(plain.decode_step_host_syncs == 0);
+    CHECK(plain.decode_step_copy_bytes == 0);
+    const SoftwareProfile p = good_with(
+        "decode_step:\n  kernels: {value: 4, source: \"k\"}\n  host_syncs: {value: 2, source: \"s\"}\n"
+        "  sync_latency: {value: 2 us, source: \"l\"}\n  copy_per_sequence: {value: 16416 B, source: \"c\"}\n");
+    CHECK(p.decode_step_kernels == 4);
+    CHECK(p.decode_step_host_syncs == 2);
+    CHECK(p.decode_step_sync_latency == Time::us(2));
+    CHECK(p.decode_step_copy_bytes == 16416);
+    CHECK(p.decode_step_copy_bytes_from.text == "c");
+    CHECK(error_of(kGood + "decode_step:\n  kernel: {value: 4, source: \"x\"}\n").find("did you mean 'kernels'") !=
+          std::string::npos);
+    CHECK(error_of(kGood + "decode_step:\n  sync_latency: {value: 2 ms, source: \"x\"}\n").find("above 1 ms") !=
+          std::string::npos);
+    CHECK(error_of(kGood + "decode_step:\n  host_syncs: {value: 2}\n").find("host_syncs") != std::string::npos);
+    // TurboMind v0.1.0a1 (§2g): sampling tail, stop criterion and gather; two waits; session_len x 4 bytes.
+    const SoftwareProfile lm = software_profile("lmdeploy");
+    CHECK(lm.decode_step_kernels == 4);
+    CHECK(lm.decode_step_host_syncs == 2);
+    CHECK(lm.decode_step_copy_bytes == 16416);
+    CHECK(software_profile("vllm").decode_step_host_syncs == 0);
+}
+
 TEST_CASE("software profiles: the training loss's cross-entropy (cross_entropy)") {
     const SoftwareProfile plain = good_with();
     CHECK_FALSE(plain.cross_entropy_fp32_unfused);  // left out: one fused pass each way
