@@ -46,6 +46,9 @@ TEST_CASE("the schedule registry lists gpipe, 1f1b, interleaved-1f1b and dualpip
     CHECK(parallel::default_pipeline_schedule().name() == "1f1b");
     CHECK(parallel::pipeline_schedule("interleaved-1f1b").uses_virtual_stages());
     CHECK_FALSE(parallel::pipeline_schedule("gpipe").uses_virtual_stages());
+    // The plan search tries every schedule unless named, but DualPipe
+    // (bounded by its busiest rank only).
+    for (const auto* s : parallel::pipeline_schedules()) CHECK(s->searched_by_default() == (s->name() != "dualpipe"));
 }
 
 TEST_CASE("looking up an unknown schedule fails and names the registered ones") {

@@ -122,6 +122,9 @@ public:
     }
     bool names_pairs() const override { return true; }
     bool training_only() const override { return true; }
+    // The search's lower bound for it is its busiest rank's work only
+    // (sim/search/bound.cpp), too loose to prune: `space.schedule` names it.
+    bool searched_by_default() const override { return false; }
     // DualPipe.step asserts both: an even number of ranks (the two halves)
     // and an even number of micro-batches, at least 2 x pp (so step 4 runs
     // m/2 - pp + h + 1 >= 1 times on every rank).

@@ -73,6 +73,9 @@ public:
     // A schedule that marks them counts the pair's forward in
     // chunks_in_flight already (it starts before the backward frees).
     virtual bool names_pairs() const { return false; }
+    // Whether the plan search tries the schedule when `space.schedule` is
+    // not given (a schedule it bounds only loosely is tried when named).
+    virtual bool searched_by_default() const { return true; }
     // Whether the schedule orders a training step only (inference refuses it).
     virtual bool training_only() const { return false; }
     // Empty, or why a pipeline of this shape cannot run the schedule.
