@@ -1,5 +1,5 @@
 // A training iteration as tasks: the pipeline schedule's items on every
-// stage (GPipe, 1F1B, interleaved 1F1B), ZeRO gathers, gradient buckets
+// stage (GPipe, 1F1B, interleaved 1F1B, DualPipe), ZeRO gathers, gradient buckets
 // (overlapped or after the backward), the optimizer step and the parameter
 // all-gather (after it, or during the forward with overlap.param_gather).
 #include "sim/parallel/emitter.h"
@@ -26,6 +26,11 @@ PerIndex<std::vector<ScheduleItem>> schedule_items(const ResolvedStrategy& rs) {
 // Per member of a stage, the tasks a receiving stage waits for.
 using PerMember = std::vector<std::vector<std::uint32_t>>;
 
+// Adds `more` to what each member waits for.
+void append(PerMember& to, const PerMember& more) {
+    for (std::size_t i = 0; i < more.size(); ++i) to[i].insert(to[i].end(), more[i].begin(), more[i].end());
+}
+
 }  // namespace
 
 void emit_training(Emitter& em, PlanBuild& out) {
@@ -35,6 +40,12 @@ void emit_training(Emitter& em, PlanBuild& out) {
     const auto& w = sc.workload;
     const int p = rs.pp, v = rs.virtual_stages, mbs = rs.microbatches;
     const int nv = p * v;
+    // Where the layers live: rank s runs `chunks` virtual stages, chunk c
+    // being vstage_of(s, c); a pass on chunk c moves to rank rank_of(vs, c).
+    const PipelineShape pshape{p, mbs, v};
+    const int chunks = rs.schedule->chunks(pshape);
+    const auto vstage_of = [&](int s, int c) { return rs.schedule->virtual_stage(pshape, s, c); };
+    const auto rank_of = [&](int vs, int c) { return rs.schedule->stage_of(pshape, vs, c); };
     const workload::PassShape shape{w.micro_batch, w.seq_len, w.seq_len};
     const auto items = schedule_items(rs);
     const std::size_t width = em.members.front().size();
@@ -57,8 +68,17 @@ void emit_training(Emitter& em, PlanBuild& out) {
     // fwd_out[vs][mb] / bwd_out[vs][mb]: per member, the task the next stage waits for.
     PerIndex<PerIndex<PerMember>> fwd_out(nv, PerIndex<PerMember>(mbs));
     auto bwd_out = fwd_out;
-    PerIndex<PerIndex<int>> bwd_count(p, PerIndex<int>(v, 0));  // [stage][chunk]: backward passes emitted
-    PerIndex<std::vector<std::uint32_t>> host_task(mbs);        // [mb]: per member
+    // [stage][chunk]: the backward items still to emit that complete weight
+    // gradients (all but the input-gradient halves of a zero-bubble split).
+    PerIndex<PerIndex<int>> grad_left(p, PerIndex<int>(chunks, 0));
+    // [mb]: the rank where the micro-batch enters (its virtual stage 0).
+    PerIndex<int> entry_stage(mbs, 0);
+    for (int s = 0; s < p; ++s)
+        for (const auto& it : items[s]) {
+            if (!it.forward && it.part != BackwardPart::input) ++grad_left[s][it.chunk];
+            if (it.forward && vstage_of(s, it.chunk) == 0) entry_stage[it.mb] = s;
+        }
+    PerIndex<std::vector<std::uint32_t>> host_task(mbs);                                        // [mb]: per member
     PerIndex<std::vector<std::uint32_t>> last_dp(p, std::vector<std::uint32_t>(width, kNone));  // [stage]: per member
 
     // Over the dp x cp group of each TP rank; experts: over the expert-data-
@@ -153,21 +173,23 @@ void emit_training(Emitter& em, PlanBuild& out) {
     // this forward (steady state), each layer's first forward waiting for its
     // bucket, instead of after the optimizer.
     const bool gather_in_forward = rs.overlap.param_gather && rs.zero >= 1 && rs.zero < 3 && rs.dp * rs.cp > 1;
-    std::map<int, std::vector<std::uint32_t>> gathered;  // layer (-1 embedding, -2 head) -> per member
+    // (stage, layer (-1 embedding, -2 head)) -> per member: DualPipe holds
+    // each layer on two ranks.
+    std::map<std::pair<int, int>, std::vector<std::uint32_t>> gathered;
     if (gather_in_forward) {
         for (int s = 0; s < p; ++s)
-            for (int c = 0; c < v; ++c) {
-                const int vs = c * p + s;
+            for (int c = 0; c < chunks; ++c) {
+                const int vs = vstage_of(s, c);
                 const auto [a, b] = em.vstages[vs];
                 auto bucket = [&](int layer, double count) {
                     dp_collective(s, net::CollectiveOp::all_gather, count / rs.tp * wbytes, Phase::forward, -1, layer,
                                   {});
-                    gathered[layer] = last_dp[s];
+                    gathered[{s, layer}] = last_dp[s];
                 };
                 auto layer_gather = [&](int l) {
                     if (rs.folds_experts()) {
                         layer_collective(s, net::CollectiveOp::all_gather, wbytes, Phase::forward, -1, l, {});
-                        gathered[l] = last_dp[s];
+                        gathered[{s, l}] = last_dp[s];
                     } else {
                         bucket(l, layer_params(l));
                     }
@@ -180,9 +202,9 @@ void emit_training(Emitter& em, PlanBuild& out) {
                 }
             }
     }
-    auto wait_gather = [&](int layer, std::vector<std::vector<std::uint32_t>>& pending) {
+    auto wait_gather = [&](int s, int layer, std::vector<std::vector<std::uint32_t>>& pending) {
         if (!gather_in_forward) return;
-        const auto& ids = gathered.at(layer);
+        const auto& ids = gathered.at({s, layer});
         for (std::size_t i = 0; i < width; ++i) pending[i].push_back(ids[i]);
     };
 
@@ -205,7 +227,7 @@ void emit_training(Emitter& em, PlanBuild& out) {
             steps.push_back(Step{{}, Phase::forward, std::move(f)});
         };
         const auto ops = [&steps](std::vector<Operator> o, Phase ph) { steps.push_back(Step{std::move(o), ph, {}}); };
-        const int vs = it.chunk * p + s;
+        const int vs = vstage_of(s, it.chunk);
         const int mb = it.mb;
         const int first_layer = em.vstages[vs].first, end_layer = em.vstages[vs].second;
         auto gather3 = [&, s, mb](int l, Phase ph) {
@@ -214,10 +236,10 @@ void emit_training(Emitter& em, PlanBuild& out) {
                 for (std::size_t i = 0; i < width; ++i) c.pending[i].push_back(last_dp[s][i]);
             };
         };
-        auto wait_for = [&](int layer) { return [&, layer](Chain& c) { wait_gather(layer, c.pending); }; };
+        auto wait_for = [&, s](int layer) { return [&, s, layer](Chain& c) { wait_gather(s, layer, c.pending); }; };
         if (it.forward) {
             act([&, vs, mb](Chain& c) {
-                if (vs > 0) c.pending = fwd_out[vs - 1][mb];
+                if (vs > 0) append(c.pending, fwd_out[vs - 1][mb]);
                 if (vs == 0 && w.host_time_per_batch > Time{}) {
                     for (std::size_t i = 0; i < width; ++i) c.pending[i].push_back(host_task[mb][i]);
                 }
@@ -241,30 +263,45 @@ void emit_training(Emitter& em, PlanBuild& out) {
                     ops(workload::mtp_forward(m, k, mb, shape, em.opt), Phase::forward);
                 }
             }
-            act([&, s, vs, mb](Chain& c) {
+            act([&, s, vs, mb, chunk = it.chunk](Chain& c) {
                 auto& slot = fwd_out[vs][mb];
-                if (vs + 1 < nv) slot = em.send(s, (s + 1) % p, Bytes::ceil(boundary), Phase::forward, mb, -1, c.last);
+                if (vs + 1 < nv)
+                    slot = em.send(s, rank_of(vs + 1, chunk), Bytes::ceil(boundary), Phase::forward, mb, -1, c.last);
                 else slot = PerMember(width);
                 for (std::size_t i = 0; i < width; ++i)
                     if (vs + 1 == nv) slot[i] = {c.last[i]};
             });
             return steps;
         }
-        const bool last_mb = ++bwd_count[s][it.chunk] == mbs;
-        const bool sync = last_mb || sync_every_mb;
-        act([&, vs, mb](Chain& c) {
-            if (vs + 1 < nv) c.pending = bwd_out[vs + 1][mb];
-        });
+        // A zero-bubble split (docs/parallelism.md, "DualPipe"): the input-
+        // gradient item runs the backward's other kernels and sends; the
+        // weight item runs its weight-gradient GEMMs later, on the same
+        // compute stream, and issues the gradient buckets.
+        const BackwardPart part = it.part;
+        const bool grads = part != BackwardPart::input;
+        const bool last_mb = grads && --grad_left[s][it.chunk] == 0;
+        const bool sync = grads && (last_mb || sync_every_mb);
+        const bool gather_params = rs.zero >= 3 && part != BackwardPart::weight;
+        const auto bops = [&steps, part](std::vector<Operator> o, Phase ph) {
+            if (part != BackwardPart::all)
+                std::erase_if(
+                    o, [part](const Operator& op) { return op.is_weight_grad != (part == BackwardPart::weight); });
+            steps.push_back(Step{std::move(o), ph, {}});
+        };
+        if (part != BackwardPart::weight)
+            act([&, vs, mb](Chain& c) {
+                if (vs + 1 < nv) append(c.pending, bwd_out[vs + 1][mb]);
+            });
         if (vs + 1 == nv) {
             // The MTP modules' backward first (their loss gradients reach
             // the main model's last hidden state through hnorm), deepest first.
             for (int k = static_cast<int>(m.mtp_layers) - 1; k >= 0; --k) {
                 const int l = static_cast<int>(m.layers) + k;
-                if (rs.zero >= 3) act(gather3(l, Phase::backward));
-                ops(workload::mtp_backward(m, k, mb, shape, em.opt, w.recompute), Phase::backward);
+                if (gather_params) act(gather3(l, Phase::backward));
+                bops(workload::mtp_backward(m, k, mb, shape, em.opt, w.recompute), Phase::backward);
                 if (sync) act([&, s, mb, l](Chain& c) { layer_bucket(s, mb, l, c.last); });
             }
-            ops(workload::head_backward(m, mb, shape, em.opt), Phase::backward);
+            bops(workload::head_backward(m, mb, shape, em.opt), Phase::backward);
         }
         // ZeRO-3 re-gathers each layer's parameters for its backward. As
         // PyTorch FSDP does (backward prefetch, BACKWARD_PRE or _POST),
@@ -277,14 +314,14 @@ void emit_training(Emitter& em, PlanBuild& out) {
             layer_collective(s, net::CollectiveOp::all_gather, wbytes, Phase::backward, mb, layer, {});
             *gather_next = last_dp[s];
         };
-        if (rs.zero >= 3 && end_layer > first_layer) act([gather, end_layer](Chain&) { gather(end_layer - 1); });
+        if (gather_params && end_layer > first_layer) act([gather, end_layer](Chain&) { gather(end_layer - 1); });
         for (int l = end_layer - 1; l >= first_layer; --l) {
-            if (rs.zero >= 3)
+            if (gather_params)
                 act([&, gather, gather_next, l, first_layer](Chain& c) {
                     for (std::size_t i = 0; i < width; ++i) c.pending[i].push_back((*gather_next)[i]);
                     if (l > first_layer) gather(l - 1);
                 });
-            ops(workload::layer_backward(m, l, mb, shape, em.opt, w.recompute), Phase::backward);
+            bops(workload::layer_backward(m, l, mb, shape, em.opt, w.recompute), Phase::backward);
             // Bucketed gradient synchronisation: one bucket per layer,
             // issued once the last micro-batch's gradients are complete,
             // overlapping the backward of earlier layers.
@@ -300,22 +337,25 @@ void emit_training(Emitter& em, PlanBuild& out) {
                     layer_bucket(s, mb, l, c.last);
                 });
         }
-        if (vs == 0) ops(workload::embedding_backward(m, mb, shape, em.opt), Phase::backward);
-        act([&, s, vs, mb, sync](Chain& c) {
+        if (vs == 0) bops(workload::embedding_backward(m, mb, shape, em.opt), Phase::backward);
+        act([&, s, vs, mb, sync, part, chunk = it.chunk](Chain& c) {
             if (sync && vs == 0) grad_bucket(s, params.embedding / rs.tp * grad_bytes, mb, -1, c.last);
             if (sync && vs + 1 == nv && head_params - params.final_norm > 0)
                 grad_bucket(s, (head_params - params.final_norm) / rs.tp * grad_bytes, mb, -1, c.last);
-            stage_end[s] = c.last;
+            if (c.last.front() != kNone) stage_end[s] = c.last;
+            if (part == BackwardPart::weight) return;
             auto& slot = bwd_out[vs][mb];
-            if (vs > 0) slot = em.send(s, (s + p - 1) % p, Bytes::ceil(boundary), Phase::backward, mb, -1, c.last);
+            if (vs > 0)
+                slot = em.send(s, rank_of(vs - 1, chunk), Bytes::ceil(boundary), Phase::backward, mb, -1, c.last);
         });
         return steps;
     };
 
-    // One item alone: its steps in order.
-    auto emit_item = [&](int s, const ScheduleItem& it) {
+    // One item alone: its steps in order; its first kernel also waits for
+    // `also` (per member).
+    auto emit_item = [&](int s, const ScheduleItem& it, const PerMember& also) {
         auto steps = item_steps(s, it);
-        Chain c{std::vector<std::vector<std::uint32_t>>(width), std::vector<std::uint32_t>(width, kNone)};
+        Chain c{also.empty() ? PerMember(width) : also, std::vector<std::uint32_t>(width, kNone)};
         for (auto& st : steps) {
             if (st.act) st.act(c);
             else em.emit_ops(s, st.ops, st.phase, it.mb, -1, c.pending, c.last);
@@ -389,7 +429,7 @@ void emit_training(Emitter& em, PlanBuild& out) {
     // Input pipeline: the host prepares micro-batches in order, one after another.
     if (w.host_time_per_batch > Time{}) {
         for (int j = 0; j < mbs; ++j) {
-            for (const auto& mem : em.members.front()) {
+            for (const auto& mem : em.members[entry_stage[j]]) {
                 Task t = em.base(Phase::input, j, -1, -1);
                 t.kind = TaskKind::host;
                 t.stream = StreamKind::host;
@@ -407,19 +447,34 @@ void emit_training(Emitter& em, PlanBuild& out) {
     auto bwd_emitted = fwd_emitted;
     std::size_t remaining = 0;
     for (const auto& v_items : items) remaining += v_items.size();
+    // (A weight item follows its input-gradient item on the same rank.)
     const auto ready = [&](int s, const ScheduleItem& it) -> bool {
-        const int vs = it.chunk * p + s;
+        const int vs = vstage_of(s, it.chunk);
         return it.forward ? (vs == 0 || fwd_emitted[vs - 1][it.mb])
                           : (vs + 1 == nv ? fwd_emitted[vs][it.mb] : bwd_emitted[vs + 1][it.mb]);
     };
     const auto mark = [&](int s, const ScheduleItem& it) {
-        (it.forward ? fwd_emitted : bwd_emitted)[it.chunk * p + s][it.mb] = 1;
+        (it.forward ? fwd_emitted : bwd_emitted)[vstage_of(s, it.chunk)][it.mb] = 1;
         --remaining;
     };
-    // Under pair_items: a backward followed by a forward is emitted as a
-    // pair once both are ready. A pass with no progress emits the first
-    // waiting pair's backward alone (the forward stays next), so emission
-    // never waits on a pair that the rest of the pipeline cannot feed.
+    // Under pair_items: a backward followed by a forward (or, for a
+    // schedule that names its pairs, an item marked paired and the next) is
+    // emitted as a pair once both are ready. A pass with no progress emits
+    // the first waiting pair's first item alone (the other stays next), so
+    // emission never waits on a pair that the rest of the pipeline cannot feed.
+    // Not overlapped, a named pair still starts once both its inputs are
+    // in: DualPipe's _forward_backward_chunk receives the forward's input
+    // and the backward's gradient, waits for both, then computes (so Table
+    // 2's bubble, docs/parallelism.md "DualPipe").
+    const bool named = rs.schedule->names_pairs();
+    const auto is_pair = [&](const ScheduleItem& a, const ScheduleItem& b) {
+        return named ? a.paired && a.forward != b.forward : pair_items && !a.forward && b.forward;
+    };
+    // What a backward item's first kernel waits for from another rank.
+    const auto input_of = [&](int s, const ScheduleItem& b) {
+        const int vs = vstage_of(s, b.chunk);
+        return vs + 1 < nv ? bwd_out[vs + 1][b.mb] : PerMember{};
+    };
     bool unpair_one = false;
     while (remaining > 0) {
         bool progress = false;
@@ -428,10 +483,15 @@ void emit_training(Emitter& em, PlanBuild& out) {
             while (idx < items[s].size()) {
                 const ScheduleItem it = items[s][idx];
                 if (!ready(s, it)) break;
-                if (pair_items && !it.forward && idx + 1 < items[s].size() && items[s][idx + 1].forward) {
+                if (idx + 1 < items[s].size() && is_pair(it, items[s][idx + 1])) {
                     const ScheduleItem f = items[s][idx + 1];
                     if (ready(s, f)) {
-                        run_pair(s, it, f);
+                        if (pair_items && it.forward) run_pair(s, f, it);
+                        else if (pair_items) run_pair(s, it, f);
+                        else {
+                            emit_item(s, it, it.forward ? input_of(s, f) : PerMember{});
+                            emit_item(s, f, {});
+                        }
                         mark(s, it);
                         mark(s, f);
                         idx += 2;
@@ -441,13 +501,13 @@ void emit_training(Emitter& em, PlanBuild& out) {
                     if (!unpair_one) break;
                     unpair_one = false;
                 }
-                emit_item(s, it);
+                emit_item(s, it, {});
                 mark(s, it);
                 ++idx;
                 progress = true;
             }
         }
-        if (!progress && pair_items && !unpair_one) {
+        if (!progress && (pair_items || named) && !unpair_one) {
             unpair_one = true;
             continue;
         }
@@ -466,22 +526,24 @@ void emit_training(Emitter& em, PlanBuild& out) {
     for (int s = 0; s < p; ++s) {
         const auto& mem = em.members[s];
         double stage_params = 0;
-        for (int c = 0; c < v; ++c) {
-            const auto [a, b] = em.vstages[c * p + s];
+        for (int c = 0; c < chunks; ++c) {
+            const int vs = vstage_of(s, c);
+            const auto [a, b] = em.vstages[vs];
             int dense = 0;  // leading dense layers of an MoE model in [a, b)
             for (int l = a; l < b; ++l) dense += m.experts > 0 && !m.is_moe_layer(l);
             stage_params += (b - a - dense) * params.per_layer + dense * params.dense_layer;
-            if (c * p + s == 0) stage_params += params.embedding;
-            if (c * p + s == nv - 1) stage_params += head_params + static_cast<double>(m.mtp_layers) * params.per_layer;
+            if (vs == 0) stage_params += params.embedding;
+            if (vs == nv - 1) stage_params += head_params + static_cast<double>(m.mtp_layers) * params.per_layer;
         }
         stage_params /= rs.tp;
         double local_params = stage_params / (rs.zero >= 1 ? rs.dp * rs.cp : 1);
         double stage_experts = 0;  // expert parameters on this GPU (EP only)
         if (rs.folds_experts()) {
-            for (int c = 0; c < v; ++c) {
-                const auto [a, b] = em.vstages[c * p + s];
+            for (int c = 0; c < chunks; ++c) {
+                const int vs = vstage_of(s, c);
+                const auto [a, b] = em.vstages[vs];
                 for (int l = a; l < b; ++l) stage_experts += layer_experts(l);
-                if (c * p + s == nv - 1)
+                if (vs == nv - 1)
                     for (int k = 0; k < m.mtp_layers; ++k)
                         stage_experts += layer_experts(static_cast<int>(m.layers) + k);
             }

@@ -241,11 +241,17 @@ Resolution try_resolve_degrees(const config::ScenarioSpec& sc, const config::Str
     // stage s - 1 runs in its own pair, which waits for stage s's previous
     // backward: the pairs serialise across stages (measured: slower than no
     // overlap). Megatron-Core runs its combined 1F1B without a pipeline or
-    // with the interleaved one only (docs/moe.md section 3e).
-    if (rs.overlap.moe_a2a && rs.pp > 1 && !(rs.schedule->uses_virtual_stages() && rs.virtual_stages >= 2))
+    // with the interleaved one only (docs/moe.md section 3e); DualPipe pairs
+    // a forward of one direction with a backward of the other, which do not
+    // wait on each other (docs/parallelism.md, "DualPipe").
+    if (rs.overlap.moe_a2a && rs.pp > 1 && !(rs.schedule->uses_virtual_stages() && rs.virtual_stages >= 2) &&
+        !rs.schedule->names_pairs())
         return refused(
             "overlap.moe_a2a with pp > 1 needs schedule: interleaved-1f1b with virtual_stages >= 2 (Megatron-Core's "
-            "combined 1F1B); under 1F1B the pairs would serialise across stages");
+            "combined 1F1B) or dualpipe; under 1F1B the pairs would serialise across stages");
+    if (rs.schedule->training_only() && sc.workload.mode != Mode::training)
+        return refused(fmt::format("schedule {} orders a training step's forwards and backwards: training only",
+                                   rs.schedule->name()));
 
     const auto& w = sc.workload;
     std::int64_t sequences = 0;  // per DP replica
@@ -262,6 +268,8 @@ Resolution try_resolve_degrees(const config::ScenarioSpec& sc, const config::Str
         if (rs.schedule->uses_virtual_stages() && mbs % pp != 0)
             return refused(
                 fmt::format("{} needs micro-batches ({}) to be a multiple of pp={}", rs.schedule->name(), mbs, pp));
+        if (auto why = rs.schedule->refusal(PipelineShape{pp, rs.microbatches, rs.virtual_stages}); !why.empty())
+            return refused(std::move(why));
     } else {
         if (w.batch < dp) return refused(fmt::format("batch={} is smaller than dp={}", w.batch, dp));
         sequences = (w.batch + dp - 1) / dp;
@@ -298,8 +306,12 @@ hw::MemoryBreakdown stage_memory(const config::ScenarioSpec& sc, const ResolvedS
     int layers = 0;
     int dense_layers = 0;  // the leading dense layers of an MoE model in this stage
     bool first = false, last = false;
-    for (std::size_t v = 0; v < vstages.size(); ++v) {
-        if (static_cast<int>(v) % rs.pp != s) continue;
+    // The virtual stages this rank holds, as the schedule places them
+    // (DualPipe: two, each with its own weights, gradients and optimizer state).
+    const PipelineShape pshape{rs.pp, rs.microbatches, rs.virtual_stages};
+    const int held = rs.schedule->chunks(pshape);
+    for (int c = 0; c < held; ++c) {
+        const auto v = as_index(rs.schedule->virtual_stage(pshape, s, c));
         layers += vstages[v].second - vstages[v].first;
         for (int l = vstages[v].first; l < vstages[v].second; ++l) dense_layers += m.experts > 0 && !m.is_moe_layer(l);
         first = first || v == 0;
@@ -358,15 +370,16 @@ hw::MemoryBreakdown stage_memory(const config::ScenarioSpec& sc, const ResolvedS
             sharded(0, expert_params * state.gradients, 2, b.expert_gradients);
             sharded(0, expert_params * state.optimizer, 1, b.expert_optimizer);
         }
-        const int layers_per_chunk = std::max(1, layers / rs.virtual_stages);
+        const int layers_per_chunk = std::max(1, layers / held);
         // overlap.moe_a2a starts the forward that follows a backward before
         // that backward ends: one chunk more in flight, as Megatron-Core's
         // combined 1F1B adds a warm-up micro-batch (docs/moe.md section 3e).
-        const std::int64_t chunks =
-            rs.schedule->chunks_in_flight(PipelineShape{rs.pp, rs.microbatches, rs.virtual_stages}, s);
+        // A schedule that names its pairs counted that forward already.
+        const std::int64_t chunks = rs.schedule->chunks_in_flight(pshape, s);
         const auto inflight_chunks = static_cast<double>(
-            rs.overlap.moe_a2a ? std::min<std::int64_t>(chunks + 1, std::int64_t{rs.microbatches} * rs.virtual_stages)
-                               : chunks);
+            rs.overlap.moe_a2a && !rs.schedule->names_pairs()
+                ? std::min<std::int64_t>(chunks + 1, std::int64_t{rs.microbatches} * rs.virtual_stages)
+                : chunks);
         b.activations = workload::layer_activation_bytes(m, sh.train, opt, sc.workload.recompute).as_double() *
                         layers_per_chunk * inflight_chunks;
         b.workspace = workload::workspace_bytes(m, sh.train, opt, true).as_double();

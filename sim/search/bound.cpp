@@ -292,6 +292,28 @@ double iteration_lower_bound(const config::ScenarioSpec& sc, const config::Strat
     bwd.front() += bound(workload::embedding_backward(sc.model, 0, shape, opt));
     fwd.back() += bound(workload::head_forward(sc.model, 0, shape, opt, true));
     bwd.back() += bound(workload::head_backward(sc.model, 0, shape, opt));
+    // A schedule that places its chunks otherwise than virtual stage c x pp + s
+    // on rank s (DualPipe: a rank holds virtual stages s and pp - 1 - s, each
+    // run by half the micro-batches) is bounded by its busiest rank only: the
+    // sum of its items' least times. Bounds (2)-(4) below assume that layout.
+    const parallel::PipelineShape pshape{rs.pp, rs.microbatches, rs.virtual_stages};
+    bool default_layout = rs.schedule->chunks(pshape) == rs.virtual_stages;
+    for (int s = 0; s < rs.pp && default_layout; ++s)
+        for (int c = 0; c < rs.virtual_stages; ++c)
+            default_layout = default_layout && rs.schedule->virtual_stage(pshape, s, c) == c * rs.pp + s;
+    if (!default_layout) {
+        double busiest = 0;
+        for (int s = 0; s < rs.pp; ++s) {
+            double work = 0;
+            for (const auto& it : rs.schedule->items(pshape, s)) {
+                const auto v = static_cast<std::size_t>(rs.schedule->virtual_stage(pshape, s, it.chunk));
+                if (it.forward) work += fwd[v];
+                else if (it.part != parallel::BackwardPart::weight) work += bwd[v];  // a split backward counted once
+            }
+            busiest = std::max(busiest, work);
+        }
+        return busiest;
+    }
     for (std::size_t v = 0; v < nv; ++v) stage_work[v % static_cast<std::size_t>(rs.pp)] += fwd[v] + bwd[v];
     const double m = rs.microbatches;
     // (1) The busiest stage runs every micro-batch's forward and backward.

@@ -106,11 +106,21 @@ config::ScenarioSpec candidate_scenario(const config::ScenarioSpec& sc, const Ca
     return out;
 }
 
+namespace {
+// The schedules a search tries when `space.schedule` is not given.
+std::vector<const parallel::IPipelineSchedule*> default_schedules() {
+    std::vector<const parallel::IPipelineSchedule*> out;
+    for (const auto* s : parallel::pipeline_schedules())
+        if (s->searched_by_default()) out.push_back(s);
+    return out;
+}
+}  // namespace
+
 std::vector<Candidate> enumerate(const config::ScenarioSpec& sc, const SearchSpec& spec) {
     const bool training = sc.workload.mode == Mode::training;
     const auto& w = sc.workload;
     const int layers = static_cast<int>(std::min<std::int64_t>(sc.model.layers, 1 << 20));
-    std::vector<const parallel::IPipelineSchedule*> all_schedules = parallel::pipeline_schedules();
+    const auto all_schedules = default_schedules();
     const auto micro_batches =
         values_or(spec.micro_batch, powers_of_two_upto(std::min<std::int64_t>(64, w.global_batch), false));
     const auto recomputes = values_or(
@@ -321,7 +331,7 @@ SearchResult run_search(const config::ScenarioSpec& sc, const SearchOptions& opt
     res.spec = read_search(sc);
     const auto& spec = res.spec;
     const auto cands = enumerate(sc, spec);
-    const auto cands_schedules = spec.schedule.is_auto ? parallel::pipeline_schedules() : spec.schedule.values;
+    const auto cands_schedules = spec.schedule.is_auto ? default_schedules() : spec.schedule.values;
     res.generated = cands.size();
     const auto cm = hw::make_cost_model("roofline");
     const double usable = (1.0 - spec.memory_headroom) * sc.gpu.memory_capacity.as_double();

@@ -28,7 +28,7 @@ ScheduleItem B(int mb, int chunk = 0) { return {false, mb, chunk}; }
 std::int64_t peak_outstanding(const std::vector<ScheduleItem>& items) {
     std::int64_t now = 0, peak = 0;
     for (const auto& it : items) {
-        now += it.forward ? 1 : -1;
+        if (it.part != parallel::BackwardPart::weight) now += it.forward ? 1 : -1;  // the input half frees
         peak = std::max(peak, now);
     }
     return peak;
@@ -36,8 +36,9 @@ std::int64_t peak_outstanding(const std::vector<ScheduleItem>& items) {
 
 }  // namespace
 
-TEST_CASE("the schedule registry lists gpipe, 1f1b and interleaved-1f1b, each described") {
-    CHECK(parallel::pipeline_schedule_names() == std::vector<std::string>{"gpipe", "1f1b", "interleaved-1f1b"});
+TEST_CASE("the schedule registry lists gpipe, 1f1b, interleaved-1f1b and dualpipe, each described") {
+    CHECK(parallel::pipeline_schedule_names() ==
+          std::vector<std::string>{"gpipe", "1f1b", "interleaved-1f1b", "dualpipe"});
     for (const auto* s : parallel::pipeline_schedules()) {
         CHECK_FALSE(s->description().empty());
         CHECK(parallel::find_pipeline_schedule(s->name()) == s);
@@ -45,13 +46,16 @@ TEST_CASE("the schedule registry lists gpipe, 1f1b and interleaved-1f1b, each de
     CHECK(parallel::default_pipeline_schedule().name() == "1f1b");
     CHECK(parallel::pipeline_schedule("interleaved-1f1b").uses_virtual_stages());
     CHECK_FALSE(parallel::pipeline_schedule("gpipe").uses_virtual_stages());
+    // The plan search tries every schedule unless named, but DualPipe
+    // (bounded by its busiest rank only).
+    for (const auto* s : parallel::pipeline_schedules()) CHECK(s->searched_by_default() == (s->name() != "dualpipe"));
 }
 
 TEST_CASE("looking up an unknown schedule fails and names the registered ones") {
     CHECK(parallel::find_pipeline_schedule("zero-bubble") == nullptr);
-    CHECK_THROWS_WITH_AS(parallel::pipeline_schedule("zero-bubble"),
-                         "unknown pipeline schedule 'zero-bubble' (registered: gpipe, 1f1b, interleaved-1f1b)",
-                         ModelError);
+    CHECK_THROWS_WITH_AS(
+        parallel::pipeline_schedule("zero-bubble"),
+        "unknown pipeline schedule 'zero-bubble' (registered: gpipe, 1f1b, interleaved-1f1b, dualpipe)", ModelError);
 }
 
 TEST_CASE("1F1B with 4 stages and 8 micro-batches: warm-up p - s - 1 forwards, then alternate") {
@@ -92,17 +96,22 @@ TEST_CASE("every schedule runs each item once, backward after forward, and its i
                                           PipelineShape{8, 2, 2}, PipelineShape{4, 16, 4}}) {
             const int chunks = s->uses_virtual_stages() ? shape.virtual_stages : 1;
             const PipelineShape used{shape.stages, shape.microbatches, chunks};
-            // Strategy resolution refuses interleaving unless pp divides the micro-batches.
+            // Strategy resolution refuses interleaving unless pp divides the
+            // micro-batches, and the shapes a schedule refuses itself.
             if (s->uses_virtual_stages() && shape.microbatches % shape.stages != 0) continue;
+            if (!s->refusal(used).empty()) continue;
             for (int stage = 0; stage < shape.stages; ++stage) {
                 CAPTURE(s->name());
                 CAPTURE(stage);
                 const auto items = s->items(used, stage);
-                std::map<std::pair<int, int>, int> seen;  // (mb, chunk) -> 1 after forward, 2 after backward
+                // (mb, chunk) -> 1 after forward, 2 after backward, 3 after
+                // an input-gradient half (2 once its weight half ran).
+                std::map<std::pair<int, int>, int> seen;
                 for (const auto& it : items) {
                     int& state = seen[{it.mb, it.chunk}];
-                    CHECK(state == (it.forward ? 0 : 1));
-                    state = it.forward ? 1 : 2;
+                    const bool weight = it.part == parallel::BackwardPart::weight;
+                    CHECK(state == (it.forward ? 0 : weight ? 3 : 1));
+                    state = it.forward ? 1 : it.part == parallel::BackwardPart::input ? 3 : 2;
                 }
                 CHECK(seen.size() == static_cast<std::size_t>(shape.microbatches * chunks));
                 CHECK(std::all_of(seen.begin(), seen.end(), [](const auto& kv) { return kv.second == 2; }));

@@ -107,7 +107,7 @@ public:
     bool computes_split() const override { return true; }
     std::vector<LayerRange> split(const config::ScenarioSpec& sc, const config::StrategySpec& spec,
                                   ResolvedStrategy& rs, const hw::CostModel& cm) const override {
-        if (rs.virtual_stages > 1)
+        if (rs.virtual_stages > 1 || rs.schedule->chunks(PipelineShape{rs.pp, rs.microbatches, 1}) > 1)
             refuse(spec, "cache-aware partitioning produces one stage per GPU; use schedule 1f1b or gpipe");
         if (spec.first_stage_layers > 0 || spec.last_stage_layers > 0)
             refuse(spec,

@@ -13,12 +13,21 @@
 
 namespace sim::parallel {
 
+// Which part of a backward an item runs. Zero-bubble schedules split a
+// backward into its input-gradient part (what the previous stage waits for)
+// and its weight-gradient GEMMs, run later to fill a bubble.
+enum class BackwardPart : std::uint8_t { all, input, weight };
+
 // One entry of a stage's schedule: forward or backward of micro-batch `mb`
-// on model chunk `chunk` (0 unless the schedule uses virtual stages).
+// on model chunk `chunk` (0 unless the schedule holds several chunks per
+// rank). `paired`: under overlap.moe_a2a this item and the next one run as
+// an overlapped pair (only for schedules whose names_pairs() is true).
 struct ScheduleItem {
     bool forward;
     int mb;
     int chunk;
+    BackwardPart part = BackwardPart::all;
+    bool paired = false;
     bool operator==(const ScheduleItem&) const = default;
 };
 
@@ -47,6 +56,30 @@ public:
     // Model chunks whose activations stage `stage` holds at once at its peak
     // (each chunk holding one micro-batch's activations of its layers).
     virtual std::int64_t chunks_in_flight(const PipelineShape& shape, int stage) const = 0;
+
+    // Where the layers live. The model is cut into virtual stages (the
+    // partitioner's split); rank `stage` runs `chunks` of them, chunk c being
+    // virtual stage virtual_stage(shape, stage, c). A micro-batch on chunk c
+    // moves from virtual stage vs to vs + 1 on rank stage_of(shape, vs + 1, c).
+    // Default (1F1B, GPipe, interleaved): chunk c of rank s is virtual stage
+    // c x pp + s, and virtual stage vs runs on rank vs mod pp.
+    virtual int chunks(const PipelineShape& shape) const { return shape.virtual_stages; }
+    virtual int virtual_stage(const PipelineShape& shape, int stage, int chunk) const {
+        return chunk * shape.stages + stage;
+    }
+    virtual int stage_of(const PipelineShape& shape, int vs, int /*chunk*/) const { return vs % shape.stages; }
+    // Whether the schedule marks its overlapped pairs (ScheduleItem::paired);
+    // otherwise overlap.moe_a2a pairs a backward with the forward after it.
+    // A schedule that marks them counts the pair's forward in
+    // chunks_in_flight already (it starts before the backward frees).
+    virtual bool names_pairs() const { return false; }
+    // Whether the plan search tries the schedule when `space.schedule` is
+    // not given (a schedule it bounds only loosely is tried when named).
+    virtual bool searched_by_default() const { return true; }
+    // Whether the schedule orders a training step only (inference refuses it).
+    virtual bool training_only() const { return false; }
+    // Empty, or why a pipeline of this shape cannot run the schedule.
+    virtual std::string refusal(const PipelineShape&) const { return {}; }
 };
 
 // Every registered schedule, in listing order; read-only after first use.

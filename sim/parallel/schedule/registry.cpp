@@ -15,6 +15,7 @@ namespace sim::parallel::schedules {
 const IPipelineSchedule& gpipe();
 const IPipelineSchedule& one_f_one_b();
 const IPipelineSchedule& interleaved_one_f_one_b();
+const IPipelineSchedule& dualpipe();
 }  // namespace sim::parallel::schedules
 
 namespace sim::parallel {
@@ -25,6 +26,7 @@ const std::vector<const IPipelineSchedule*>& pipeline_schedules() {
         &schedules::gpipe(),
         &schedules::one_f_one_b(),
         &schedules::interleaved_one_f_one_b(),
+        &schedules::dualpipe(),
     };
     return all;
 }
