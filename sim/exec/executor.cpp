@@ -456,12 +456,8 @@ private:
         return it->second;
     }
 
-    // SMs that the communication running on a GPU holds: the library's
-    // comm_sms while one of its collectives or copies runs; a group that
-    // states its own count (Transformer Engine's userbuffers kernels,
-    // Group::sms) holds that many. Several at once hold the most of them
-    // (they share the channels' thread blocks; no measurement says more).
-    // -1: no communication runs (HBM is not shared either).
+    // SMs the communication running on a GPU holds (-1: none runs): the library's comm_sms, or
+    // a group's own count (Group::sms, TE's userbuffers kernels); several hold the most of them.
     int held_sms(std::uint32_t gpu) const {
         const GpuState& q = gs_[gpu];
         if (q.active_comm == 0) return -1;
@@ -472,8 +468,8 @@ private:
     Time kernel_duration(CostMemo& m, int held) {
         // Memoised for what a run mostly sees: alone, beside the library's comm_sms.
         const int slot = held < 0 ? 0 : held == comm_sms_ ? 1 : -1;
-        if (slot >= 0 && m.has_duration[static_cast<std::size_t>(slot)])
-            return m.duration[static_cast<std::size_t>(slot)];
+        const auto at = static_cast<std::size_t>(std::max(slot, 0));
+        if (slot >= 0 && m.has_duration[at]) return m.duration[at];
         const hw::KernelCost& c = m.cost;
         Time duration = c.duration;
         if (held >= 0) {
@@ -494,10 +490,7 @@ private:
         if (options_.kernel_efficiency != 1.0)
             duration = c.launch_overhead +
                        Time::from_seconds_ceil((duration - c.launch_overhead).seconds() / options_.kernel_efficiency);
-        if (slot >= 0) {
-            m.duration[static_cast<std::size_t>(slot)] = duration;
-            m.has_duration[static_cast<std::size_t>(slot)] = true;
-        }
+        if (slot >= 0) m.duration[at] = duration, m.has_duration[at] = true;
         return duration;
     }
 
@@ -579,12 +572,8 @@ private:
     struct alignas(64) GpuState {
         std::array<std::uint32_t, kStreamCount> head{};  // next position of each stream
         std::array<char, kStreamCount> busy{};           // the stream runs a task
-        // Of the communication tasks running, the collectives of a group with
-        // its own SM count (Group::sms, at most 32), and the largest such
-        // count seen on this GPU: bytes in what was padding.
-        std::uint8_t active_own = 0;
-        std::uint8_t own_sms = 0;
-        std::int32_t active_comm = 0;  // communication tasks running
+        std::uint8_t active_own = 0, own_sms = 0;  // running collectives with Group::sms, its largest (in padding)
+        std::int32_t active_comm = 0;              // communication tasks running
         // Host issue: next compute-stream index to issue, the task waiting
         // for its issue (kNone: none), when the last issue ended.
         std::uint32_t issue_next = 0;
