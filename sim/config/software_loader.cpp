@@ -26,6 +26,7 @@ const std::vector<std::string> kGradReduceDtypes = {"weights", "fp32", "fp32_if_
 const std::vector<std::string> kGradSyncs = {"last_microbatch", "every_microbatch"};
 const std::vector<std::string> kMoeDispatchers = {"auto", "alltoall"};
 const std::vector<std::string> kCrossEntropies = {"fused", "fp32_unfused"};
+const std::vector<std::string> kTpCommMethods = {"ring_exchange", "pipeline"};
 const std::vector<std::string> kMlaDecodeWeights = {"per_head", "absorbed"};
 const std::vector<std::string> kMlaQkv = {"fused", "concat"};
 const std::vector<std::string> kFp8GroupedGemms = {"cutlass", "deepgemm"};
@@ -141,6 +142,20 @@ SoftwareProfile load_profile(const Node& root, const std::string& expected_name,
     if (r.has("cross_entropy"))
         p.cross_entropy_fp32_unfused =
             sourced(r, "cross_entropy", p.cross_entropy_from).as_enum(kCrossEntropies) == "fp32_unfused";
+    if (r.has("tp_comm_row_fprop"))
+        p.tp_comm_row_fprop_pipeline =
+            sourced(r, "tp_comm_row_fprop", p.tp_comm_row_fprop_from).as_enum(kTpCommMethods) == "pipeline";
+    if (r.has("tp_comm_pipeline_splits")) {
+        // Transformer Engine splits a GEMM into at most a few dozen chunks
+        // (4 by default); more than 64 is a slip.
+        p.tp_comm_pipeline_splits =
+            static_cast<int>(sourced(r, "tp_comm_pipeline_splits", p.tp_comm_pipeline_splits_from).as_int(1, 64));
+    }
+    if (r.has("tp_comm_pipeline_sms")) {
+        // Userbuffers runs its kernels on at most 32 SMs (NVTE_MAX_SMS).
+        p.tp_comm_pipeline_sms =
+            static_cast<int>(sourced(r, "tp_comm_pipeline_sms", p.tp_comm_pipeline_sms_from).as_int(1, 32));
+    }
     if (r.has("mla_decode_weights"))
         p.mla_absorbed_weights =
             sourced(r, "mla_decode_weights", p.mla_decode_weights_from).as_enum(kMlaDecodeWeights) == "absorbed";

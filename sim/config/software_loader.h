@@ -113,6 +113,20 @@ struct SoftwareProfile {
     // op per pass). Optional key `cross_entropy`.
     bool cross_entropy_fp32_unfused = false;
     Provenance cross_entropy_from;
+    // overlap.tp_comm (Transformer Engine userbuffers): how the reduce-scatter
+    // after a row-parallel forward GEMM (attention projection, MLP down) runs
+    // (docs/software-profiles.md §2f, docs/parallelism.md "Overlaps"):
+    // "ring_exchange" (the default: tp token chunks over point-to-point
+    // copies) or "pipeline" (the GEMM in tp_comm_pipeline_splits chunks of
+    // its output features, each chunk's reduce-scatter a collective whose
+    // kernels hold tp_comm_pipeline_sms SMs). Optional keys
+    // `tp_comm_row_fprop`, `tp_comm_pipeline_splits`, `tp_comm_pipeline_sms`.
+    bool tp_comm_row_fprop_pipeline = false;
+    Provenance tp_comm_row_fprop_from;
+    int tp_comm_pipeline_splits = 4;
+    Provenance tp_comm_pipeline_splits_from;
+    int tp_comm_pipeline_sms = 16;
+    Provenance tp_comm_pipeline_sms_from;
     // MLA decode (docs/moe.md section 7b): "per_head" multiplies each head's
     // query by its slice of kv_up's W_UK and its latent output by W_UV at run
     // time; "absorbed" runs with W_UK folded into the query up-projection

@@ -301,9 +301,14 @@ private:
         if (t.kind == TaskKind::collective) {
             for (const std::uint32_t m : plan_.groups[t.group].members)
                 if (!at_head(m, t.stream, id)) return;
+            const int own_sms = plan_.groups[t.group].sms;
             for (const std::uint32_t m : plan_.groups[t.group].members) {
                 gs_[m].busy[static_cast<std::size_t>(t.stream)] = 1;
                 ++gs_[m].active_comm;
+                if (own_sms > 0) {
+                    ++gs_[m].active_own;
+                    gs_[m].own_sms = static_cast<std::uint8_t>(std::max<int>(gs_[m].own_sms, own_sms));
+                }
                 if (t.stream == StreamKind::compute) bd_[m].compute_begin(sim_.now());
                 else bd_[m].comm_begin(sim_.now());
             }
@@ -399,7 +404,7 @@ private:
         const Bytes hit = l2_.access(t.gpu, gs_[t.gpu].head[static_cast<std::size_t>(t.stream)], t.kernel);
         CostMemo& m = kernel_cost(t.kernel, k, hit);
         const hw::KernelCost& c = m.cost;
-        const Time duration = kernel_duration(m, gs_[t.gpu].active_comm > 0);
+        const Time duration = kernel_duration(m, held_sms(t.gpu));
         // The GPU's totals (copied into its record after the run): the
         // memo's addends, summed in the same order as before.
         GpuTotals& sum = totals_[t.gpu];
@@ -451,16 +456,28 @@ private:
         return it->second;
     }
 
-    Time kernel_duration(CostMemo& m, bool contended) {
-        if (m.has_duration[contended]) return m.duration[contended];
+    // SMs the communication running on a GPU holds (-1: none runs): the library's comm_sms, or
+    // a group's own count (Group::sms, TE's userbuffers kernels); several hold the most of them.
+    int held_sms(std::uint32_t gpu) const {
+        const GpuState& q = gs_[gpu];
+        if (q.active_comm == 0) return -1;
+        const int library = q.active_comm > q.active_own ? comm_sms_ : 0;
+        return std::max(library, q.active_own > 0 ? q.own_sms : 0);
+    }
+
+    Time kernel_duration(CostMemo& m, int held) {
+        // Memoised for what a run mostly sees: alone, beside the library's comm_sms.
+        const int slot = held < 0 ? 0 : held == comm_sms_ ? 1 : -1;
+        const auto at = static_cast<std::size_t>(std::max(slot, 0));
+        if (slot >= 0 && m.has_duration[at]) return m.duration[at];
         const hw::KernelCost& c = m.cost;
         Time duration = c.duration;
-        if (contended) {
-            // A collective running beside the kernel holds comm_sms SMs and
+        if (held >= 0) {
+            // Communication running beside the kernel holds `held` SMs and
             // streams its bytes through HBM; the kernel slows accordingly
             // (docs/hardware-model.md §5a).
             const double sm_factor =
-                static_cast<double>(gpu_.sm_count) / std::max(1.0, static_cast<double>(gpu_.sm_count - comm_sms_));
+                static_cast<double>(gpu_.sm_count) / std::max(1.0, static_cast<double>(gpu_.sm_count - held));
             const double link =
                 lib_.comm_hbm_share * (gpu_.nvlink_bandwidth.bytes_per_s > 0 ? gpu_.nvlink_bandwidth.bytes_per_s
                                                                              : gpu_.pcie_bandwidth.bytes_per_s);
@@ -473,8 +490,7 @@ private:
         if (options_.kernel_efficiency != 1.0)
             duration = c.launch_overhead +
                        Time::from_seconds_ceil((duration - c.launch_overhead).seconds() / options_.kernel_efficiency);
-        m.duration[contended] = duration;
-        m.has_duration[contended] = true;
+        if (slot >= 0) m.duration[at] = duration, m.has_duration[at] = true;
         return duration;
     }
 
@@ -494,6 +510,7 @@ private:
         std::uint32_t touched[64];
         std::size_t ntouched = 0;
         const auto k = static_cast<std::size_t>(stream);
+        const int own_sms = gpu == kNone ? plan_.groups[plan_.tasks[id].group].sms : 0;
         auto release = [&](std::uint32_t g) {
             GpuState& q = gs_[g];
             q.busy[k] = 0;
@@ -501,6 +518,7 @@ private:
                 issue_ring_[ring_pos(q.head[k]) * issue_ring_stride_ + q.ring_at] = now;
             ++q.head[k];
             if (stream != StreamKind::compute && stream != StreamKind::host) --q.active_comm;
+            if (own_sms > 0) --q.active_own;
             if (stream == StreamKind::compute) bd_[g].compute_end(now, kind);
             else if (kind == IntervalKind::communication) bd_[g].comm_end(now);
             if (ntouched < 64) touched[ntouched++] = g;
@@ -554,7 +572,8 @@ private:
     struct alignas(64) GpuState {
         std::array<std::uint32_t, kStreamCount> head{};  // next position of each stream
         std::array<char, kStreamCount> busy{};           // the stream runs a task
-        std::int32_t active_comm = 0;                    // communication tasks running
+        std::uint8_t active_own = 0, own_sms = 0;  // running collectives with Group::sms, its largest (in padding)
+        std::int32_t active_comm = 0;              // communication tasks running
         // Host issue: next compute-stream index to issue, the task waiting
         // for its issue (kNone: none), when the last issue ended.
         std::uint32_t issue_next = 0;
@@ -583,7 +602,7 @@ private:
         std::uint32_t kernel = parallel::kNone;
         Bytes hit;
         hw::KernelCost cost;
-        std::array<Time, 2> duration{};  // [contended]
+        std::array<Time, 2> duration{};  // [0: alone, 1: beside the library's comm_sms]
         std::array<bool, 2> has_duration{};
         std::uint32_t stats = 0;  // its entry of result_.kernel_stats
         GpuTotals add{};          // what the kernel adds to its GPU's totals_

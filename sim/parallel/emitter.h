@@ -94,6 +94,13 @@ struct Emitter {
     // stage s. Weights are replicated over the CP ranks, so gradients are
     // reduced over dp x cp GPUs (rank order: replica, then CP rank).
     std::uint32_t tp_group(int s, int d, int c) { return group(0, s, d * rs.cp + c); }
+    // The same GPUs as tp_group, as a group whose collectives hold `sms` SMs
+    // (kind 4: one SM count per run, the software profile's).
+    std::uint32_t tp_group_holding(int s, int d, int c, int sms) {
+        const std::uint32_t id = group(4, s, d * rs.cp + c);
+        plan.groups[id].sms = sms;
+        return id;
+    }
     std::uint32_t dp_group(int s, int r) { return group(1, s, r); }
     // Expert parallelism (docs/moe.md section 1), Megatron-Core's rank
     // order: a stage's rank i = r + tp x (c + cp x d) (TP, CP, then DP rank)
@@ -137,7 +144,7 @@ struct Emitter {
             g.tokens = net::TokenRouting{static_cast<int>(m.top_k), static_cast<int>(m.experts),
                                          static_cast<int>(m.expert_groups), static_cast<int>(m.expert_group_limit)};
         }
-        if (kind == 0) {
+        if (kind == 0 || kind == 4) {
             for (int i = 0; i < rs.tp; ++i) g.gpus.push_back(real(idx / rs.cp, s, idx % rs.cp, i));
         } else if (kind >= 2) {
             for (int i : fold_ranks(kind, idx)) {
@@ -154,7 +161,7 @@ struct Emitter {
                 for (int c = 0; c < rs.cp; ++c) g.gpus.push_back(real(d, s, c, idx));
         }
         for (const auto& mem : members[s])
-            if ((kind == 0 && mem.d * rs.cp + mem.c == idx) || (kind == 1 && mem.r == idx))
+            if (((kind == 0 || kind == 4) && mem.d * rs.cp + mem.c == idx) || (kind == 1 && mem.r == idx))
                 g.members.push_back(mem.local);
         const auto id = plan.add_group(std::move(g));
         group_cache.emplace(key, id);
@@ -308,8 +315,11 @@ struct Emitter {
         }
     }
 
+    // `sms` > 0: the collective's kernels hold that many SMs (Group::sms)
+    // instead of the collective library's comm_sms.
     void tp_collective(int s, net::CollectiveOp cop, Bytes bytes, Phase ph, int mb, int step,
-                       std::vector<std::vector<std::uint32_t>>& pending, std::vector<std::uint32_t>& last) {
+                       std::vector<std::vector<std::uint32_t>>& pending, std::vector<std::uint32_t>& last,
+                       int sms = 0) {
         const int dps = options.collapse ? 1 : rs.dp;
         std::vector<std::uint32_t> deps;
         for (int d = 0; d < dps; ++d)
@@ -317,7 +327,7 @@ struct Emitter {
                 Task t = base(ph, mb, -1, step);
                 t.kind = TaskKind::collective;
                 t.stream = StreamKind::tp_comm;
-                t.group = tp_group(s, d, c);
+                t.group = sms > 0 ? tp_group_holding(s, d, c, sms) : tp_group(s, d, c);
                 t.op = cop;
                 t.bytes = bytes;
                 const auto& who = tp_members[s][d * rs.cp + c];
@@ -400,9 +410,13 @@ struct Emitter {
 
     void emit_overlapped(int s, const Operator& op, Phase ph, int mb, int step,
                          std::vector<std::vector<std::uint32_t>>& pending, std::vector<std::uint32_t>& last) {
+        if (op.tp_sync == workload::TpSync::after_row_parallel && sc.profile.tp_comm_row_fprop_pipeline) {
+            emit_pipelined_rs(s, op, ph, mb, step, pending, last);
+            return;
+        }
         const auto& mem = members[s];
         const int chunks = static_cast<int>(std::min<std::int64_t>(rs.tp, op.kernel.m));
-        const std::uint32_t kernel_id = plan.add_kernel(kernel_chunk(op.kernel, chunks));
+        const std::uint32_t kernel_id = plan.add_kernel(kernel_chunk(op.kernel, chunks, &hw::KernelDesc::m));
         // Bytes of one ring step: one rank's shard of the activation.
         const auto n = static_cast<std::uint64_t>(rs.tp);
         const Bytes shard{(op.tp_sync_bytes.value + n - 1) / n};
@@ -425,12 +439,7 @@ struct Emitter {
                 std::vector<std::uint32_t> deps = j == 0 ? input : std::vector<std::uint32_t>{};
                 if (gather_first && j > 0) deps.push_back(sent[i]);  // the shard received at step j - 1
                 if (gather_first && j + 1 < chunks) copy(i, j == 0 ? input : std::vector<std::uint32_t>{});
-                Task t = base(ph, mb, -1, step);
-                t.kind = TaskKind::kernel;
-                t.stream = StreamKind::compute;
-                t.gpu = mem[i].local;
-                t.kernel = kernel_id;
-                last[i] = plan.add(t, deps);
+                last[i] = chunk_task(mem[i].local, kernel_id, ph, mb, step, deps);
                 pending[i].clear();
                 if (!gather_first && j + 1 < chunks) copy(i, {last[i]});
             }
@@ -440,15 +449,69 @@ struct Emitter {
                 if (sent[i] != kNone) pending[i] = {sent[i]};  // the last partial received
     }
 
-    // One of `chunks` equal token slices of a GEMM (m is the token dimension):
-    // FLOPs, bytes and tensors scale by 1 / chunks (the weight is re-read by
-    // every slice but stays in L2 between them, so its HBM traffic is not repeated).
-    static hw::KernelDesc kernel_chunk(const hw::KernelDesc& k, int chunks) {
+    // Transformer Engine's `pipeline` method for the reduce-scatter after a
+    // row-parallel forward GEMM (userbuffers' split_overlap_rs, software
+    // profile `tp_comm_row_fprop: pipeline`): the GEMM runs as
+    // tp_comm_pipeline_splits chunks of its output features (n), whatever tp
+    // is, every chunk over all the tokens; once chunk j is done, its slice
+    // of the output (1 / splits of the activation) is reduce-scattered over
+    // the TP group by userbuffers' kernels while chunk j + 1 computes. The
+    // reduce-scatters are collectives on the TP stream (one after another,
+    // as on TE's communication stream) of a TP group whose kernels hold
+    // tp_comm_pipeline_sms SMs (Group::sms; the executor slows the GEMM
+    // chunks beside them). The op after waits for the last reduce-scatter.
+    void emit_pipelined_rs(int s, const Operator& op, Phase ph, int mb, int step,
+                           std::vector<std::vector<std::uint32_t>>& pending, std::vector<std::uint32_t>& last) {
+        const auto& mem = members[s];
+        const int chunks = static_cast<int>(std::min<std::int64_t>(sc.profile.tp_comm_pipeline_splits, op.kernel.n));
+        const std::uint32_t kernel_id = plan.add_kernel(kernel_chunk(op.kernel, chunks, &hw::KernelDesc::n));
+        const auto parts = static_cast<std::uint64_t>(chunks);
+        const Bytes slice{(op.tp_sync_bytes.value + parts - 1) / parts};
+        std::vector<std::uint32_t> scattered(mem.size(), kNone);  // each member's latest reduce-scatter
+        for (int j = 0; j < chunks; ++j) {
+            for (std::size_t i = 0; i < mem.size(); ++i) {
+                // Chunk 0 waits for the op's inputs; later chunks follow it
+                // on the compute stream, not the reduce-scatters.
+                std::vector<std::uint32_t> deps;
+                if (j == 0) {
+                    deps = pending[i];
+                    if (last[i] != kNone) deps.push_back(last[i]);
+                }
+                last[i] = chunk_task(mem[i].local, kernel_id, ph, mb, step, deps);
+                pending[i].clear();
+            }
+            // Chunk j's reduce-scatter waits for chunk j alone (the TP
+            // stream orders it after chunk j - 1's).
+            scattered = last;
+            std::vector<std::vector<std::uint32_t>> none(mem.size());
+            tp_collective(s, net::CollectiveOp::reduce_scatter, slice, ph, mb, step, none, scattered,
+                          sc.profile.tp_comm_pipeline_sms);
+        }
+        for (std::size_t i = 0; i < mem.size(); ++i) pending[i] = {scattered[i]};  // the output is complete
+    }
+
+    // A GEMM chunk on GPU `local`'s compute stream.
+    std::uint32_t chunk_task(std::uint32_t local, std::uint32_t kernel_id, Phase ph, int mb, int step,
+                             const std::vector<std::uint32_t>& deps) {
+        Task t = base(ph, mb, -1, step);
+        t.kind = TaskKind::kernel;
+        t.stream = StreamKind::compute;
+        t.gpu = local;
+        t.kernel = kernel_id;
+        return plan.add(t, deps);
+    }
+
+    // One of `chunks` equal slices of a GEMM along `dim` (m, the tokens; or
+    // n, the output features): FLOPs, bytes and tensors scale by 1 / chunks
+    // (the operand not sliced, the weight for m and the input for n, is
+    // re-read by every slice; taken as staying in L2 between them, so its HBM
+    // traffic is not repeated).
+    static hw::KernelDesc kernel_chunk(const hw::KernelDesc& k, int chunks, std::int64_t hw::KernelDesc::*dim) {
         hw::KernelDesc c = k;
         const auto n = static_cast<std::uint64_t>(chunks);
         const auto part = [n](Bytes b) { return Bytes{(b.value + n - 1) / n}; };
         c.name = k.name + "_chunk";
-        c.m = (k.m + chunks - 1) / chunks;
+        c.*dim = (k.*dim + chunks - 1) / chunks;
         c.flops = Flops{k.flops.value / static_cast<double>(chunks)};
         c.bytes_read = part(k.bytes_read);
         c.bytes_written = part(k.bytes_written);

@@ -81,6 +81,10 @@ struct Group {
     std::vector<std::uint32_t> members;  // local indices of the simulated members
     std::string algorithm = "auto";
     net::TokenRouting tokens;  // EP groups: the MoE routing their all-to-alls carry
+    // SMs its collectives hold while they run (0: the collective library's
+    // comm_sms). Transformer Engine's userbuffers reduce-scatter kernels run
+    // on a stated number (the software profile's tp_comm_pipeline_sms).
+    int sms = 0;
 };
 
 struct Plan {

@@ -346,6 +346,31 @@ TEST_CASE("software profiles: the training loss's cross-entropy (cross_entropy)"
     CHECK_FALSE(software_profile("llm-foundry").cross_entropy_fp32_unfused);
 }
 
+TEST_CASE("software profiles: the userbuffers method after a row-parallel forward GEMM (tp_comm_row_fprop)") {
+    const SoftwareProfile plain = good_with();
+    CHECK_FALSE(plain.tp_comm_row_fprop_pipeline);  // left out: the ring exchange of tp token chunks
+    CHECK(plain.tp_comm_pipeline_splits == 4);
+    CHECK(plain.tp_comm_pipeline_sms == 16);
+    const SoftwareProfile p = good_with(
+        "tp_comm_row_fprop: {value: pipeline, source: \"te\"}\n"
+        "tp_comm_pipeline_splits: {value: 8, source: \"s\"}\n"
+        "tp_comm_pipeline_sms: {value: 32, source: \"m\"}\n");
+    CHECK(p.tp_comm_row_fprop_pipeline);
+    CHECK(p.tp_comm_row_fprop_from.text == "te");
+    CHECK(p.tp_comm_pipeline_splits == 8);
+    CHECK(p.tp_comm_pipeline_sms == 32);
+    CHECK(error_of(kGood + "tp_comm_row_fprop: {value: bulk, source: \"x\"}\n").find("tp_comm_row_fprop.value") !=
+          std::string::npos);
+    CHECK(error_of(kGood + "tp_comm_pipeline_splits: {value: 0, source: \"x\"}\n").find("tp_comm_pipeline_splits") !=
+          std::string::npos);
+    // Userbuffers runs on at most 32 SMs (NVTE_MAX_SMS).
+    CHECK(error_of(kGood + "tp_comm_pipeline_sms: {value: 64, source: \"x\"}\n").find("tp_comm_pipeline_sms") !=
+          std::string::npos);
+    CHECK(error_of(kGood + "tp_comm_pipeline_sms: {value: 16}\n").find("tp_comm_pipeline_sms") != std::string::npos);
+    // Modelled, not set: Megatron-Core r0.8's TE default, which makes the four runs worse (docs/validation.md §7).
+    CHECK_FALSE(software_profile("megatron-core").tp_comm_row_fprop_pipeline);
+}
+
 TEST_CASE("software profiles: memory-bound kernels' shares of the streaming rate (memory_bound)") {
     const SoftwareProfile plain = good_with();
     CHECK(plain.memory_bound.norm == 1.0);  // left out: fused kernels at the streaming rate

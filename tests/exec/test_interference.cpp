@@ -23,7 +23,7 @@ namespace {
 // (milliseconds long, so it spans the second kernel). Returns when the
 // second kernel ends.
 Time second_kernel_end(bool collective, std::optional<int> comm_sms, bool memory_bound = false,
-                       const net::CollectiveLibrary* lib = nullptr) {
+                       const net::CollectiveLibrary* lib = nullptr, int group_sms = 0) {
     parallel::Plan plan;
     plan.simulated_gpus = {0, 1};
     plan.streams.resize(2);
@@ -33,6 +33,7 @@ Time second_kernel_end(bool collective, std::optional<int> comm_sms, bool memory
         g.gpus = {0, 1};
         g.members = {0, 1};
         g.algorithm = "ring";
+        g.sms = group_sms;
         parallel::Task c;
         c.kind = parallel::TaskKind::collective;
         c.stream = parallel::StreamKind::tp_comm;
@@ -64,6 +65,19 @@ TEST_CASE("interference: a compute-bound kernel beside a collective runs on the 
     CHECK(second_kernel_end(true, 16).seconds() * 1e6 == doctest::Approx(expected).epsilon(1e-6));
     // A collective that takes no SMs leaves a compute-bound kernel alone.
     CHECK(second_kernel_end(true, 0) == us(101));
+}
+
+TEST_CASE("interference: a collective of a group with its own SM count holds that many, not comm_sms") {
+    // Transformer Engine's userbuffers kernels (Group::sms, the software
+    // profile's tp_comm_pipeline_sms) beside a library whose collectives
+    // take 24 SMs: 16 SMs held, 100 us x 132 / (132 - 16) = 113.7931 us;
+    // 32 held, 100 x 132 / 100 = 132 us.
+    CHECK(second_kernel_end(true, 24, false, nullptr, 16).seconds() * 1e6 ==
+          doctest::Approx(1 + 100.0 * 132.0 / 116.0).epsilon(1e-6));
+    CHECK(second_kernel_end(true, 24, false, nullptr, 32).seconds() * 1e6 ==
+          doctest::Approx(1 + 100.0 * 132.0 / 100.0).epsilon(1e-6));
+    // Without a count of its own the group's collective holds the library's 24.
+    CHECK(second_kernel_end(true, 24).seconds() * 1e6 == doctest::Approx(1 + 100.0 * 132.0 / 108.0).epsilon(1e-6));
 }
 
 TEST_CASE("interference: a memory-bound kernel beside a collective shares HBM with the link's bytes") {

@@ -424,18 +424,22 @@ TEST_CASE("overlap.param_gather: the distributed optimizer's all-gather runs dur
     CHECK(during.ex.makespan < after.ex.makespan);
 }
 
+namespace {
+// FLOPs of every kernel a strategy's plan runs.
+double compute_flops(const Executed& e) {
+    double f = 0;
+    for (const auto& t : e.build.plan.tasks)
+        if (t.kind == parallel::TaskKind::kernel) f += e.build.plan.kernels[t.kernel].flops.value;
+    return f;
+}
+}  // namespace
+
 TEST_CASE("overlap.tp_comm: a ring exchange of tp chunks pipelined with the GEMM's token chunks, same work") {
     auto sc = scenario(kData + "cp-training.yaml", {"gpus=4", "strategies[1].tp=2", "strategies[1].sp=true"});
     auto st = strategy(sc, "dp2");
     const auto plain = execute_strategy(sc, st);
     st.overlap.tp_comm = true;
     const auto ring = execute_strategy(sc, st);
-    auto compute_flops = [](const Executed& e) {
-        double f = 0;
-        for (const auto& t : e.build.plan.tasks)
-            if (t.kind == parallel::TaskKind::kernel) f += e.build.plan.kernels[t.kernel].flops.value;
-        return f;
-    };
     CHECK(compute_flops(ring) == doctest::Approx(compute_flops(plain)));
     // Forward of micro-batch 0, per layer (tp = 2, SP): the QKV and MLP-up
     // GEMMs gather their input, out-projection and MLP-down reduce-scatter
@@ -466,6 +470,48 @@ TEST_CASE("overlap.tp_comm: a ring exchange of tp chunks pipelined with the GEMM
     st.sp = false;
     const auto cm = hw::make_cost_model("roofline");
     CHECK_THROWS_WITH_AS(parallel::build_plan(sc, st, *cm, {}), doctest::Contains("overlap.tp_comm"), ConfigError);
+}
+
+TEST_CASE("overlap.tp_comm, pipeline: the row-parallel GEMMs in 4 output-feature chunks, each reduce-scattered") {
+    // Transformer Engine's default for proj_fprop and fc2_fprop (software
+    // profile tp_comm_row_fprop: pipeline): num_splits = 4 chunks whatever
+    // tp is, every chunk over all 8192 tokens and 4096 / 4 = 1024 of the
+    // 4096 output features; each chunk's output slice, 8192 x 1024 x 2
+    // bytes, reduce-scattered over the TP group by kernels holding 16 SMs.
+    auto sc = scenario(kData + "cp-training.yaml", {"gpus=4", "strategies[1].tp=2", "strategies[1].sp=true"});
+    auto st = strategy(sc, "dp2");
+    st.overlap.tp_comm = true;
+    const auto ring = execute_strategy(sc, st);
+    sc.profile.tp_comm_row_fprop_pipeline = true;
+    sc.profile.tp_comm_pipeline_splits = 4;
+    sc.profile.tp_comm_pipeline_sms = 16;
+    const auto piped = execute_strategy(sc, st);
+    CHECK(compute_flops(piped) == doctest::Approx(compute_flops(ring)));
+    const std::uint64_t slice = 8192ull * 1024 * 2;
+    int row_chunks = 0, column_chunks = 0, scatters = 0, copies = 0;
+    for (const auto& t : piped.build.plan.tasks) {
+        if (t.phase != parallel::Phase::forward || t.microbatch != 0) continue;
+        if (t.kind == parallel::TaskKind::kernel) {
+            const auto& k = piped.build.plan.kernels[t.kernel];
+            if (k.name == "out_proj_chunk" || k.name == "mlp_down_chunk") {
+                CHECK(k.m == 8192);
+                CHECK(k.n == 1024);
+                ++row_chunks;
+            }
+            column_chunks += k.name == "qkv_chunk" || k.name == "mlp_up_chunk";
+        }
+        if (t.kind == parallel::TaskKind::collective && t.op == net::CollectiveOp::reduce_scatter &&
+            piped.build.plan.groups[t.group].sms == 16) {
+            CHECK(t.bytes.value == slice);
+            CHECK(piped.build.plan.groups[t.group].gpus.size() == 2);
+            ++scatters;
+        }
+        copies += t.kind == parallel::TaskKind::transfer && t.stream == parallel::StreamKind::p2p;
+    }
+    CHECK(row_chunks == 2 * 2 * 4);     // 2 layers x 2 GEMMs x 4 chunks
+    CHECK(scatters == 2 * 2 * 4);       // one reduce-scatter per chunk
+    CHECK(column_chunks == 2 * 2 * 2);  // the gathers keep the ring exchange: tp = 2 token chunks
+    CHECK(copies == 2 * 2 + 1);         // one ring copy per gathered GEMM, + the LM head's gather
 }
 
 TEST_CASE("overlap.tp_backward: the input gradient's TP collective runs beside the weight-gradient GEMM") {

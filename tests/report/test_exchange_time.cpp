@@ -17,7 +17,7 @@ TEST_CASE("exposed all-to-all: its intervals' union less what the compute stream
     plan.streams.resize(1);
     plan.compute_hash.resize(1, sim::parallel::Plan::kHashBasis);
     plan.kernel_off_compute.resize(1, 0);
-    const std::uint32_t group = plan.add_group(sim::parallel::Group{{0, 1}, {0}, "auto", {}});
+    const std::uint32_t group = plan.add_group(sim::parallel::Group{{0, 1}, {0}, "auto", {}, 0});
     sim::exec::ExecResult r;
     const auto add = [&](TaskKind kind, StreamKind stream, sim::net::CollectiveOp op, int from_us, int to_us) {
         Task t;
