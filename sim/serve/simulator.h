@@ -71,6 +71,7 @@ struct ServeResult {
     std::string router;
     int tp = 1, replicas = 1, prefill_replicas = 0;  // prefill_replicas 0: not disaggregated
     int pp = 1;                                      // pipeline stages per replica
+    int attention_dp = 0;  // data-parallel attention: ranks (replicas) per lockstep engine (0: not)
     int decode_tp = 0;                               // disaggregated with decode replicas of another tp (0: not)
     KvPool decode_pool;                              // theirs (when decode_tp is set)
     std::vector<ReplicaStats> replica_stats;
