@@ -136,18 +136,21 @@ std::string check_attention_dp(const config::ScenarioSpec& sc, const config::Str
     if (sc.workload.mode == Mode::training)
         return "attention_dp is an inference and serving layout (SGLang --enable-dp-attention), not training's";
     if (sc.model.experts == 0)
-        return fmt::format("attention_dp: model '{}' is dense; its dp ranks would never meet (they meet in the MoE "
-                           "layers' all-to-alls), which is plain data parallelism",
-                           sc.model.name);
+        return fmt::format(
+            "attention_dp: model '{}' is dense; its dp ranks would never meet (they meet in the MoE "
+            "layers' all-to-alls), which is plain data parallelism",
+            sc.model.name);
     if (rs.tp != 1)
-        return fmt::format("attention_dp with tp={}: attention tensor parallelism inside a DP rank (SGLang's --dp "
-                           "smaller than --tp) is not modelled; give tp: 1",
-                           rs.tp);
+        return fmt::format(
+            "attention_dp with tp={}: attention tensor parallelism inside a DP rank (SGLang's --dp "
+            "smaller than --tp) is not modelled; give tp: 1",
+            rs.tp);
     if (rs.pp != 1) return fmt::format("attention_dp with pp={}: pipeline stages are not modelled with it", rs.pp);
     if (rs.ep != rs.dp)
-        return fmt::format("attention_dp needs ep = dp (the MoE layers run EP over every attention rank, as SGLang's "
-                           "DeepEP backend does with --ep-size = --tp); ep={}, dp={}",
-                           rs.ep, rs.dp);
+        return fmt::format(
+            "attention_dp needs ep = dp (the MoE layers run EP over every attention rank, as SGLang's "
+            "DeepEP backend does with --ep-size = --tp); ep={}, dp={}",
+            rs.ep, rs.dp);
     return {};
 }
 

@@ -46,8 +46,7 @@ config::ScenarioSpec scenario(int gpus, const std::string& strategy, const std::
         std::ofstream f(path);
         f << "name: dpa\nsoftware: {name: vllm}\ncluster: h200-hgx\ngpus: " << gpus << "\nmodel: " << kModel
           << "\nworkload:\n  mode: " << mode << "\n  dtype: bf16\n";
-        if (mode == "serving")
-            f << "  serving:\n" << arrivals << "    max_tokens_per_iteration: 4096\n";
+        if (mode == "serving") f << "  serving:\n" << arrivals << "    max_tokens_per_iteration: 4096\n";
         else if (mode == "training") f << "  seq_len: 128\n  global_batch: 8\n";
         else f << "  batch: 9\n  prompt_tokens: 128\n  output_tokens: 8\n";
         f << "strategies:\n  - name: s\n" << strategy;
