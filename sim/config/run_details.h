@@ -57,7 +57,7 @@ void read_training_shape(MapReader& r, WorkloadSpec& w);
 void read_inference_shape(MapReader& r, WorkloadSpec& w);
 
 // The parallelism keys both formats give alike, each optional, into a
-// StrategySpec or a validation ParallelismSpec: tp, cp, ep, etp, sp, zero,
+// StrategySpec or a validation ParallelismSpec: tp, cp, ep, etp, sp, attention_dp, zero,
 // schedule, virtual_stages, overlap, first_stage_layers and
 // last_stage_layers. What depends on the format (pp and dp, defaults, the
 // schedule's rules) is the caller's.
@@ -68,6 +68,7 @@ void read_shared_parallelism(MapReader& r, Spec& s) {
     if (auto n = r.optional("ep")) s.ep = static_cast<int>(n->as_int(1, workload::kMaxExperts));
     if (auto n = r.optional("etp")) s.etp = static_cast<int>(n->as_int(1, 1 << 20));
     if (auto n = r.optional("sp")) s.sp = n->as_bool();
+    if (auto n = r.optional("attention_dp")) s.attention_dp = n->as_bool();
     if (auto n = r.optional("zero")) s.zero = static_cast<int>(n->as_int(0, 3));
     if (auto n = r.optional("schedule")) s.schedule = &read_schedule(*n);
     if (auto n = r.optional("virtual_stages")) s.virtual_stages = static_cast<int>(n->as_int(1, 1024));

@@ -106,6 +106,12 @@ struct StrategySpec {
     // With etp < tp the experts fold onto tp x dp x cp = etp x ep x edp
     // (MoE parallel folding, docs/moe.md section 1).
     int etp = 0;
+    // Data-parallel attention (SGLang --enable-dp-attention with DeepEP):
+    // each of the dp ranks runs its own requests' attention and dense layers
+    // with the whole weights and its own KV cache; the MoE layers run EP over
+    // all of them. Inference and serving only, tp 1, pp 1, ep = dp (checked
+    // in parallel::try_resolve_degrees; docs/moe.md section 8).
+    bool attention_dp = false;
     // pp and dp: kUnset when the file does not say, kAuto for `auto`
     // (whatever makes tp x cp x pp x dp equal the GPU count); resolution rules in
     // docs/parallelism.md.

@@ -152,6 +152,35 @@ std::string resolve_ep(const config::ScenarioSpec& sc, const config::StrategySpe
     return {};
 }
 
+// Data-parallel attention (docs/moe.md section 8) is the layout SGLang runs
+// with --enable-dp-attention and DeepEP (--tp N --dp N --ep N): one attention
+// rank per GPU, the experts over all of them. Only that layout is modelled:
+// attention TP inside a DP rank (SGLang's dp < tp), pipeline stages, and an
+// EP group smaller than the engine are refused. Returns why not, or "".
+std::string check_attention_dp(const config::ScenarioSpec& sc, const config::StrategySpec& spec,
+                               const ResolvedStrategy& rs) {
+    if (!spec.attention_dp) return {};
+    if (sc.workload.mode == Mode::training)
+        return "attention_dp is an inference and serving layout (SGLang --enable-dp-attention), not training's";
+    if (sc.model.experts == 0)
+        return fmt::format(
+            "attention_dp: model '{}' is dense; its dp ranks would never meet (they meet in the MoE "
+            "layers' all-to-alls), which is plain data parallelism",
+            sc.model.name);
+    if (rs.tp != 1)
+        return fmt::format(
+            "attention_dp with tp={}: attention tensor parallelism inside a DP rank (SGLang's --dp "
+            "smaller than --tp) is not modelled; give tp: 1",
+            rs.tp);
+    if (rs.pp != 1) return fmt::format("attention_dp with pp={}: pipeline stages are not modelled with it", rs.pp);
+    if (rs.ep != rs.dp)
+        return fmt::format(
+            "attention_dp needs ep = dp (the MoE layers run EP over every attention rank, as SGLang's "
+            "DeepEP backend does with --ep-size = --tp); ep={}, dp={}",
+            rs.ep, rs.dp);
+    return {};
+}
+
 // Resolves tp/pp/dp and micro-batching; checks divisibility with the numbers
 // named. Every refusal returns its message, so `run` (resolve_degrees) and
 // the plan search (which skips what cannot be formed) share one set of rules.
@@ -231,6 +260,7 @@ Resolution try_resolve_degrees(const config::ScenarioSpec& sc, const config::Str
     rs.pp = pp;
     rs.dp = dp;
     if (auto why = resolve_ep(sc, spec, rs); !why.empty()) return refused(std::move(why));
+    if (auto why = check_attention_dp(sc, spec, rs); !why.empty()) return refused(std::move(why));
     // overlap.moe_a2a pairs a micro-batch's backward with another's forward
     // (docs/moe.md section 3e): there must be a backward and an exchange.
     if (rs.overlap.moe_a2a && sc.workload.mode != Mode::training)

@@ -137,6 +137,11 @@ std::string serve_table(const config::ScenarioSpec& sc, const ServeResult& r, co
                          r.decode_tp > 0 ? r.decode_tp : r.tp, r.router)
                    : fmt::format("  {} replicas of tp {}, router {}\n", r.replicas, r.tp, r.router);
     }
+    if (r.attention_dp > 0)
+        out += fmt::format(
+            "  data-parallel attention: {} engine(s) of {} ranks in lockstep (experts over the engine's GPUs); each "
+            "rank's KV pool below\n",
+            r.replicas / r.attention_dp, r.attention_dp);
     if (r.pp > 1)
         out += fmt::format(
             "  pipeline parallel: {} stages of tp {} per replica, up to {} batches in flight; stage {} "

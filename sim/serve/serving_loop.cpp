@@ -107,6 +107,9 @@ private:
     void kick(std::size_t r);
     void start(std::size_t r);
     void finish(std::size_t r);
+    bool schedule_work(Replica& rep);
+    void start_engine(std::size_t first);
+    void finish_engine(std::size_t first);
     void settle(std::size_t r, const std::vector<Work>& work, Time started);
     void start_pp(std::size_t r);
     void enter_stage(std::size_t r, std::size_t k, int s);
@@ -238,6 +241,8 @@ void Loop::arrive(std::uint32_t id) {
 // An idle replica runs its scheduler once every event at this instant has
 // run (arrivals at the same time join the same iteration).
 void Loop::kick(std::size_t r) {
+    // A data-parallel-attention engine's ranks start together: kick its first.
+    r -= r % static_cast<std::size_t>(setup_.lockstep);
     Replica& rep = reps_[r];
     if (rep.busy || rep.kick_pending) return;
     rep.kick_pending = true;
@@ -254,15 +259,11 @@ void Loop::start(std::size_t r) {
         start_pp(r);
         return;
     }
-    for (int attempt = 0;; ++attempt) {
-        rep.work.clear();
-        sv_.scheduler->schedule(rep.st, rep.work);
-        if (!rep.work.empty()) break;
-        // Nothing can run: the next arrival (or a transfer's end) kicks the
-        // replica again. A schedule that preempted everything is retried at
-        // once; a replica still stuck when the run ends is an InternalError.
-        if (arrivals_pending() || attempt >= 2) return;
+    if (setup_.lockstep > 1) {
+        start_engine(r);
+        return;
     }
+    if (!schedule_work(rep)) return;
     batch_shape(rep.st, rep.work, sv_.decode_context_bucket, batch_, prefills_);
     rep.start = sim_.now();
     rep.busy = true;
@@ -274,6 +275,63 @@ void Loop::start(std::size_t r) {
     const Time gpu = rep.cost->time(batch_) + swap_time(rep);
     const Time host = front_.step_host_time(rep.work.size());
     sim_.schedule_at(rep.start + (sv_.async_scheduling ? std::max(gpu, host) : gpu + host), [this, r] { finish(r); });
+}
+
+// The replica's scheduler pass; false when nothing can run. Then the next
+// arrival (or a transfer's end) kicks the replica again. A schedule that
+// preempted everything is retried at once; a replica still stuck when the
+// run ends is an InternalError.
+bool Loop::schedule_work(Replica& rep) {
+    for (int attempt = 0;; ++attempt) {
+        rep.work.clear();
+        sv_.scheduler->schedule(rep.st, rep.work);
+        if (!rep.work.empty()) return true;
+        if (arrivals_pending() || attempt >= 2) return false;
+    }
+}
+
+// Data-parallel attention (docs/serving.md, "Data-parallel attention"): each
+// rank of the engine that starts at replica `first` schedules its own batch;
+// the MoE layers' all-to-alls join the ranks in every layer, so the step
+// ends for all of them when the slowest rank's batch ends (SGLang runs an
+// idle rank's empty batch through the same collectives). A rank's time is
+// the engine's symmetric plan run with its batch on every rank, so the
+// step is max over ranks of t(batch_r), and the host time the longest
+// rank's (each rank has its own scheduler process).
+void Loop::start_engine(std::size_t first) {
+    const std::size_t n = static_cast<std::size_t>(setup_.lockstep);
+    if (reps_[first].busy) return;
+    Time gpu{}, host{};
+    bool any = false;
+    for (std::size_t m = first; m < first + n; ++m) {
+        Replica& rep = reps_[m];
+        if (!schedule_work(rep)) continue;
+        any = true;
+        batch_shape(rep.st, rep.work, sv_.decode_context_bucket, batch_, prefills_);
+        ++rep.stats.iterations;
+        gpu = std::max(gpu, rep.cost->time(batch_) + swap_time(rep));
+        host = std::max(host, front_.step_host_time(rep.work.size()));
+    }
+    if (!any) return;
+    ++res_.iterations;
+    for (std::size_t m = first; m < first + n; ++m) {
+        reps_[m].start = sim_.now();
+        reps_[m].busy = true;
+    }
+    const Time end = sim_.now() + (sv_.async_scheduling ? std::max(gpu, host) : gpu + host);
+    sim_.schedule_at(end, [this, first] { finish_engine(first); });
+}
+
+void Loop::finish_engine(std::size_t first) {
+    for (std::size_t m = first; m < first + static_cast<std::size_t>(setup_.lockstep); ++m) {
+        Replica& rep = reps_[m];
+        rep.busy = false;
+        if (rep.work.empty()) continue;  // an idle rank: it waited, nothing to settle
+        rep.busy_time += sim_.now() - rep.start;
+        settle(m, rep.work, rep.start);
+        rep.work.clear();
+    }
+    start_engine(first);
 }
 
 // Swapping blocks the iteration: the caches swapped out and in while it was

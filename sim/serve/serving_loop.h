@@ -8,7 +8,8 @@
 // as one flow per tensor-parallel rank on the cluster's flow network. With
 // pp > 1 a replica has up to pp batches in flight, each crossing the stages
 // in turn, its activations sent between stages as flows on the same network
-// (docs/serving.md, "Pipeline parallelism").
+// (docs/serving.md, "Pipeline parallelism"). Under data-parallel attention
+// the replicas are the ranks of engines that step in lockstep.
 #pragma once
 
 #include "sim/config/scenario.h"
@@ -38,6 +39,12 @@ struct LoopSetup {
     std::vector<IterationCost*> stage_costs = {};
     double boundary_bytes_per_token = 0;
     parallel::Placement placement = parallel::Placement::tp_first;
+    // Data-parallel attention (docs/serving.md, "Data-parallel attention"):
+    // the replicas (one a GPU) form engines of `lockstep` ranks, each with
+    // its own scheduler and KV pool, which start every iteration together
+    // and end it together, when the slowest rank's batch ends. 1: every
+    // replica on its own.
+    int lockstep = 1;
 };
 
 // Runs every request to its end; fills res.records (whose requests are

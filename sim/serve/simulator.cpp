@@ -77,7 +77,10 @@ KvPool size_kv_pool(const config::ScenarioSpec& sc, const parallel::PlanBuild& b
 namespace {
 
 // One replica of tp x pp GPUs: the scenario and strategy it is planned on,
-// its plan (for the iteration plans), and its KV pool.
+// its plan (for the iteration plans), and its KV pool. With data-parallel
+// attention (dp > 1) the plan is the whole engine's, dp GPUs of one
+// attention rank each and the experts over all of them; the pool is one
+// rank's (each rank holds its own requests' cache).
 struct ReplicaModel {
     config::ScenarioSpec scenario;
     config::StrategySpec spec;
@@ -85,12 +88,15 @@ struct ReplicaModel {
     KvPool pool;
 
     ReplicaModel(const config::ScenarioSpec& sc, const config::StrategySpec& strategy, int tp, int pp,
-                 const hw::CostModel& cm)
+                 const hw::CostModel& cm, int dp = 1)
         : scenario(sc), spec(strategy) {
-        scenario.gpus = tp * pp;
+        scenario.gpus = tp * pp * dp;
+        // The plan's memory check sizes one sequence a rank; the KV pool is
+        // sized afterwards from what is left.
+        scenario.workload.batch = std::max<std::int64_t>(scenario.workload.batch, dp);
         spec.tp = tp;
         spec.pp = pp;
-        spec.dp = 1;
+        spec.dp = dp;
         try {
             base = parallel::build_plan(scenario, spec, cm, parallel::BuildOptions{});
         } catch (const LimitError& e) {
@@ -124,6 +130,18 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
     const int pp = std::max(spec.pp, 1);
     const int prefill = static_cast<int>(sv.prefill_replicas);
     const int dtp = sv.decode_tp > 0 ? static_cast<int>(sv.decode_tp) : tp;
+    // Data-parallel attention: engines of `engine_dp` GPUs (the strategy's
+    // dp, or every GPU), one attention rank a GPU; the other rules (tp 1,
+    // pp 1, ep = dp) are the strategy's (parallel::try_resolve_degrees).
+    const int engine_dp = !spec.attention_dp ? 1 : spec.dp > 0 ? spec.dp : sc.gpus;
+    if (spec.attention_dp) {
+        if (sc.gpus % engine_dp != 0)
+            throw ConfigError(spec.where, fmt::format("strategy '{}': attention_dp engines of dp {} GPUs do not divide "
+                                                      "the {} GPUs",
+                                                      spec.name, engine_dp, sc.gpus));
+        if (prefill > 0)
+            throw ConfigError(sv.disaggregation_where, "disaggregation with attention_dp is not supported yet");
+    }
     if (pp == 1 && prefill == 0 && sc.gpus % tp != 0)
         throw ConfigError(spec.where, fmt::format("strategy '{}': serving runs gpus / tp replicas of tp GPUs; pp {} "
                                                   "is not supported yet and tp {} must divide the {} GPUs",
@@ -156,7 +174,7 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
                                       "decode_tp {}",
                                       left, prefill, tp, dtp));
     const int replicas = prefill > 0 ? prefill + static_cast<int>(left / dtp) : sc.gpus / (tp * pp);
-    if (spec.dp > 0 && spec.dp != replicas)
+    if (spec.dp > 0 && spec.dp != replicas && !spec.attention_dp)
         throw ConfigError(
             spec.where, fmt::format("strategy '{}': dp {} contradicts the {} replicas", spec.name, spec.dp, replicas));
     if (prefill > 0 && !sv.scheduler->iteration_level())
@@ -166,7 +184,7 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
     if (prefill > 0 && sv.shared_prefix_tokens > 0)
         throw ConfigError(sv.prefix_where, "prefix caching is not supported with disaggregation yet");
     const auto cm = hw::make_cost_model(options.cost_model);
-    const ReplicaModel main_model(sc, spec, tp, pp, *cm);
+    const ReplicaModel main_model(sc, spec, tp, pp, *cm, engine_dp);
     std::optional<ReplicaModel> decode_model;
     if (dtp != tp) decode_model.emplace(sc, spec, dtp, 1, *cm);
     ServeResult res;
@@ -217,6 +235,8 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
                                                 "cluster '{}' has none",
                                                 sc.cluster.name));
     LoopSetup setup{sc, cost, tp, replicas, prefill, options.max_timeline, pcie};
+    setup.lockstep = engine_dp;
+    res.attention_dp = spec.attention_dp ? engine_dp : 0;
     // pp > 1: each stage's part of an iteration is timed alone (its own
     // cache); the activations cross between stages as flows in the loop.
     std::vector<std::unique_ptr<IterationCost>> stage_costs;

@@ -73,6 +73,8 @@ struct ServeResult {
     int pp = 1;                                      // pipeline stages per replica
     int decode_tp = 0;                               // disaggregated with decode replicas of another tp (0: not)
     KvPool decode_pool;                              // theirs (when decode_tp is set)
+    // Data-parallel attention: ranks (replicas) per lockstep engine (0: not).
+    int attention_dp = 0;
     std::vector<ReplicaStats> replica_stats;
     double kv_bytes_moved = 0;                                      // disaggregated: over every transfer, all GPUs
     double swap_out_bytes = 0, swap_in_bytes = 0, swap_time_s = 0;  // swap preemption, per GPU

@@ -75,6 +75,7 @@ struct ParallelismSpec {
     int tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
     int etp = 0;  // expert tensor parallel (a parasim extension of the format); 0: = tp
     bool sp = false;
+    bool attention_dp = false;  // parasim's extension: data-parallel attention (docs/moe.md section 8)
     int zero = 0;
     const parallel::IPipelineSchedule* schedule = &parallel::default_pipeline_schedule();
     int virtual_stages = 1;

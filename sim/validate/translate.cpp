@@ -256,6 +256,7 @@ Setup translate(const Point& p, config::GpuCatalog& gpus, const ShippedClusters&
             st.pp = par.pp;
             st.dp = par.dp;
             st.sp = par.sp;
+            st.attention_dp = par.attention_dp;
             st.zero = par.zero;
             st.schedule = par.schedule;
             st.virtual_stages = par.virtual_stages;
@@ -416,6 +417,7 @@ std::string scenario_yaml(const Point& p, const Setup& s) {
     if (st.cp > 1) y += fmt::format("    cp: {}\n", st.cp);
     if (st.ep > 1) y += fmt::format("    ep: {}\n", st.ep);
     if (st.etp > 0) y += fmt::format("    etp: {}\n", st.etp);
+    if (st.attention_dp) y += "    attention_dp: true\n";
     if (st.placement == parallel::Placement::pp_last) y += "    placement: pp-last\n";
     y += fmt::format("    schedule: {}\n", st.schedule->name());
     if (st.virtual_stages > 1) y += fmt::format("    virtual_stages: {}\n", st.virtual_stages);
