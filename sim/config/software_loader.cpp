@@ -211,6 +211,13 @@ SoftwareProfile load_profile(const Node& root, const std::string& expected_name,
         p.grouped_topk_kernels =
             static_cast<int>(sourced(r, "grouped_topk_kernels", p.grouped_topk_kernels_from).as_int(1, 64));
     }
+    // A router of more than 256 kernels a pass is no stack's: a slip.
+    if (r.has("moe_router_kernels"))
+        p.moe_router_kernels =
+            static_cast<int>(sourced(r, "moe_router_kernels", p.moe_router_kernels_from).as_int(1, 256));
+    if (r.has("moe_router_bwd_kernels"))
+        p.moe_router_bwd_kernels =
+            static_cast<int>(sourced(r, "moe_router_bwd_kernels", p.moe_router_bwd_kernels_from).as_int(1, 256));
     if (r.has("shared_expert_combine_kernels")) {
         // More than 8 passes over a layer's output is no stack's: a slip.
         p.shared_expert_combine_kernels = static_cast<int>(

@@ -204,6 +204,17 @@ struct SoftwareProfile {
     // fused routing kernel.
     int grouped_topk_kernels = 1;
     Provenance grouped_topk_kernels_from;
+    // The kernels the stack runs to route a MoE layer's tokens besides the
+    // router GEMM: the score function, top-k, gate weights, capacity, the
+    // load-balancing loss and its bookkeeping, forward, and their autograd
+    // backward (Megatron-Core's TopKRouter without router fusion runs each
+    // PyTorch operation as a kernel of its own; docs/moe.md section 3i).
+    // Optional keys `moe_router_kernels` and `moe_router_bwd_kernels`, 1
+    // (default) = one fused routing kernel each way.
+    int moe_router_kernels = 1;
+    Provenance moe_router_kernels_from;
+    int moe_router_bwd_kernels = 1;
+    Provenance moe_router_bwd_kernels_from;
     // The stack pads each token's MLA cache entry (the latent and rope key of
     // one layer) to a multiple of this many bytes in its KV pool (vLLM 0.7's
     // VLLM_CUDA_MEM_ALIGN_KV_CACHE: 576 BF16 values, 1152 bytes, held in 1280;

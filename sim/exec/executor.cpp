@@ -315,7 +315,8 @@ private:
         } else {
             if (!at_head(t.gpu, t.stream, id)) return;
             if (t.stream == StreamKind::compute && options_.host_kernel_issue > Time{}) {
-                const Time issued = issue_time_of_head(t.gpu, t.kind);
+                const Time issued =
+                    issue_time_of_head(t.gpu, t.kind, t.kind == TaskKind::kernel && plan_.kernels[t.kernel].host_sync);
                 if (issued > sim_.now()) {
                     // One wake-up per task: later calls find it scheduled.
                     if (gs_[t.gpu].issue_wait != id) {
@@ -374,7 +375,12 @@ private:
     // lazily in stream order: every task before the head has finished, so
     // each gate is known, and no event is spent unless the host is behind.
     // `head_kind`: the kind of the task at the head, which the caller holds.
-    Time issue_time_of_head(std::uint32_t gpu, TaskKind head_kind) {
+    // `head_sync`: the head is a kernel the host synchronises before
+    // (hw::KernelDesc::host_sync): its issue starts no earlier than now, when
+    // it is otherwise ready to start (dependencies done, at its stream's
+    // head: the caller checked both, and is called when the last of them
+    // came true).
+    Time issue_time_of_head(std::uint32_t gpu, TaskKind head_kind, bool head_sync) {
         const auto c = static_cast<std::size_t>(StreamKind::compute);
         GpuState& q = gs_[gpu];
         const std::size_t head = q.head[c];
@@ -385,6 +391,7 @@ private:
             // slot is next overwritten when position j finishes.
             if (depth > 0 && j >= depth)
                 q.issue_done = std::max(q.issue_done, issue_ring_[ring_pos(j) * issue_ring_stride_ + q.ring_at]);
+            if (j == head && head_sync) q.issue_done = std::max(q.issue_done, sim_.now());
             if ((j == head ? head_kind : plan_.tasks[order_at(gpu, c, j)].kind) == TaskKind::kernel)
                 q.issue_done = q.issue_done + options_.host_kernel_issue;
         }

@@ -97,6 +97,14 @@ struct KernelDesc {
     // ceiling (DeepGEMM's m-grouped FP8 kernels, which are its dense kernel with a
     // scheduler over the groups: SoftwareProfile::fp8_grouped_gemm deepgemm).
     bool grouped_dense_ceiling = false;
+    // The host synchronises with the GPU before it issues this kernel: it
+    // waits until the kernel could start (its inputs done, its stream free),
+    // then spends its issue cost, so the GPU idles for at least that cost
+    // and the host's lead over the GPU is lost (Megatron-Core's alltoall
+    // dispatcher reading the token counts to the host before its exchange;
+    // docs/software-profiles.md §3, docs/moe.md section 3i). Only a host
+    // model with a cost per kernel sees it (SoftwareProfile::kernel_issue).
+    bool host_sync = false;
     std::vector<TensorUse> tensors;
 };
 

@@ -49,6 +49,8 @@ workload::OperatorOptions operator_options(const config::ScenarioSpec& sc, const
     o.fp8_grouped_gemm_dense = sc.profile.fp8_grouped_gemm_dense;
     o.fp8_input_quant_group = sc.profile.fp8_input_quant_group;
     o.grouped_topk_kernels = sc.profile.grouped_topk_kernels;
+    o.moe_router_kernels = sc.profile.moe_router_kernels;
+    o.moe_router_bwd_kernels = sc.profile.moe_router_bwd_kernels;
     o.shared_expert_combine_kernels = sc.profile.shared_expert_combine_kernels;
     o.memory_bound = sc.profile.memory_bound;
     return o;

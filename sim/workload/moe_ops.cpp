@@ -139,6 +139,17 @@ Bytes count_gather_bytes(const Dims& x) {
     return Bytes::ceil(static_cast<double>(x.o->ep) * static_cast<double>(x.m->experts) * kCountBytes);
 }
 
+// The routing kernels past the one the model charges each way
+// (OperatorOptions::moe_router_kernels, moe_router_bwd_kernels; docs/moe.md
+// section 3i): `kernels - 1` passes, each reading and writing the FP32
+// scores of every token and expert, an upper bound for the narrower ones
+// (a token's k picks, an expert's count) whose time is their launch.
+void append_router_kernels(const Dims& x, const std::string& name, int kernels, std::vector<Operator>& ops) {
+    const double scores = static_cast<double>(x.T) * static_cast<double>(x.m->experts);
+    for (int i = 1; i < kernels; ++i)
+        ops.push_back(elementwise(x, name + std::to_string(i), scores, scores * kScoreBytes, scores * kScoreBytes, {}));
+}
+
 // `pick` names the tensor of each local expert the pass reads (its input or
 // output, or their gradients); `per_token` bytes ride along with each token
 // (the FP32 gate weight the forward sort moves with it).
@@ -200,6 +211,7 @@ void moe_forward(const Dims& layer, std::vector<Operator>& ops) {
     // vLLM's fused MoE quantizes the tokens once for its up GEMM, which
     // gathers each routed copy's FP8 row (OperatorOptions::fp8_input_quant_group).
     const bool quant_tokens = x.o->inference && x.o->fp8_input_quant_group > 0 && x.gemm_dt == hw::DType::fp8;
+    append_router_kernels(x, "moe_router_step_", x.o->moe_router_kernels, ops);
     if (quant_tokens) ops.push_back(fp8_group_quant("moe_input_quant", x.act_dt, T, x.h, x.o->fp8_input_quant_group));
     const auto slice = [&](std::int64_t tokens) { return static_cast<double>(tokens) * h * x.ab; };
     std::vector<TensorUse> dispatch{use(gathered_if_sp(x, x.act(aslot::norm2)), full_act(x)),
@@ -226,7 +238,12 @@ void moe_forward(const Dims& layer, std::vector<Operator>& ops) {
                                   {use(gathered_if_sp(x, x.act(aslot::norm2)), full_act(x))}));
     }
     ops.push_back(elementwise(x, "moe_dispatch", 0, full_act(x) + idx, T * k * h * x.ab, std::move(dispatch)));
-    if (sends_metadata(x)) ops.back().ep_count_gather_bytes = count_gather_bytes(x);
+    if (sends_metadata(x)) {
+        ops.back().ep_count_gather_bytes = count_gather_bytes(x);
+        // Dropless, the dispatcher copies the counts to the host and waits
+        // for them before it sizes the exchange (docs/moe.md section 3i).
+        ops.back().kernel.host_sync = ops.back().ep_count_gather_bytes > Bytes{0};
+    }
     // Shared experts: every token, on this GPU, before the exchange (no
     // overlap with it is modelled); their output joins the combine. Folded,
     // they gather the layer's tokens over TP and reduce-scatter their output
@@ -337,6 +354,7 @@ void moe_backward(const Dims& layer, std::vector<Operator>& ops) {
     ops.push_back(elementwise(x, "router_topk_bwd", 2 * kSoftmaxFlops * T * E, e_bytes + T * k * 4.0, e_bytes,
                               {use(x.act(aslot::router), e_bytes), use(flagged(x.act(aslot::topk), kGrad), T * k * 4.0),
                                use(flagged(x.act(aslot::router), kGrad), e_bytes, true)}));
+    append_router_kernels(x, "moe_router_bwd_step_", x.o->moe_router_bwd_kernels, ops);
     const Linear router = router_linear(x);
     ops.push_back(linear_dgrad(x, router));
     ops.back().kernel.bytes_read += Bytes::ceil(full_act(x));  // beta = 1: reads the gradient it adds to

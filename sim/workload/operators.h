@@ -145,6 +145,12 @@ struct OperatorOptions {
     // Kernels of the group-limited top-k routing of a model with expert
     // groups (SoftwareProfile::grouped_topk_kernels); 1 = one routing kernel.
     int grouped_topk_kernels = 1;
+    // Kernels the stack runs to route a MoE layer's tokens besides the
+    // router GEMM, forward and backward (SoftwareProfile::moe_router_kernels,
+    // moe_router_bwd_kernels; docs/moe.md section 3i); 1 = one routing
+    // kernel each way.
+    int moe_router_kernels = 1;
+    int moe_router_bwd_kernels = 1;
     // Elementwise kernels over tokens x hidden after the experts of a model
     // with shared experts, before the layer's reduction: the routed output
     // scaled and the shared experts' output added

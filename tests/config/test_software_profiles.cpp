@@ -331,6 +331,28 @@ TEST_CASE("software profiles: a decode step's engine work beside the model's ker
     CHECK(software_profile("vllm").decode_step_host_syncs == 0);
 }
 
+TEST_CASE("software profiles: the MoE router's kernels each way (moe_router_kernels, moe_router_bwd_kernels)") {
+    const SoftwareProfile plain = good_with();
+    CHECK(plain.moe_router_kernels == 1);  // left out: one routing kernel each way
+    CHECK(plain.moe_router_bwd_kernels == 1);
+    const SoftwareProfile p = good_with(
+        "moe_router_kernels: {value: 56, source: \"router\"}\n"
+        "moe_router_bwd_kernels: {value: 28, source: \"autograd\"}\n");
+    CHECK(p.moe_router_kernels == 56);
+    CHECK(p.moe_router_kernels_from.text == "router");
+    CHECK(p.moe_router_bwd_kernels == 28);
+    CHECK(p.moe_router_bwd_kernels_from.text == "autograd");
+    CHECK(error_of(kGood + "moe_router_kernels: {value: 0, source: \"x\"}\n").find("moe_router_kernels.value") !=
+          std::string::npos);
+    CHECK(error_of(kGood + "moe_router_bwd_kernels: {value: 300, source: \"x\"}\n")
+              .find("moe_router_bwd_kernels.value") != std::string::npos);
+    CHECK(error_of(kGood + "moe_router_kernels: {value: 5}\n").find("moe_router_kernels") != std::string::npos);
+    // NeMo 25.04's Megatron-Core router for DeepSeek-V3, counted in its code (docs/moe.md section 3i).
+    CHECK(software_profile("nemo").moe_router_kernels == 56);
+    CHECK(software_profile("nemo").moe_router_bwd_kernels == 28);
+    CHECK(software_profile("megatron-bridge").moe_router_kernels == 1);
+}
+
 TEST_CASE("software profiles: the training loss's cross-entropy (cross_entropy)") {
     const SoftwareProfile plain = good_with();
     CHECK_FALSE(plain.cross_entropy_fp32_unfused);  // left out: one fused pass each way

@@ -53,6 +53,35 @@ TEST_CASE("host issue: a full launch queue makes the host wait for the GPU") {
     CHECK(run(4, 1, us(5), 1) == us(24));
 }
 
+TEST_CASE("host sync: the host waits for the GPU before a synced kernel, so its lead is lost") {
+    // 10 kernels of 50 us, issue 5 us, kernel 5 synced (hw::KernelDesc::host_sync).
+    // Expectation: kernels 0-4 run 5-255 us (the host ran ahead); kernel 5
+    // is ready at 255 us, the host then issues it (+5 us): it runs 260-310;
+    // the host issues the rest by 275 us, ahead again: 4 x 50 us more, 510 us.
+    // Without the sync: 5 + 10 x 50 = 505 us. Without a host cost the sync
+    // costs nothing (no host model): 500 us.
+    const auto synced = [](Time issue) {
+        parallel::Plan plan;
+        plan.simulated_gpus = {0};
+        plan.streams.resize(1);
+        plan.gpus_represented = 1;
+        std::vector<std::uint32_t> prev;
+        for (int i = 0; i < 10; ++i) {
+            hw::KernelDesc k;
+            k.name = "k";
+            k.flops = Flops{50};
+            k.host_sync = i == 5;
+            prev = {parasim_test::add_kernel(plan, k, prev)};
+        }
+        exec::ExecOptions o;
+        o.host_kernel_issue = issue;
+        return parasim_test::run_on_dgx_h100(plan, o).makespan;
+    };
+    CHECK(synced(us(5)) == us(510));
+    CHECK(run(10, 50, us(5)) == us(505));
+    CHECK(synced(Time{}) == us(500));
+}
+
 TEST_CASE("kernel efficiency divides each kernel's time past its launch overhead") {
     // Expectation: 10 kernels of 8 us at efficiency 0.8 take 10 us each.
     CHECK(run(10, 8, Time{}, 1024, 0.8) == us(100));
