@@ -1,6 +1,6 @@
 // A GPU's time breakdown over a whole run, taken as the run goes.
 //
-// breakdown_of (executor.cpp) computes a GPU's breakdown over a window from
+// breakdown_of (breakdown.cpp) computes a GPU's breakdown over a window from
 // its intervals: the union of its communication intervals (tasks of kind
 // communication on its streams other than compute), the sums of its
 // compute-stream tasks' durations, and their overlap with that union. Over
