@@ -137,7 +137,11 @@ TEST_CASE("dualpipe: 4 ranks, 8 micro-batches, F = B = W = 8 ms: 26 x 8 ms by ha
     // Table 2: (pp/2 - 1)(F&B + B - 3W) = 1 x (3T + 2T - 3T) = 2T.
     // 1F1B: (m + p - 1)(F + B + W) = 11 x 3T = 33T.
     const LayerGemmsOnly cm;
-    for (const auto& [schedule, units] : {std::pair{"dualpipe", 26}, std::pair{"1f1b", 33}}) {
+    for (const auto& run : {std::pair{"dualpipe", 26}, std::pair{"1f1b", 33}}) {
+        // Named copies, not a structured binding: INFO captures by reference in
+        // a lambda, which clang 14 refuses for a binding.
+        const char* const schedule = run.first;
+        const int units = run.second;
         const auto sc = four_ranks(schedule);
         const auto build = parallel::build_plan(sc, sc.strategies.at(1), cm, {});
         const net::Topology topo(sc.cluster, sc.gpus);
