@@ -4,6 +4,7 @@
 // replicas of Llama 3 70B, tp 4, in under 60 s). Timed from the loaded
 // scenario to the summary, as a user waits for it.
 #include "apps/cli.h"
+#include "sim/config/data_dir.h"
 #include "sim/config/scenario.h"
 #include "sim/serve/serve_report.h"
 
@@ -34,7 +35,7 @@ int bench_serving(const std::string& format) {
         std::vector<sim::config::Override> ov;
         for (const auto& s : cases[i].sets) ov.push_back(sim::config::parse_override(s));
         const auto sc =
-            sim::config::load_scenario(std::string(PARASIM_DATA_DIR) + "/scenarios/" + cases[i].scenario, ov);
+            sim::config::load_scenario(std::string(sim::config::data_dir()) + "/scenarios/" + cases[i].scenario, ov);
         const auto t0 = std::chrono::steady_clock::now();
         const auto r = sim::serve::simulate_serving(sc, sc.strategies.front(), {});
         const auto s = sim::serve::summarize(sc, r);

@@ -2,6 +2,7 @@
 #include "apps/cli.h"
 #include "apps/command_line.h"
 #include "apps/hold_bench.h"
+#include "sim/config/data_dir.h"
 #include "sim/config/scenario.h"
 #include "sim/core/limits.h"
 #include "sim/report/runner.h"
@@ -103,7 +104,7 @@ int bench_scale_impl(const std::string& format) {
     // default plan-tasks limit, which guards against hostile scenarios, not
     // this program's own cases.
     sim::limits().plan_tasks = std::max<std::uint64_t>(sim::limits().plan_tasks, 400'000'000);
-    const std::string root = PARASIM_DATA_DIR;
+    const std::string root = sim::config::data_dir();
     const std::vector<Case> cases = {
         {"partitioning 16xH100 tp8-pp2: prefill",
          "/scenarios/partitioning-16xh100-feasible.yaml",
@@ -221,7 +222,7 @@ static int bench_plan(const std::string& format, const std::string& which, const
     if (!c) throw UsageError(fmt::format("unknown plan case '{}' (expected gpt3 or llama3-405b)", which));
     std::vector<sim::config::Override> ov;
     for (const auto& s : set) ov.push_back(sim::config::parse_override(s));
-    const auto sc = sim::config::load_scenario(std::string(PARASIM_DATA_DIR) + "/scenarios/" + c->file, ov);
+    const auto sc = sim::config::load_scenario(std::string(sim::config::data_dir()) + "/scenarios/" + c->file, ov);
     sim::search::SearchOptions so;
     so.threads = 2;
     so.keep = 1;  // the question the target asks: the best plan

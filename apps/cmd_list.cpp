@@ -2,6 +2,7 @@
 #include "apps/cli.h"
 #include "sim/config/calibration_loader.h"
 #include "sim/config/cluster_loader.h"
+#include "sim/config/data_dir.h"
 #include "sim/config/gpu_loader.h"
 #include "sim/config/model_loader.h"
 #include "sim/config/software_loader.h"
@@ -55,7 +56,7 @@ int cmd_list(const Args& args) {
         fmt::print("{}", kListUsage);
         return 0;
     }
-    const std::string data = PARASIM_DATA_DIR;
+    const std::string data = sim::config::data_dir();
     if (what == "gpus") {
         sim::config::GpuCatalog catalog;
         for (const auto& n : catalog.names()) {

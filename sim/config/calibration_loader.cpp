@@ -2,6 +2,7 @@
 // calibration_loader.h). The loader checks ranges, not values: what each
 // number is and where it comes from is in the file.
 #include "sim/config/calibration_loader.h"
+#include "sim/config/data_dir.h"
 
 #include "sim/config/provenance.h"
 
@@ -109,7 +110,7 @@ net::CollectiveLibrary load_collective_library_file(const std::string& path) {
     return load_collective_library(load_file(path), fs::path(path).stem().string());
 }
 
-std::string default_collectives_dir() { return std::string(PARASIM_DATA_DIR) + "/topologies/collectives"; }
+std::string default_collectives_dir() { return std::string(sim::config::data_dir()) + "/topologies/collectives"; }
 
 std::vector<std::string> collective_library_names() { return yaml_file_names(default_collectives_dir()); }
 
@@ -159,7 +160,7 @@ hw::AttentionFit load_attention_fit(const Node& root) {
 }
 
 std::string default_attention_fit_path() {
-    return std::string(PARASIM_DATA_DIR) + "/topologies/kernels/flash-attention.yaml";
+    return std::string(sim::config::data_dir()) + "/topologies/kernels/flash-attention.yaml";
 }
 
 const hw::AttentionFit& attention_fit() {

@@ -26,7 +26,7 @@ inline constexpr const char* kDefaultCollectiveLibrary = "nccl";
 // empty, must equal its `name`.
 net::CollectiveLibrary load_collective_library(const Node& root, const std::string& expected_name);
 net::CollectiveLibrary load_collective_library_file(const std::string& path);
-// PARASIM_DATA_DIR "/topologies/collectives".
+// data_dir() + "/topologies/collectives".
 std::string default_collectives_dir();
 // Names of the *.yaml files there, sorted.
 std::vector<std::string> collective_library_names();
@@ -37,7 +37,7 @@ const net::CollectiveLibrary& collective_library(const std::string& name = kDefa
 
 // Parses a flash-attention fit file.
 hw::AttentionFit load_attention_fit(const Node& root);
-// PARASIM_DATA_DIR "/topologies/kernels/flash-attention.yaml".
+// data_dir() + "/topologies/kernels/flash-attention.yaml".
 std::string default_attention_fit_path();
 // That file, loaded once and kept (thread-safe).
 const hw::AttentionFit& attention_fit();

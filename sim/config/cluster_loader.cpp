@@ -1,6 +1,7 @@
 // Cluster file loader: walks the map with MapReader, then checks that the
 // fields agree with each other, pointing at the field that contradicts.
 #include "sim/config/cluster_loader.h"
+#include "sim/config/data_dir.h"
 #include "sim/core/checked.h"
 
 #include <fmt/format.h>
@@ -187,7 +188,7 @@ std::string cluster_path(const std::string& name_or_path) {
                name_or_path.compare(name_or_path.size() - s.size(), s.size(), s) == 0;
     };
     if (name_or_path.find('/') != std::string::npos || ends_with(".yaml") || ends_with(".yml")) return name_or_path;
-    return std::string(PARASIM_DATA_DIR) + "/topologies/" + name_or_path + ".yaml";
+    return std::string(sim::config::data_dir()) + "/topologies/" + name_or_path + ".yaml";
 }
 
 }  // namespace sim::config

@@ -38,7 +38,7 @@ net::ClusterSpec load_cluster(const Node& node);
 // Loads a cluster file; a bare name is resolved with cluster_path().
 net::ClusterSpec load_cluster_file(const std::string& path);
 
-// "dgx-h100" -> PARASIM_DATA_DIR "/topologies/dgx-h100.yaml"; anything with a
+// "dgx-h100" -> data_dir() + "/topologies/dgx-h100.yaml"; anything with a
 // '/' or a .yaml/.yml suffix is returned unchanged.
 std::string cluster_path(const std::string& name_or_path);
 

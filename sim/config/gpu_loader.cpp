@@ -2,6 +2,7 @@
 // field, a misspelt key or a value without its unit is a ConfigError at
 // file:line:column.
 #include "sim/config/gpu_loader.h"
+#include "sim/config/data_dir.h"
 
 #include "sim/config/calibration_loader.h"
 
@@ -197,7 +198,7 @@ hw::GpuSpec load_gpu(const Node& root) { return read_gpu(root, ""); }
 
 hw::GpuSpec load_gpu_file(const std::string& path) { return read_gpu(load_file(path), fs::path(path).stem().string()); }
 
-std::string default_gpu_dir() { return std::string(PARASIM_DATA_DIR) + "/topologies/gpus"; }
+std::string default_gpu_dir() { return std::string(sim::config::data_dir()) + "/topologies/gpus"; }
 
 std::string gpu_path(const std::string& name_or_path) { return resolve(name_or_path, default_gpu_dir()); }
 

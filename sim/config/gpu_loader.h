@@ -23,7 +23,7 @@ hw::GpuSpec load_gpu(const Node& root);
 // Loads a file; its `name` must equal the file name without .yaml.
 hw::GpuSpec load_gpu_file(const std::string& path);
 
-// PARASIM_DATA_DIR "/topologies/gpus".
+// data_dir() + "/topologies/gpus".
 std::string default_gpu_dir();
 // A bare name ("h100-sxm") becomes <default_gpu_dir()>/h100-sxm.yaml; a path
 // (containing '/' or ending in .yaml/.yml) is returned unchanged.

@@ -1,5 +1,6 @@
 // Model files and Hugging Face configs -> ModelSpec, with file:line:column errors.
 #include "sim/config/model_loader.h"
+#include "sim/config/data_dir.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -378,7 +379,7 @@ ModelSpec load_model_file(const std::string& path) {
 
 std::vector<std::string> shipped_models() {
     std::vector<std::string> names;
-    const fs::path dir = fs::path(PARASIM_DATA_DIR) / "models";
+    const fs::path dir = fs::path(sim::config::data_dir()) / "models";
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir, ec)) {
         if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
@@ -396,12 +397,12 @@ std::string resolve_model_path(const std::string& name_or_path, std::string& err
     const bool file_like = ext == ".yaml" || ext == ".yml" || ext == ".json";  // names may hold dots: gpt-1.3b
     const bool bare = name_or_path.find('/') == std::string::npos && !file_like;
     if (bare) {
-        const fs::path shipped = fs::path(PARASIM_DATA_DIR) / "models" / (name_or_path + ".yaml");
+        const fs::path shipped = fs::path(sim::config::data_dir()) / "models" / (name_or_path + ".yaml");
         if (exists_quietly(shipped)) return shipped.string();
         if (!exists_quietly(p)) {
             const auto names = shipped_models();
-            error = fmt::format("no model named '{}' under {}/models{} (known: {})", name_or_path, PARASIM_DATA_DIR,
-                                did_you_mean(name_or_path, names), join(names));
+            error = fmt::format("no model named '{}' under {}/models{} (known: {})", name_or_path,
+                                sim::config::data_dir(), did_you_mean(name_or_path, names), join(names));
             return "";
         }
     }

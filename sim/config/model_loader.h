@@ -32,7 +32,7 @@ workload::ModelSpec load_model(const Node& map);
 workload::ModelSpec load_hf_config(const Node& map);
 // `.json` -> Hugging Face config; anything else -> a parasim model file.
 workload::ModelSpec load_model_file(const std::string& path);
-// A bare name -> PARASIM_DATA_DIR/models/<name>.yaml (ConfigError with
+// A bare name -> data_dir()/models/<name>.yaml (ConfigError with
 // did-you-mean when there is no such file); a directory -> its config.json;
 // anything else is taken as a path.
 std::string model_path(const std::string& name_or_path);
@@ -40,7 +40,7 @@ std::string model_path(const std::string& name_or_path);
 // inline model (map). Errors about the reference point at `node`.
 workload::ModelSpec load_model_ref(const Node& node);
 
-// Names of the shipped models (files under PARASIM_DATA_DIR/models), sorted.
+// Names of the shipped models (files under data_dir()/models), sorted.
 std::vector<std::string> shipped_models();
 // The supported Hugging Face architectures.
 const std::vector<std::string>& hf_architectures();

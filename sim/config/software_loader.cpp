@@ -3,6 +3,7 @@
 // schema, so a number without it cannot be loaded. A file may start from
 // another profile of its folder (`extends:`) and state only what differs.
 #include "sim/config/software_loader.h"
+#include "sim/config/data_dir.h"
 
 #include "sim/config/provenance.h"
 #include "sim/config/scenario.h"
@@ -298,7 +299,7 @@ SoftwareProfile load_software_file(const std::string& path) {
     return load_software_profile(load_file(path), file.stem().string(), file.parent_path().string());
 }
 
-std::string default_software_dir() { return std::string(PARASIM_DATA_DIR) + "/topologies/software"; }
+std::string default_software_dir() { return std::string(sim::config::data_dir()) + "/topologies/software"; }
 
 std::vector<std::string> software_profile_names(const std::string& dir_in) {
     const std::string dir = dir_in.empty() ? default_software_dir() : dir_in;

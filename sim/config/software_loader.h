@@ -282,7 +282,7 @@ inline constexpr const char* kDefaultSoftware = "default";
 SoftwareProfile load_software_profile(const Node& root, const std::string& expected_name, const std::string& dir = "");
 SoftwareProfile load_software_file(const std::string& path);
 
-// PARASIM_DATA_DIR "/topologies/software".
+// data_dir() + "/topologies/software".
 std::string default_software_dir();
 // The profile of stack `name` ("" = kDefaultSoftware) from `dir`
 // (default_software_dir() when empty). A stack without a file is an error.

@@ -1,5 +1,6 @@
 // Expected-error lookup for a scenario (see error_band.h).
 #include "sim/report/error_band.h"
+#include "sim/config/data_dir.h"
 
 #include "sim/config/yaml_reader.h"
 #include "sim/report/metrics.h"
@@ -33,7 +34,7 @@ Bands load_bands(const std::string& path) {
 }
 
 const Bands& shipped_bands() {
-    static const Bands bands = load_bands(std::string(PARASIM_DATA_DIR) + "/docs/validation-bands.yaml");
+    static const Bands bands = load_bands(std::string(sim::config::data_dir()) + "/docs/validation-bands.yaml");
     return bands;
 }
 

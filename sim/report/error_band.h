@@ -32,7 +32,7 @@ struct Bands {
     std::string source;  // what produced them (dataset and command)
 };
 
-// Reads a bands file (the shipped one: PARASIM_DATA_DIR/docs/validation-bands.yaml).
+// Reads a bands file (the shipped one: data_dir()/docs/validation-bands.yaml).
 Bands load_bands(const std::string& path);
 const Bands& shipped_bands();
 

@@ -1,5 +1,6 @@
 // Point -> cluster, scenario, strategy or kernels (see translate.h).
 #include "sim/validate/translate.h"
+#include "sim/config/data_dir.h"
 
 #include "sim/config/calibration_loader.h"
 #include "sim/config/cluster_loader.h"
@@ -128,7 +129,7 @@ hw::KernelDesc memory_kernel(const MemoryOp& mem) {
 }  // namespace
 
 ShippedClusters::ShippedClusters(const std::string& dir_in) {
-    const std::string dir = dir_in.empty() ? std::string(PARASIM_DATA_DIR) + "/topologies" : dir_in;
+    const std::string dir = dir_in.empty() ? std::string(sim::config::data_dir()) + "/topologies" : dir_in;
     std::vector<std::string> files;
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir, ec))

@@ -22,7 +22,7 @@ namespace sim::validate {
 // clusters copy; loaded once, read-only afterwards.
 class ShippedClusters {
 public:
-    // Loads every cluster file of `dir` (default PARASIM_DATA_DIR/topologies), sorted by name.
+    // Loads every cluster file of `dir` (default data_dir()/topologies), sorted by name.
     explicit ShippedClusters(const std::string& dir = "");
     const std::vector<net::ClusterSpec>& all() const { return clusters_; }
 

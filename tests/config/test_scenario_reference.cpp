@@ -3,6 +3,7 @@
 // `get("key")` or `need(..., "key")` in their sources) must be named on that
 // page as `key`, so the reference cannot fall behind the code.
 #include <doctest/doctest.h>
+#include "sim/config/data_dir.h"
 
 #include <fstream>
 #include <regex>
@@ -14,7 +15,7 @@ TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md)
 
 namespace {
 
-const std::string kRoot = PARASIM_DATA_DIR;
+const std::string kRoot = sim::config::data_dir();
 
 std::string read_text(const std::string& path) {
     std::ifstream in(path);

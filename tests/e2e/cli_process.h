@@ -4,6 +4,7 @@
 #pragma once
 
 #include <doctest/doctest.h>
+#include "tests/parasim_bin.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -50,7 +51,7 @@ inline std::string slurp(const std::filesystem::path& p) {
 inline Result parasim(const std::string& args) {
     static int calls = 0;
     const std::string err_file = temp_path(std::to_string(calls++) + ".err").string();
-    const std::string cmd = std::string(PARASIM_BIN) + " " + args + " 2>" + err_file;
+    const std::string cmd = std::string(test_support::parasim_bin()) + " " + args + " 2>" + err_file;
     Result r;
     FILE* p = popen(cmd.c_str(), "r");
     REQUIRE(p != nullptr);

@@ -10,6 +10,8 @@
 // annotations/ holds malformed `parasim validate --annotations` files, each
 // run against annotations/dataset.yaml (a well-formed dataset).
 #include <doctest/doctest.h>
+#include "sim/config/data_dir.h"
+#include "tests/parasim_bin.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,7 +30,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kSuite = fs::path(PARASIM_DATA_DIR) / "tests" / "bad-input";
+const fs::path kSuite = fs::path(sim::config::data_dir()) / "tests" / "bad-input";
 
 std::string read_text(const fs::path& p) {
     std::ifstream in(p, std::ios::binary);
@@ -72,9 +74,9 @@ struct Run {
 Run run_command(const fs::path& cwd, const std::string& arguments) {
     Scratch s;
     const fs::path output = s.root / "out" / "report.json";
-    const std::string cmd = "cd " + quoted(cwd.string()) + " && " + quoted(PARASIM_BIN) + " " + arguments +
-                            " --output " + quoted(output.string()) + " >" + quoted((s.root / "stdout").string()) +
-                            " 2>" + quoted((s.root / "stderr").string());
+    const std::string cmd = "cd " + quoted(cwd.string()) + " && " + quoted(test_support::parasim_bin()) + " " +
+                            arguments + " --output " + quoted(output.string()) + " >" +
+                            quoted((s.root / "stdout").string()) + " 2>" + quoted((s.root / "stderr").string());
     const int status = std::system(cmd.c_str());
     Run r;
     r.code = status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;

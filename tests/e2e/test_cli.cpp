@@ -1,6 +1,8 @@
 // End-to-end: run the parasim binary on scenarios and check what a user sees.
+#include "sim/config/data_dir.h"
 #include "sim/core/error.h"
 #include "tests/e2e/cli_process.h"
+#include "tests/parasim_bin.h"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
@@ -32,7 +34,7 @@ TEST_SUITE_BEGIN("e2e");  // ctest label (docs/testing.md); a case may override 
 
 namespace {
 
-const std::string kRoot = PARASIM_DATA_DIR;
+const std::string kRoot = sim::config::data_dir();
 
 using parasim_e2e::parasim;
 using parasim_e2e::Result;
@@ -403,7 +405,7 @@ TEST_CASE("sweep --plot of a two-field sweep draws one series per strategy and s
 
 TEST_CASE("sweep --plot without gnuplot still writes the report, then exits 2 saying so, with no plot files") {
     const auto dir = scratch("plot-no-gnuplot");
-    const std::string cmd = "PATH=/nonexistent " + std::string(PARASIM_BIN) + " sweep " + kRoot +
+    const std::string cmd = "PATH=/nonexistent " + std::string(test_support::parasim_bin()) + " sweep " + kRoot +
                             "/scenarios/partitioning-width.yaml --plot " + (dir / "plots").string() + " --output " +
                             (dir / "report.txt").string() + " 2>" + (dir / "err").string();
     const int status = std::system(cmd.c_str());
@@ -554,8 +556,8 @@ TEST_CASE("--set model=PATH resolves against the current folder; the same path i
            "workload: {mode: inference, dtype: fp16, batch: 1, prompt_tokens: 16, output_tokens: 2}\n"
            "strategies: [{tp: 8}]\n";
     const auto header = [&](const std::string& set) {
-        const std::string cmd = "cd " + (dir / "cwd").string() + " && " + PARASIM_BIN + " run ../scen/s.yaml" + set +
-                                " > " + (dir / "out").string() + " 2>&1";
+        const std::string cmd = "cd " + (dir / "cwd").string() + " && " + test_support::parasim_bin() +
+                                " run ../scen/s.yaml" + set + " > " + (dir / "out").string() + " 2>&1";
         CHECK(std::system(cmd.c_str()) == 0);
         std::ifstream o(dir / "out");
         std::string first;

@@ -2,7 +2,9 @@
 // through a symbolic link or into a FIFO writes into it and never replaces it;
 // a command's outputs are all written or none; SIGINT removes the temporaries
 // (the hardening issue's file-safety items; docs/testing.md).
+#include "sim/config/data_dir.h"
 #include "tests/e2e/cli_process.h"
+#include "tests/parasim_bin.h"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
@@ -26,7 +28,7 @@ TEST_SUITE_BEGIN("e2e");  // ctest label (docs/testing.md); a case may override 
 
 namespace {
 
-const std::string kRoot = PARASIM_DATA_DIR;
+const std::string kRoot = sim::config::data_dir();
 
 using parasim_e2e::parasim;
 using parasim_e2e::scratch;
@@ -143,12 +145,13 @@ TEST_CASE("SIGINT while a command writes its outputs removes the temporaries and
     const auto trace = dir / "trace.json";
     // No one reads the FIFO: parasim waits in open(), the trace's temporary
     // already written, which is the moment to interrupt it.
-    std::vector<std::string> args = {PARASIM_BIN, "run", kSmall, "--trace", trace.string(), "--output", fifo.string()};
+    std::vector<std::string> args = {
+        test_support::parasim_bin(), "run", kSmall, "--trace", trace.string(), "--output", fifo.string()};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     pid_t pid = 0;
-    REQUIRE(posix_spawn(&pid, PARASIM_BIN, nullptr, nullptr, argv.data(), environ) == 0);
+    REQUIRE(posix_spawn(&pid, test_support::parasim_bin(), nullptr, nullptr, argv.data(), environ) == 0);
     const auto temporary = dir / "trace.json.tmp-parasim";
     int status = 0;
     bool exited = false;

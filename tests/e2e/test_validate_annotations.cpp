@@ -4,6 +4,7 @@
 // --help documents the option, and a missing file exits 2 with one line.
 // (Malformed annotation files: tests/bad-input/annotations, run by
 // test_bad_input.cpp.)
+#include "sim/config/data_dir.h"
 #include "tests/e2e/cli_process.h"
 
 #include <doctest/doctest.h>
@@ -20,7 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kDataset = fs::path(PARASIM_DATA_DIR) / "tests" / "bad-input" / "annotations" / "dataset.yaml";
+const fs::path kDataset = fs::path(sim::config::data_dir()) / "tests" / "bad-input" / "annotations" / "dataset.yaml";
 
 using parasim_e2e::parasim;
 using parasim_e2e::Result;

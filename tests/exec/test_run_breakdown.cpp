@@ -1,6 +1,7 @@
 // The breakdown taken as the run goes (sim/exec/run_breakdown.h) against
 // hand-computed figures and against the breakdown of the same intervals
 // after the run (breakdown_in), which it must equal double for double.
+#include "sim/config/data_dir.h"
 #include "sim/config/scenario.h"
 #include "sim/exec/run_breakdown.h"
 #include "sim/hw/cost_model.h"
@@ -92,7 +93,7 @@ TEST_CASE("run breakdown: every GPU of real scenarios, collapsed and not, equals
     const auto cm = hw::make_cost_model("roofline");
     for (const char* file : {"scenarios/moe-mixtral-8x7b-ep.yaml", "scenarios/fabric-multi-plane-h800.yaml",
                              "scenarios/partitioning-16xh100-feasible.yaml"}) {
-        const auto sc = config::load_scenario(std::string(PARASIM_DATA_DIR) + "/" + std::string(file), {});
+        const auto sc = config::load_scenario(std::string(sim::config::data_dir()) + "/" + std::string(file), {});
         const net::Topology topo(sc.cluster, sc.gpus);
         for (const auto& strategy : sc.strategies)
             for (const bool collapse : {true, false}) {

@@ -1,5 +1,6 @@
 // The GPU catalog: shipped files load by name; malformed or incomplete files
 // are refused with file:line:column and the field named.
+#include "sim/config/data_dir.h"
 #include "sim/config/gpu_loader.h"
 #include "sim/core/error.h"
 
@@ -122,7 +123,7 @@ TEST_CASE("an unknown GPU name is refused with a suggestion and the available na
         CHECK(what.find("a100-sxm-80gb") != std::string::npos);
     }
     CHECK_THROWS_AS(gpu_path("no-such-gpu"), ConfigError);
-    CHECK(gpu_path("h100-sxm") == std::string(PARASIM_DATA_DIR) + "/topologies/gpus/h100-sxm.yaml");
+    CHECK(gpu_path("h100-sxm") == std::string(sim::config::data_dir()) + "/topologies/gpus/h100-sxm.yaml");
     CHECK(gpu_path("my/own.yaml") == "my/own.yaml");
 }
 

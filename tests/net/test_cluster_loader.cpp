@@ -1,5 +1,6 @@
 // Cluster files: the shipped ones load and build; bad ones fail at file:line:column.
 #include "sim/config/cluster_loader.h"
+#include "sim/config/data_dir.h"
 #include "sim/core/error.h"
 #include "sim/net/topology.h"
 
@@ -104,7 +105,7 @@ TEST_CASE("cluster loader: contradictions point at the field") {
 }
 
 TEST_CASE("cluster loader: names resolve to the shipped topologies folder") {
-    CHECK(sim::config::cluster_path("dgx-h100") == std::string(PARASIM_DATA_DIR) + "/topologies/dgx-h100.yaml");
+    CHECK(sim::config::cluster_path("dgx-h100") == std::string(sim::config::data_dir()) + "/topologies/dgx-h100.yaml");
     CHECK(sim::config::cluster_path("my/cluster.yaml") == "my/cluster.yaml");
     CHECK(sim::config::cluster_path("local.yaml") == "local.yaml");
     CHECK_THROWS_AS(sim::config::load_cluster_file("/nonexistent/cluster.yaml"), sim::ConfigError);
@@ -112,7 +113,8 @@ TEST_CASE("cluster loader: names resolve to the shipped topologies folder") {
 
 TEST_CASE("cluster loader: every shipped topology loads and builds") {
     int count = 0;
-    for (const auto& entry : std::filesystem::directory_iterator(std::string(PARASIM_DATA_DIR) + "/topologies")) {
+    for (const auto& entry :
+         std::filesystem::directory_iterator(std::string(sim::config::data_dir()) + "/topologies")) {
         if (entry.path().extension() != ".yaml") continue;
         CAPTURE(entry.path().string());
         const ClusterSpec c = sim::config::load_cluster_file(entry.path().string());

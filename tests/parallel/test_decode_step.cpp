@@ -2,6 +2,7 @@
 // decode step of a static batch ends with the engine's small kernels and a
 // host task the next step waits for (TurboMind v0.1's two host waits and its
 // device-to-host copy of the output ids).
+#include "sim/config/data_dir.h"
 #include "sim/config/scenario.h"
 #include "sim/parallel/strategy.h"
 #include "sim/report/runner.h"
@@ -24,8 +25,8 @@ config::ScenarioSpec scenario(std::int64_t batch) {
                                 "workload.output_tokens=8", "workload.prompt_tokens=128"})
         ov.push_back(config::parse_override(s));
     ov.push_back(config::parse_override("workload.batch=" + std::to_string(batch)));
-    auto sc =
-        config::load_scenario(std::string(PARASIM_DATA_DIR) + "/scenarios/partitioning-16xh100-feasible.yaml", ov);
+    auto sc = config::load_scenario(
+        std::string(sim::config::data_dir()) + "/scenarios/partitioning-16xh100-feasible.yaml", ov);
     sc.profile.kernel_issue = Time::us(3);
     return sc;
 }

@@ -3,6 +3,7 @@
 // activations of Table 2 of the DeepSeek-V3 report, the iteration time of a
 // 4-rank pipeline worked out by hand from that order, the doubled weights,
 // the overlapped pairs, and the refusals.
+#include "sim/config/data_dir.h"
 #include "sim/config/scenario.h"
 #include "sim/core/error.h"
 #include "sim/exec/executor.h"
@@ -58,7 +59,7 @@ public:
 
 // 4 ranks of 2 equal layers, 8 micro-batches, links too fast to matter.
 config::ScenarioSpec four_ranks(const std::string& schedule) {
-    return scenario(std::string(PARASIM_DATA_DIR) + "/tests/data/scenarios/pipeline-4stage-training.yaml",
+    return scenario(std::string(sim::config::data_dir()) + "/tests/data/scenarios/pipeline-4stage-training.yaml",
                     {"strategies[1].schedule=" + schedule, "workload.recompute=none",
                      "cluster.links.nvlink.bandwidth=1000000 TB/s", "cluster.links.nvlink.latency=0 us"});
 }
@@ -175,7 +176,7 @@ TEST_CASE("dualpipe: a rank holds two chunks' weights, gradients and optimizer s
 
 TEST_CASE("dualpipe: overlap.moe_a2a is accepted and its pairs hide all-to-alls; the shapes refused") {
     // Mixtral, 2 layers per rank: pp 2 x dp 4, ep 4, 8 micro-batches.
-    const std::string kMixtral = std::string(PARASIM_DATA_DIR) + "/scenarios/moe-mixtral-8x7b-ep.yaml";
+    const std::string kMixtral = std::string(sim::config::data_dir()) + "/scenarios/moe-mixtral-8x7b-ep.yaml";
     const auto mixtral = [&](bool overlap, std::vector<std::string> extra = {}) {
         std::vector<std::string> sets = {
             "gpus=8",

@@ -2,6 +2,7 @@
 // all-to-alls as collectives over the EP group's GPUs, the experts'
 // gradients reduced over the expert-data-parallel group, and a Zipf-skewed
 // router making the iteration slower (docs/moe.md).
+#include "sim/config/data_dir.h"
 #include "sim/config/scenario.h"
 #include "sim/exec/executor.h"
 #include "sim/hw/cost_model.h"
@@ -21,7 +22,7 @@ TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override
 using namespace sim;
 
 namespace {
-const std::string kScenario = std::string(PARASIM_DATA_DIR) + "/scenarios/moe-mixtral-8x7b-ep.yaml";
+const std::string kScenario = std::string(sim::config::data_dir()) + "/scenarios/moe-mixtral-8x7b-ep.yaml";
 
 config::ScenarioSpec scenario(const std::vector<std::string>& sets) {
     std::vector<config::Override> ov;

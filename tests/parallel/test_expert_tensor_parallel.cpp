@@ -3,6 +3,7 @@
 // stage's tp x dp ranks in Megatron-Core's order, the expert GEMMs split
 // over etp instead of tp, the expert memory over etp x ep x edp, and the
 // refusals. Hand-computed on Mixtral 8x7B (16 GPUs, two nodes of 8).
+#include "sim/config/data_dir.h"
 #include "sim/config/scenario.h"
 #include "sim/core/error.h"
 #include "sim/hw/cost_model.h"
@@ -21,7 +22,7 @@ TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override
 using namespace sim;
 
 namespace {
-const std::string kScenario = std::string(PARASIM_DATA_DIR) + "/scenarios/moe-mixtral-8x7b-ep.yaml";
+const std::string kScenario = std::string(sim::config::data_dir()) + "/scenarios/moe-mixtral-8x7b-ep.yaml";
 
 // Mixtral on 16 GPUs, tp 2 x dp 2 x pp 4 with sequence parallelism, in
 // Megatron's rank order (pp-last: stage s holds GPUs 4s .. 4s + 3, rank

@@ -5,6 +5,7 @@
 // (longer than an all-to-all) and no SMs lent to communication, a pair takes
 // exactly its kernels' time: each of its all-to-alls is hidden whole, so
 // the iteration is shorter by (pairs) x (all-to-alls of a pair) x A.
+#include "sim/config/data_dir.h"
 #include "sim/config/scenario.h"
 #include "sim/core/error.h"
 #include "sim/exec/executor.h"
@@ -25,7 +26,7 @@ using namespace sim;
 
 namespace {
 
-const std::string kScenario = std::string(PARASIM_DATA_DIR) + "/scenarios/moe-mixtral-8x7b-ep.yaml";
+const std::string kScenario = std::string(sim::config::data_dir()) + "/scenarios/moe-mixtral-8x7b-ep.yaml";
 constexpr Time kKernel = Time::ps(1'000'000'000);  // 1 ms, every kernel
 
 // Every kernel takes the same time whatever its shape or L2 hits, so the

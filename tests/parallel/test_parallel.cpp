@@ -1,4 +1,5 @@
 // Parallelism: partitioner, pipeline bubbles, TP collectives, strategy checks.
+#include "sim/config/data_dir.h"
 #include "sim/config/scenario.h"
 #include "sim/core/error.h"
 #include "sim/exec/executor.h"
@@ -21,8 +22,8 @@ TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override
 using namespace sim;
 
 namespace {
-const std::string kData = std::string(PARASIM_DATA_DIR) + "/tests/data/scenarios/";
-const std::string kScenarios = std::string(PARASIM_DATA_DIR) + "/scenarios/";
+const std::string kData = std::string(sim::config::data_dir()) + "/tests/data/scenarios/";
+const std::string kScenarios = std::string(sim::config::data_dir()) + "/scenarios/";
 
 config::ScenarioSpec scenario(const std::string& path, const std::vector<std::string>& sets = {}) {
     std::vector<config::Override> ov;

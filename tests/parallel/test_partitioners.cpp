@@ -1,5 +1,6 @@
 // The partitioner registry: what is registered, lookups, and the uniform and
 // cache-aware splits against hand-computed layer ranges.
+#include "sim/config/data_dir.h"
 #include "sim/config/scenario.h"
 #include "sim/core/error.h"
 #include "sim/hw/cost_model.h"
@@ -18,7 +19,7 @@ using parallel::LayerRange;
 
 namespace {
 
-const std::string kRoot = PARASIM_DATA_DIR;
+const std::string kRoot = sim::config::data_dir();
 
 config::ScenarioSpec load(const std::vector<std::string>& sets) {
     std::vector<config::Override> ov;

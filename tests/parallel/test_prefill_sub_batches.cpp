@@ -1,6 +1,7 @@
 // A software profile's prefill_max_tokens (docs/software-profiles.md §2f):
 // a static batch's prompts are prefilled in sub-batches that run one after
 // another, as TurboMind's context decoder does.
+#include "sim/config/data_dir.h"
 #include "sim/config/scenario.h"
 #include "sim/hw/cost_model.h"
 #include "sim/parallel/builder.h"
@@ -27,7 +28,8 @@ config::ScenarioSpec scenario(std::int64_t batch, std::int64_t prompt) {
         ov.push_back(config::parse_override(s));
     ov.push_back(config::parse_override("workload.batch=" + std::to_string(batch)));
     ov.push_back(config::parse_override("workload.prompt_tokens=" + std::to_string(prompt)));
-    return config::load_scenario(std::string(PARASIM_DATA_DIR) + "/scenarios/partitioning-16xh100-feasible.yaml", ov);
+    return config::load_scenario(std::string(sim::config::data_dir()) + "/scenarios/partitioning-16xh100-feasible.yaml",
+                                 ov);
 }
 
 std::size_t prefill_tasks(const config::ScenarioSpec& sc) {

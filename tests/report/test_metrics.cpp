@@ -1,4 +1,5 @@
 // Report metrics against bounds a user can compute by hand.
+#include "sim/config/data_dir.h"
 #include "sim/config/scenario.h"
 #include "sim/report/metrics.h"
 #include "sim/report/runner.h"
@@ -17,7 +18,7 @@ TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override
 using namespace sim;
 
 namespace {
-const std::string kRoot = PARASIM_DATA_DIR;
+const std::string kRoot = sim::config::data_dir();
 
 config::ScenarioSpec load(const std::string& rel, const std::vector<std::string>& sets) {
     std::vector<config::Override> ov;

@@ -4,6 +4,7 @@
 // TensorRT-LLM throughput points is held to the 10%.
 // docs/serving-validation.sh regenerates the tables of docs/serving.md from
 // the same runs.
+#include "sim/config/data_dir.h"
 #include "sim/validate/validate.h"
 
 #include <doctest/doctest.h>
@@ -18,7 +19,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kDir = fs::path(PARASIM_DATA_DIR) / "tests" / "data" / "validation";
+const fs::path kDir = fs::path(sim::config::data_dir()) / "tests" / "data" / "validation";
 
 // The MAPE by class (0: throughput, 1: median-like, 2: P99) of the serving
 // set's points whose id `keep` accepts; `count` of them are expected.

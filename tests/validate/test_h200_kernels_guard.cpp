@@ -4,6 +4,7 @@
 // (docs/validation.md §3), so its held-out split is the error a user can expect on GEMM
 // shapes of models no fit read. Each guard is the error measured when it was set, with
 // room: a regression guard, not a target. Also DeepGEMM's published grouped FP8 GEMMs (unseen).
+#include "sim/config/data_dir.h"
 #include "sim/validate/dataset.h"
 #include "sim/validate/validate.h"
 
@@ -39,7 +40,8 @@ std::string group_of(const sim::validate::Point& p) {
 }  // namespace
 
 TEST_CASE("validate: the measured H200 kernels stay within the guarded MAPE, fit and held-out splits") {
-    const auto path = std::filesystem::path(PARASIM_DATA_DIR) / "tests" / "data" / "validation" / "h200-kernels.yaml";
+    const auto path =
+        std::filesystem::path(sim::config::data_dir()) / "tests" / "data" / "validation" / "h200-kernels.yaml";
     const auto dataset = sim::validate::load_dataset(path.string());
     const auto report = sim::validate::validate(dataset, {});
     REQUIRE(report.outcomes.size() == dataset.points.size());
@@ -90,7 +92,7 @@ TEST_CASE("validate: DeepGEMM's published grouped FP8 GEMMs, an unseen check, ru
     // tests/data/validation/grouped-fp8-deepgemm.yaml (deepseek-ai/DeepGEMM@a6d97a1c, H800 as
     // h100-sxm, profile hai-llm: fp8_grouped_gemm deepgemm; docs/moe.md section 4): 5.7% when set.
     const auto path =
-        std::filesystem::path(PARASIM_DATA_DIR) / "tests" / "data" / "validation" / "grouped-fp8-deepgemm.yaml";
+        std::filesystem::path(sim::config::data_dir()) / "tests" / "data" / "validation" / "grouped-fp8-deepgemm.yaml";
     const auto dataset = sim::validate::load_dataset(path.string());
     const auto report = sim::validate::validate(dataset, {});
     REQUIRE(report.outcomes.size() == 10);

@@ -2,6 +2,7 @@
 // docs/moe.md section 8): the file loads as the layout it describes (attention_dp, tp 1,
 // dp = ep), and the point simulates through `parasim validate`'s own path. Its error is
 // recorded in the docs, not pinned here: nothing was fitted on it.
+#include "sim/config/data_dir.h"
 #include "sim/validate/dataset.h"
 #include "sim/validate/validate.h"
 
@@ -16,7 +17,7 @@ TEST_SUITE_BEGIN("unit");
 namespace {
 
 std::string dp_attention_path() {
-    return (std::filesystem::path(PARASIM_DATA_DIR) / "tests" / "data" / "validation" / "moe-dp-attention.yaml")
+    return (std::filesystem::path(sim::config::data_dir()) / "tests" / "data" / "validation" / "moe-dp-attention.yaml")
         .string();
 }
 

@@ -2,6 +2,7 @@
 // docs/moe.md section 7): the file loads as the MoE runs it describes, and
 // a point simulates through `parasim validate`'s own path. The errors are
 // recorded in the docs, not pinned here: nothing was fitted on these points.
+#include "sim/config/data_dir.h"
 #include "sim/validate/dataset.h"
 #include "sim/validate/validate.h"
 
@@ -16,7 +17,8 @@ TEST_SUITE_BEGIN("unit");
 namespace {
 
 std::string moe_inference_path() {
-    return (std::filesystem::path(PARASIM_DATA_DIR) / "tests" / "data" / "validation" / "moe-inference.yaml").string();
+    return (std::filesystem::path(sim::config::data_dir()) / "tests" / "data" / "validation" / "moe-inference.yaml")
+        .string();
 }
 
 }  // namespace

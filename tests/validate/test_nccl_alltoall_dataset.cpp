@@ -3,6 +3,7 @@
 // nodes (no MoE routing, so never DeepEP's exchange), and the set's error
 // stays under a regression guard. Nothing was fitted on these points; the
 // errors are recorded in the docs.
+#include "sim/config/data_dir.h"
 #include "sim/validate/dataset.h"
 #include "sim/validate/validate.h"
 
@@ -14,7 +15,8 @@
 TEST_SUITE_BEGIN("unit");
 
 TEST_CASE("nccl-alltoall.yaml: plain all-to-alls across nodes, within the guarded MAPE") {
-    const auto path = std::filesystem::path(PARASIM_DATA_DIR) / "tests" / "data" / "validation" / "nccl-alltoall.yaml";
+    const auto path =
+        std::filesystem::path(sim::config::data_dir()) / "tests" / "data" / "validation" / "nccl-alltoall.yaml";
     const auto d = sim::validate::load_dataset(path.string());
     REQUIRE(d.points.size() >= 3);
     for (const auto& p : d.points) {

@@ -2,6 +2,7 @@
 // annotations of tests/data/validation/published-annotations.yaml) stays within
 // each kind's guarded MAPE (docs/validation.md §4: guards are never raised to let
 // a change pass).
+#include "sim/config/data_dir.h"
 #include "sim/validate/annotations.h"
 #include "sim/validate/dataset.h"
 #include "sim/validate/validate.h"
@@ -32,7 +33,7 @@ void check_guards(std::initializer_list<Guard> guards) {
     for (const auto& g : guards) o.kinds.push_back(g.kind);
     auto dataset = sim::validate::load_dataset(path);
     sim::validate::annotate(dataset,
-                            std::string(PARASIM_DATA_DIR) + "/tests/data/validation/published-annotations.yaml");
+                            std::string(sim::config::data_dir()) + "/tests/data/validation/published-annotations.yaml");
     const auto report = sim::validate::validate(dataset, o);
     for (const auto& g : guards) {
         const auto& k = report.kinds[static_cast<std::size_t>(g.kind)];

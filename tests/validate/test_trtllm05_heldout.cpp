@@ -4,6 +4,7 @@
 // release, which gets tensorrt-llm-0.5.yaml and the value fitted on v0.6.1
 // runs only. The guard is the error measured when it was set, rounded up:
 // with the grouped (XQA) kernel instead these runs are 29% off.
+#include "sim/config/data_dir.h"
 #include "sim/validate/dataset.h"
 #include "sim/validate/validate.h"
 
@@ -18,7 +19,7 @@ TEST_CASE(
     "validate: TensorRT-LLM v0.5's Llama-2-70B runs, used by no fit, stay within 10% with the release's profile") {
     using sim::validate::Kind;
     const auto path =
-        std::filesystem::path(PARASIM_DATA_DIR) / "tests" / "data" / "validation" / "trtllm05-llama70b.yaml";
+        std::filesystem::path(sim::config::data_dir()) / "tests" / "data" / "validation" / "trtllm05-llama70b.yaml";
     const auto report = sim::validate::validate(sim::validate::load_dataset(path.string()), {});
     const auto& k = report.kinds[static_cast<std::size_t>(Kind::inference)];
     INFO("MAPE ", k.mape ? *k.mape : -1.0, ", worst ", k.worst_id, " (", k.worst_error, "), ", k.simulated,

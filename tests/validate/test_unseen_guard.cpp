@@ -5,6 +5,7 @@
 // its own points. Each guard is the error measured when the guard was set,
 // rounded up to a round figure with room for calibration work elsewhere: a
 // regression guard, not a target.
+#include "sim/config/data_dir.h"
 #include "sim/validate/dataset.h"
 #include "sim/validate/validate.h"
 
@@ -28,7 +29,7 @@ struct HeldOut {
 
 TEST_CASE("validate: the unseen set's points, used by no fit, stay within the guarded MAPE") {
     using sim::validate::Kind;
-    const auto path = std::filesystem::path(PARASIM_DATA_DIR) / "tests" / "data" / "validation" / "unseen.yaml";
+    const auto path = std::filesystem::path(sim::config::data_dir()) / "tests" / "data" / "validation" / "unseen.yaml";
     const auto report = sim::validate::validate(sim::validate::load_dataset(path.string()), {});
     for (const HeldOut& g : std::initializer_list<HeldOut>{
              {Kind::training, 0.10, 7},     // 8.5% over 7 (LLM Foundry MPT, Megatron-Core Mixtral)

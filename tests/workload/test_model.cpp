@@ -1,5 +1,6 @@
 // Model files, Hugging Face configs and the closed forms derived from them:
 // parameter counts and model FLOPs per token.
+#include "sim/config/data_dir.h"
 #include "tests/test_util.h"
 
 #include <doctest/doctest.h>
@@ -23,7 +24,7 @@ using sim::workload::ModelSpec;
 
 namespace {
 
-const std::string kData = PARASIM_DATA_DIR;
+const std::string kData = sim::config::data_dir();
 
 ModelSpec shipped(const std::string& name) { return load_model_file(model_path(name)); }
 

@@ -1,6 +1,7 @@
 // Model blocks as variants (docs/workload-model.md, "Model blocks"): the
 // bias map, the parallel attention/MLP block of GPT-J, partial rotary, and
 // the file errors of each. Hand-computed counts, kernels and bytes.
+#include "sim/config/data_dir.h"
 #include "tests/test_util.h"
 
 #include <doctest/doctest.h>
@@ -82,7 +83,7 @@ TEST_CASE("GPT-J 6B: parallel block, one LayerNorm, biases on the MLP only: 6.05
 
 TEST_CASE("a GPT-J config.json gives the shipped file's block and count") {
     const ModelSpec hf =
-        sim::config::load_model_file(std::string(PARASIM_DATA_DIR) + "/tests/data/hf/gpt-j-6b/config.json");
+        sim::config::load_model_file(std::string(sim::config::data_dir()) + "/tests/data/hf/gpt-j-6b/config.json");
     const ModelSpec file = shipped("gpt-j-6b");
     CHECK(hf.block == BlockLayout::parallel);
     CHECK(hf.rotary_dim == 64);

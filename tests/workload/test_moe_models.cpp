@@ -3,6 +3,7 @@
 // the case), and the Hugging Face loader for their architectures giving
 // the same counts as the shipped files.
 #include <doctest/doctest.h>
+#include "sim/config/data_dir.h"
 
 #include <string>
 
@@ -16,7 +17,7 @@ TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override
 using namespace sim::workload;
 
 namespace {
-const std::string kHf = std::string(PARASIM_DATA_DIR) + "/tests/data/hf/";
+const std::string kHf = std::string(sim::config::data_dir()) + "/tests/data/hf/";
 ModelSpec load(const std::string& path) { return sim::config::load_model_file(path); }
 ModelSpec shipped(const std::string& name) { return load(sim::config::model_path(name)); }
 }  // namespace

@@ -4,6 +4,7 @@
 // them, the extra GEMMs and the memory saved by mla_up_proj, and the
 // refusals. Hand-computed on DeepSeek-V3 (docs/workload-model.md,
 // "Multi-token prediction" and "Selective recompute").
+#include "sim/config/data_dir.h"
 #include "sim/config/model_loader.h"
 #include "sim/config/scenario.h"
 #include "sim/core/error.h"
@@ -54,7 +55,7 @@ struct MtpPass {
     explicit MtpPass(int tp) : o(grouped(tp)), fwd(mtp_forward(m, 0, 0, s, o)) {}
 };
 
-const std::string kMixtral = std::string(PARASIM_DATA_DIR) + "/scenarios/moe-mixtral-8x7b-ep.yaml";
+const std::string kMixtral = std::string(sim::config::data_dir()) + "/scenarios/moe-mixtral-8x7b-ep.yaml";
 }  // namespace
 
 TEST_CASE("MTP parameters: one MoE layer, the 2h x h projection and three norms a module; the total excludes them") {
