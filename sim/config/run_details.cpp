@@ -7,10 +7,10 @@
 
 namespace sim::config {
 
-const std::vector<std::string> kSoftwareNames = {"megatron-lm",  "megatron-core",   "nemo",       "megatron-bridge",
-                                                 "llm-foundry",  "flash-attention", "torchtitan", "deepspeed",
-                                                 "tensorrt-llm", "lmdeploy",        "vllm",       "hai-llm",
-                                                 "sglang",       "other"};
+const std::vector<std::string> kSoftwareNames = {
+    "megatron-lm", "megatron-core", "nemo",         "megatron-bridge", "llm-foundry", "flash-attention",
+    "torchtitan",  "deepspeed",     "tensorrt-llm", "lmdeploy",        "vllm",        "hai-llm",
+    "sglang",      "other"};
 
 workload::AttentionImpl read_attention_impl(const Node& n) {
     const std::vector<std::string> names(std::begin(workload::kAttentionImplNames),

@@ -74,7 +74,8 @@ void emit_two_batch_pass(Emitter& em, Phase ph, int mb, const workload::PassShap
         // The halves' tensors are distinct sequences: half B's ids use the
         // micro-batch index mb + microbatches, which no whole pass uses.
         const int mb_b = em.rs.microbatches + mb;
-        const workload::PassShape sa{a, shape.new_tokens, shape.context}, sb{shape.batch - a, shape.new_tokens, shape.context};
+        const workload::PassShape sa{a, shape.new_tokens, shape.context},
+            sb{shape.batch - a, shape.new_tokens, shape.context};
         Half ha, hb;
         for (int l = first_moe; l < stop; ++l) {
             auto fa = workload::layer_forward(m, l, mb, sa, em.opt);

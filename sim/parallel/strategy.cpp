@@ -200,9 +200,10 @@ std::string check_two_batch(const config::ScenarioSpec& sc, const ResolvedStrate
     if (rs.pp != 1) return fmt::format("overlap.two_batch with pp={}: pipeline stages are not modelled with it", rs.pp);
     const auto& can = sc.profile.overlaps;
     if (sc.software.given() && std::find(can.begin(), can.end(), "two_batch") == can.end())
-        return fmt::format("overlap.two_batch: software '{}' does not list two_batch among its overlaps (SGLang's "
-                           "--enable-two-batch-overlap)",
-                           sc.software.name);
+        return fmt::format(
+            "overlap.two_batch: software '{}' does not list two_batch among its overlaps (SGLang's "
+            "--enable-two-batch-overlap)",
+            sc.software.name);
     return {};
 }
 

@@ -213,9 +213,10 @@ ParallelismSpec read_parallelism(const std::optional<Node>& node, const Point& p
         const MapReader o(*n);
         for (const char* k : {"tp_comm", "grad_reduce", "param_gather", "tp_backward", "moe_a2a"})
             if (o.has(k))
-                n->fail(fmt::format("overlap.{} applies to training points only (an inference point may give "
-                                    "two_batch)",
-                                    k));
+                n->fail(
+                    fmt::format("overlap.{} applies to training points only (an inference point may give "
+                                "two_batch)",
+                                k));
     }
     // The keys a scenario's strategy reads alike (config/run_details.h); what
     // follows is this format's own: pp and dp are numbers (no `auto`), and

@@ -76,7 +76,8 @@ TEST_CASE("validation points: an inference point may give overlap.two_batch, and
     const std::string from = "attention_dp: true}";
     REQUIRE(text.find(from) != std::string::npos);
     const auto parse = [](const std::string& t) { return validate::parse_dataset(load_string(t, "moe.yaml")); };
-    const auto with_tbo = parse(parasim_test::replace_once(text, from, "attention_dp: true, overlap: {two_batch: true}}"));
+    const auto with_tbo =
+        parse(parasim_test::replace_once(text, from, "attention_dp: true, overlap: {two_batch: true}}"));
     REQUIRE(with_tbo.points.size() == 1);
     CHECK(with_tbo.points[0].parallelism.overlap.two_batch);
     const std::string err = parasim_test::config_error_of(
