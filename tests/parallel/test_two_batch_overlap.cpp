@@ -13,6 +13,8 @@
 #include "sim/parallel/emitter.h"
 #include "sim/parallel/strategy.h"
 
+#include "tests/parallel/overlap_toy.h"
+
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -27,20 +29,10 @@ using namespace sim;
 
 namespace {
 
-constexpr Time kKernel = Time::ps(1'000'000'000);  // 1 ms, every kernel
-
-// Every kernel takes K whatever its shape, so the plan's order alone
-// decides the timeline.
-class ConstantCost final : public hw::CostModel {
-public:
-    std::string name() const override { return "constant"; }
-    hw::KernelCost cost(const hw::GpuSpec&, const hw::KernelDesc&, const hw::L2Residency&) const override {
-        hw::KernelCost c;
-        c.compute_time = kKernel;
-        c.duration = kKernel;
-        return c;
-    }
-};
+constexpr Time kKernel = parasim_test::kToyKernel;  // 1 ms, every kernel
+using parasim_test::a2a_durations;
+using parasim_test::ConstantCost;
+using Run = parasim_test::ToyRun;
 
 // Mixtral with 2 layers (both MoE) on 8 H100 of one node, dp 8 = ep 8 (the
 // EP group is the node), 4 sequences of 128 tokens a replica, prefill only.
@@ -59,32 +51,8 @@ config::ScenarioSpec toy(const std::string& overlap, const std::string& software
     return sc;
 }
 
-struct Run {
-    parallel::PlanBuild build;
-    exec::ExecResult result;
-};
-
-Run run(const config::ScenarioSpec& sc) {
-    const ConstantCost cm;
-    Run r{parallel::build_plan(sc, sc.strategies.at(0), cm, {}), {}};
-    const net::Topology topo(sc.cluster, sc.gpus);
-    exec::ExecOptions eo;
-    eo.comm_sms = 0;  // no SMs lent: the all-to-alls slow no kernel
-    eo.collectives = sc.collectives;
-    r.result = exec::execute(r.build.plan, sc.gpu, topo, cm, eo);
-    return r;
-}
-
-// The durations of the plan's all-to-alls.
-std::set<std::uint64_t> a2a_durations(const Run& r) {
-    std::set<std::uint64_t> out;
-    for (std::size_t i = 0; i < r.build.plan.tasks.size(); ++i) {
-        const auto& t = r.build.plan.tasks[i];
-        if (t.kind == parallel::TaskKind::collective && t.op == net::CollectiveOp::all_to_all)
-            out.insert((r.result.task_end[i] - r.result.task_start[i]).count_ps());
-    }
-    return out;
-}
+// No SMs lent: the all-to-alls slow no kernel.
+Run run(const config::ScenarioSpec& sc) { return parasim_test::run_toy(sc, 0, 0); }
 
 std::size_t on_stream(const Run& r, parallel::StreamKind k) {
     return r.build.plan.streams[0][parallel::stream_index(k)].size();
