@@ -7,10 +7,10 @@
 
 namespace sim::config {
 
-const std::vector<std::string> kSoftwareNames = {"megatron-lm",  "megatron-core",   "nemo",       "megatron-bridge",
-                                                 "llm-foundry",  "flash-attention", "torchtitan", "deepspeed",
-                                                 "tensorrt-llm", "lmdeploy",        "vllm",       "hai-llm",
-                                                 "other"};
+const std::vector<std::string> kSoftwareNames = {
+    "megatron-lm", "megatron-core", "nemo",         "megatron-bridge", "llm-foundry", "flash-attention",
+    "torchtitan",  "deepspeed",     "tensorrt-llm", "lmdeploy",        "vllm",        "hai-llm",
+    "sglang",      "other"};
 
 workload::AttentionImpl read_attention_impl(const Node& n) {
     const std::vector<std::string> names(std::begin(workload::kAttentionImplNames),
@@ -44,6 +44,7 @@ Overlap read_overlap(const Node& n) {
     if (auto b = r.optional("param_gather")) o.param_gather = b->as_bool();
     if (auto b = r.optional("tp_backward")) o.tp_backward = b->as_bool();
     if (auto b = r.optional("moe_a2a")) o.moe_a2a = b->as_bool();
+    if (auto b = r.optional("two_batch")) o.two_batch = b->as_bool();
     r.finish();
     return o;
 }

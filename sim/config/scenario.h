@@ -74,13 +74,18 @@ struct WorkloadSpec {
 // each backward item of the steady state is paired with the forward that
 // follows it and their kernels alternate at the all-to-alls (Megatron-Core's
 // --overlap-moe-expert-parallel-comm, DeepSeek-V3's DualPipe chunk pairs;
-// docs/moe.md section 3e). Defaults: grad_reduce and tp_backward.
+// docs/moe.md section 3e). two_batch = inference only: SGLang's two-batch
+// overlap (--enable-two-batch-overlap): each pass's sequences split in two
+// halves whose MoE layers alternate at the all-to-alls, each half's
+// exchange on its own stream beside the other half's compute (docs/moe.md
+// section 8a). Defaults: grad_reduce and tp_backward.
 struct Overlap {
     bool tp_comm = false;
     bool grad_reduce = true;
     bool param_gather = false;
     bool tp_backward = true;
     bool moe_a2a = false;
+    bool two_batch = false;
 };
 
 // The software stack that runs the model: name from kSoftwareNames, version

@@ -22,7 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::vector<std::string> kOverlapNames = {"tp_comm", "grad_reduce", "param_gather", "moe_a2a"};
+const std::vector<std::string> kOverlapNames = {"tp_comm", "grad_reduce", "param_gather", "moe_a2a", "two_batch"};
 const std::vector<std::string> kGradReduceDtypes = {"weights", "fp32", "fp32_if_bf16"};
 const std::vector<std::string> kGradSyncs = {"last_microbatch", "every_microbatch"};
 const std::vector<std::string> kMoeDispatchers = {"auto", "alltoall"};
@@ -156,6 +156,11 @@ SoftwareProfile load_profile(const Node& root, const std::string& expected_name,
         // Userbuffers runs its kernels on at most 32 SMs (NVTE_MAX_SMS).
         p.tp_comm_pipeline_sms =
             static_cast<int>(sourced(r, "tp_comm_pipeline_sms", p.tp_comm_pipeline_sms_from).as_int(1, 32));
+    }
+    if (r.has("moe_a2a_sms")) {
+        // DeepEP's normal kernels run on 20 SMs by default; more than 64
+        // would take half an H100's SMs from the compute: a slip.
+        p.moe_a2a_sms = static_cast<int>(sourced(r, "moe_a2a_sms", p.moe_a2a_sms_from).as_int(0, 64));
     }
     if (r.has("mla_decode_weights"))
         p.mla_absorbed_weights =

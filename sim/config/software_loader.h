@@ -127,6 +127,12 @@ struct SoftwareProfile {
     Provenance tp_comm_pipeline_splits_from;
     int tp_comm_pipeline_sms = 16;
     Provenance tp_comm_pipeline_sms_from;
+    // SMs the expert-parallel dispatch and combine kernels hold while they
+    // run (Group::sms of the EP groups; docs/moe.md section 8a): DeepEP's
+    // normal kernels run on Buffer.num_sms SMs. 0 (the default): the
+    // collective library's comm_sms. Optional key `moe_a2a_sms`.
+    int moe_a2a_sms = 0;
+    Provenance moe_a2a_sms_from;
     // MLA decode (docs/moe.md section 7b): "per_head" multiplies each head's
     // query by its slice of kv_up's W_UK and its latent output by W_UV at run
     // time; "absorbed" runs with W_UK folded into the query up-projection

@@ -39,12 +39,16 @@ void emit_inference(Emitter& em, PlanBuild& out) {
         std::vector<std::uint32_t> last(width, kNone);
         for (int vs = 0; vs < nv; ++vs) {
             const int s = vs % pp;
-            auto ops = em.forward_ops(vs, j, shape, false);
-            if (ph == Phase::decode && vs + 1 == nv) {
-                auto tail = decode_step_kernels(sc, shape.batch);
+            std::vector<Operator> tail;
+            if (ph == Phase::decode && vs + 1 == nv) tail = decode_step_kernels(sc, shape.batch);
+            if (rs.overlap.two_batch) {
+                // SGLang's two-batch overlap (pp 1: the one stage holds every layer).
+                emit_two_batch_pass(em, ph, j, shape, step, tail, entry, last);
+            } else {
+                auto ops = em.forward_ops(vs, j, shape, false);
                 ops.insert(ops.end(), tail.begin(), tail.end());
+                em.emit_ops(s, ops, ph, j, step, entry, last);
             }
-            em.emit_ops(s, ops, ph, j, step, entry, last);
             if (ph == Phase::decode && vs + 1 == nv && step_host) {
                 const auto& mem = em.members[s];
                 for (std::size_t i = 0; i < mem.size(); ++i) {

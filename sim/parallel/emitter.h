@@ -144,6 +144,9 @@ struct Emitter {
             g.tokens = net::TokenRouting{static_cast<int>(m.top_k), static_cast<int>(m.experts),
                                          static_cast<int>(m.expert_groups), static_cast<int>(m.expert_group_limit)};
         }
+        // The dispatcher's kernels hold the stack's SM count (DeepEP's
+        // Buffer.num_sms under SGLang), else the collective library's.
+        if (kind == 2) g.sms = sc.profile.moe_a2a_sms;
         if (kind == 0 || kind == 4) {
             for (int i = 0; i < rs.tp; ++i) g.gpus.push_back(real(idx / rs.cp, s, idx % rs.cp, i));
         } else if (kind >= 2) {
@@ -350,11 +353,13 @@ struct Emitter {
     // they wait for). On the tp_comm stream, since like a TP collective it
     // blocks the compute that follows; with overlap.moe_a2a on a stream of
     // its own, so that while it runs the compute stream and the TP
-    // collectives serve the other micro-batch of a pair (emit_training.cpp).
+    // collectives serve the other micro-batch of a pair (emit_training.cpp);
+    // likewise with overlap.two_batch, the other half-batch (emit_two_batch.cpp).
     void ep_all_to_all(int s, Bytes bytes, Phase ph, int mb, int step, std::vector<std::vector<std::uint32_t>>& pending,
                        std::vector<std::uint32_t>& last) {
-        ep_collective(s, net::CollectiveOp::all_to_all, rs.overlap.moe_a2a ? StreamKind::ep_comm : StreamKind::tp_comm,
-                      bytes, ph, mb, step, pending, last);
+        const bool own_stream = rs.overlap.moe_a2a || rs.overlap.two_batch;
+        ep_collective(s, net::CollectiveOp::all_to_all, own_stream ? StreamKind::ep_comm : StreamKind::tp_comm, bytes,
+                      ph, mb, step, pending, last);
     }
 
     // A collective over each EP group of stage s, on `stream`, after each
@@ -566,5 +571,23 @@ struct Emitter {
 // The training iteration (schedule items of every stage, gradient buckets,
 // optimizer, ZeRO gathers): emit_training.cpp.
 void emit_training(Emitter& em, PlanBuild& out);
+
+// One inference pass (prefill or a decode step) of `shape` on stage 0 under
+// overlap.two_batch (pp 1): the embedding and dense layers on the whole
+// batch, the MoE layers as two halves whose segments alternate at the
+// all-to-alls, then the head on the whole batch, and `tail` after it (the
+// decode step's kernels). `entry` and `last` as Emitter::emit_ops's
+// `pending` and `last`. emit_two_batch.cpp.
+void emit_two_batch_pass(Emitter& em, Phase ph, int mb, const workload::PassShape& shape, int step,
+                         const std::vector<Operator>& tail, std::vector<std::vector<std::uint32_t>>& entry,
+                         std::vector<std::uint32_t>& last);
+
+// SGLang's split of a pass's `sequences` (of `tokens` new tokens each) into
+// two halves (two_batch_overlap.py, compute_split_seq_index): prefill, the
+// first half ends at the first sequence, the last excepted, where the running
+// sum of tokens reaches half the total (rounded down); decode, the first half
+// is sequences / 2 rounded down. Returns the first half's sequences; 0 means
+// no split (one sequence).
+std::int64_t two_batch_first_half(Phase ph, std::int64_t sequences, std::int64_t tokens);
 
 }  // namespace sim::parallel

@@ -207,7 +207,17 @@ ParallelismSpec read_parallelism(const std::optional<Node>& node, const Point& p
     }
     const auto get = [&](const char* key) { return r ? r->optional(key) : std::nullopt; };
     const auto has = [&](const char* key) { return r && r->has(key); };
-    if (auto n = get("overlap"); n && !training) n->fail("overlap applies to training points only");
+    // An inference point may name SGLang's two-batch overlap (docs/moe.md
+    // section 8a); the other overlaps are training's.
+    if (auto n = get("overlap"); n && !training) {
+        const MapReader o(*n);
+        for (const char* k : {"tp_comm", "grad_reduce", "param_gather", "tp_backward", "moe_a2a"})
+            if (o.has(k))
+                n->fail(
+                    fmt::format("overlap.{} applies to training points only (an inference point may give "
+                                "two_batch)",
+                                k));
+    }
     // The keys a scenario's strategy reads alike (config/run_details.h); what
     // follows is this format's own: pp and dp are numbers (no `auto`), and
     // every default is recorded in the point.

@@ -426,6 +426,7 @@ std::string scenario_yaml(const Point& p, const Setup& s) {
         y += fmt::format("    overlap: {{tp_comm: {}, grad_reduce: {}, param_gather: {}{}}}\n", yes(st.overlap.tp_comm),
                          yes(st.overlap.grad_reduce), yes(st.overlap.param_gather),
                          st.overlap.moe_a2a ? ", moe_a2a: true" : "");
+    else if (st.overlap.two_batch) y += "    overlap: {two_batch: true}\n";
     if (st.first_stage_layers > 0) y += fmt::format("    first_stage_layers: {}\n", st.first_stage_layers);
     if (st.last_stage_layers > 0) y += fmt::format("    last_stage_layers: {}\n", st.last_stage_layers);
     return y;

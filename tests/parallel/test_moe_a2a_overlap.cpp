@@ -14,6 +14,8 @@
 #include "sim/parallel/builder.h"
 #include "sim/parallel/strategy.h"
 
+#include "tests/parallel/overlap_toy.h"
+
 #include <doctest/doctest.h>
 
 #include <set>
@@ -27,25 +29,6 @@ using namespace sim;
 namespace {
 
 const std::string kScenario = std::string(sim::config::data_dir()) + "/scenarios/moe-mixtral-8x7b-ep.yaml";
-constexpr Time kKernel = Time::ps(1'000'000'000);  // 1 ms, every kernel
-
-// Every kernel takes the same time whatever its shape or L2 hits, so the
-// plan's order alone decides the timeline.
-class ConstantCost final : public hw::CostModel {
-public:
-    explicit ConstantCost(Time k = kKernel) : k_(k) {}
-    std::string name() const override { return "constant"; }
-    hw::KernelCost cost(const hw::GpuSpec&, const hw::KernelDesc&, const hw::L2Residency&) const override {
-        hw::KernelCost c;
-        c.compute_time = k_;
-        c.duration = k_;
-        return c;
-    }
-
-private:
-    Time k_;
-};
-
 // Mixtral with 2 layers on one node: pp 1, dp 8, ep 8 (the EP group is the
 // node), 4 micro-batches, no recompute; `extra` overrides on top.
 // (grad_reduce false: the gradient buckets after the backward.)
@@ -64,31 +47,13 @@ config::ScenarioSpec toy(bool overlap, std::vector<std::string> extra = {}, bool
     return config::load_scenario(kScenario, ov);
 }
 
-struct Run {
-    parallel::PlanBuild build;
-    exec::ExecResult result;
-};
+using Run = parasim_test::ToyRun;
+using parasim_test::a2a_durations;
+using parasim_test::ConstantCost;
+constexpr Time kKernel = parasim_test::kToyKernel;
 
 Run run(const config::ScenarioSpec& sc, int comm_sms, Time kernel = kKernel) {
-    const ConstantCost cm(kernel);
-    Run r{parallel::build_plan(sc, sc.strategies.at(1), cm, {}), {}};
-    const net::Topology topo(sc.cluster, sc.gpus);
-    exec::ExecOptions eo;
-    eo.comm_sms = comm_sms;
-    eo.collectives = sc.collectives;
-    r.result = exec::execute(r.build.plan, sc.gpu, topo, cm, eo);
-    return r;
-}
-
-// The durations of the plan's all-to-alls.
-std::set<std::uint64_t> a2a_durations(const Run& r) {
-    std::set<std::uint64_t> out;
-    for (std::size_t i = 0; i < r.build.plan.tasks.size(); ++i) {
-        const auto& t = r.build.plan.tasks[i];
-        if (t.kind == parallel::TaskKind::collective && t.op == net::CollectiveOp::all_to_all)
-            out.insert((r.result.task_end[i] - r.result.task_start[i]).count_ps());
-    }
-    return out;
+    return parasim_test::run_toy(sc, 1, comm_sms, kernel);
 }
 
 }  // namespace

@@ -1,0 +1,109 @@
+// overlap.two_batch: SGLang's two-batch overlap in an inference pass
+// (docs/moe.md section 8a). The pass's sequences are split in two halves
+// (SGLang's split rule); the MoE layers of the halves are cut at their
+// expert-parallel all-to-alls into segments that alternate on the compute
+// stream, so each half's dispatch and combine (on the ep_comm stream) run
+// beside the other half's kernels, which lose the SMs the exchange holds.
+#include "sim/parallel/emitter.h"
+
+#include "sim/core/checked.h"
+#include "sim/core/error.h"
+
+#include <algorithm>
+
+namespace sim::parallel {
+
+std::int64_t two_batch_first_half(Phase ph, std::int64_t sequences, std::int64_t tokens) {
+    if (sequences < 2) return 0;
+    if (ph == Phase::decode) return sequences / 2;
+    // _split_array_by_half_sum over equal prompts: the smallest k with
+    // k x tokens >= floor(sequences x tokens / 2), at least 1, at most n - 1.
+    const auto total = checked_mul(sequences, tokens);
+    if (!total) throw InternalError("two-batch split: sequences x tokens overflows");
+    const std::int64_t half = *total / 2;
+    const std::int64_t k = tokens > 0 ? (half + tokens - 1) / tokens : 1;
+    return std::clamp<std::int64_t>(k, 1, sequences - 1);
+}
+
+namespace {
+
+// One half-batch's MoE layers as a cursor over their operators: a segment
+// runs from the cursor to the next operator an all-to-all precedes.
+struct Half {
+    std::vector<Operator> ops;
+    std::size_t at = 0;
+    std::vector<std::vector<std::uint32_t>> pending;  // per member: what the next kernel waits for
+    std::vector<std::uint32_t> last;                  // per member: the half's last task
+    bool done() const { return at == ops.size(); }
+};
+
+// Emits `h`'s next segment: its operators up to, not including, the next
+// one that an all-to-all precedes (the segment's own first one included, so
+// its all-to-all is issued here, after the previous segment of this half).
+void run_segment(Emitter& em, Half& h, Phase ph, int mb, int step) {
+    if (h.done()) return;
+    std::size_t end = h.at + 1;
+    while (end < h.ops.size() && h.ops[end].ep_a2a_bytes.value == 0) ++end;
+    const std::vector<Operator> part(h.ops.begin() + static_cast<std::ptrdiff_t>(h.at),
+                                     h.ops.begin() + static_cast<std::ptrdiff_t>(end));
+    em.emit_ops(0, part, ph, mb, step, h.pending, h.last);
+    h.at = end;
+}
+
+}  // namespace
+
+void emit_two_batch_pass(Emitter& em, Phase ph, int mb, const workload::PassShape& shape, int step,
+                         const std::vector<Operator>& tail, std::vector<std::vector<std::uint32_t>>& entry,
+                         std::vector<std::uint32_t>& last) {
+    const auto& m = em.sc.model;
+    const std::size_t width = em.members.front().size();
+    if (em.vstages.size() != 1) throw InternalError("overlap.two_batch: one stage expected (pp 1)");
+    const std::int64_t a = two_batch_first_half(ph, shape.batch, shape.new_tokens);
+    // Before the MoE layers (SGLang runs the first_k_dense_replace layers
+    // on the whole batch, DeepseekV2Model.forward): the embedding and the
+    // dense layers; with no split, the whole pass.
+    std::vector<Operator> whole = workload::embedding_forward(m, mb, shape, em.opt);
+    const int first = em.vstages.front().first, stop = em.vstages.front().second;
+    const int first_moe = a == 0 ? stop : std::clamp(static_cast<int>(m.first_dense_layers), first, stop);
+    for (int l = first; l < first_moe; ++l) {
+        auto f = workload::layer_forward(m, l, mb, shape, em.opt);
+        whole.insert(whole.end(), f.begin(), f.end());
+    }
+    em.emit_ops(0, whole, ph, mb, step, entry, last);
+    if (first_moe < stop) {
+        // The halves' tensors are distinct sequences: half B's ids use the
+        // micro-batch index mb + microbatches, which no whole pass uses.
+        const int mb_b = em.rs.microbatches + mb;
+        const workload::PassShape sa{a, shape.new_tokens, shape.context},
+            sb{shape.batch - a, shape.new_tokens, shape.context};
+        Half ha, hb;
+        for (int l = first_moe; l < stop; ++l) {
+            auto fa = workload::layer_forward(m, l, mb, sa, em.opt);
+            auto fb = workload::layer_forward(m, l, mb_b, sb, em.opt);
+            ha.ops.insert(ha.ops.end(), fa.begin(), fa.end());
+            hb.ops.insert(hb.ops.end(), fb.begin(), fb.end());
+        }
+        for (Half* h : {&ha, &hb}) {
+            h->pending = entry;
+            h->last = last;
+        }
+        // SGLang's prefill strategy (tbo_delta_stages 0): stage k of half A,
+        // then stage k of half B (two_batch_overlap.py, _execute_two_batch_raw).
+        while (!ha.done() || !hb.done()) {
+            run_segment(em, ha, ph, mb, step);
+            run_segment(em, hb, ph, mb, step);
+        }
+        // The head runs on the merged batch: after both halves.
+        for (std::size_t i = 0; i < width; ++i) {
+            entry[i] = ha.pending[i];
+            entry[i].insert(entry[i].end(), hb.pending[i].begin(), hb.pending[i].end());
+            for (const std::uint32_t t : {ha.last[i], hb.last[i]})
+                if (t != kNone) entry[i].push_back(t);
+        }
+    }
+    std::vector<Operator> after = workload::head_forward(m, mb, shape, em.opt, false);
+    after.insert(after.end(), tail.begin(), tail.end());
+    em.emit_ops(0, after, ph, mb, step, entry, last);
+}
+
+}  // namespace sim::parallel

@@ -1,0 +1,89 @@
+// The sglang software profile and what overlap.two_batch adds to the
+// configuration (docs/software-profiles.md §2i, docs/moe.md section 8a): the
+// shipped profile's values and evidence, the `moe_a2a_sms` key's bounds, the
+// `two_batch` overlap name, and the one overlap an inference validation
+// point may give.
+#include "sim/config/data_dir.h"
+#include "sim/config/software_loader.h"
+#include "sim/core/error.h"
+#include "sim/validate/dataset.h"
+
+#include "tests/test_util.h"
+
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md)
+
+using namespace sim;
+using namespace sim::config;
+
+namespace {
+
+const std::string kProfile = R"(name: sglang
+description: "test"
+host:
+  kernel_issue: {value: 0 us, source: "a"}
+  launch_queue_depth: {value: 1024, source: "b"}
+kernel_efficiency: {value: 1.0, source: "c"}
+fuse_elementwise: {value: true, source: "d"}
+overlaps: {value: [two_batch], source: "e"}
+)";
+
+std::string profile_error(const std::string& text) {
+    return parasim_test::config_error_of(
+        [](const std::string& t) { load_software_profile(load_string(t, "software/sglang.yaml"), "sglang"); }, text);
+}
+
+std::string file_text(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+}  // namespace
+
+TEST_CASE("sglang profile: two-batch overlap listed, DeepEP's 20 SMs, default's host and kernels") {
+    const SoftwareProfile p = software_profile("sglang");
+    CHECK(p.overlaps == std::vector<std::string>{"two_batch"});
+    CHECK(p.moe_a2a_sms == 20);
+    CHECK(p.moe_a2a_sms_from.text.find("num_sms: int = 20") != std::string::npos);
+    CHECK(p.moe_dispatcher == "auto");
+    CHECK(p.kernel_issue == Time{});
+    CHECK(p.kernel_efficiency == 1.0);
+    // A stack that does not list the overlap: the default's fields.
+    CHECK(software_profile("vllm").moe_a2a_sms == 0);
+}
+
+TEST_CASE("sglang profile: moe_a2a_sms is bounded and needs its evidence; two_batch is an overlap name") {
+    const SoftwareProfile p = load_software_profile(
+        load_string(kProfile + "moe_a2a_sms: {value: 24, source: \"x\"}\n", "software/sglang.yaml"), "sglang");
+    CHECK(p.moe_a2a_sms == 24);
+    CHECK(profile_error(kProfile + "moe_a2a_sms: {value: 65, source: \"x\"}\n").find("moe_a2a_sms") !=
+          std::string::npos);
+    CHECK(profile_error(kProfile + "moe_a2a_sms: {value: 20}\n").find("moe_a2a_sms") != std::string::npos);
+    const std::string typo = parasim_test::replace_once(kProfile, "[two_batch]", "[two_batches]");
+    CHECK(profile_error(typo).find("sglang.yaml:8:") != std::string::npos);
+}
+
+TEST_CASE("validation points: an inference point may give overlap.two_batch, and no training overlap") {
+    const std::string path = std::string(data_dir()) + "/tests/data/validation/moe-dp-attention.yaml";
+    const std::string text = file_text(path);
+    const std::string from = "attention_dp: true}";
+    REQUIRE(text.find(from) != std::string::npos);
+    const auto parse = [](const std::string& t) { return validate::parse_dataset(load_string(t, "moe.yaml")); };
+    const auto with_tbo =
+        parse(parasim_test::replace_once(text, from, "attention_dp: true, overlap: {two_batch: true}}"));
+    REQUIRE(with_tbo.points.size() == 1);
+    CHECK(with_tbo.points[0].parallelism.overlap.two_batch);
+    const std::string err = parasim_test::config_error_of(
+        parse, parasim_test::replace_once(text, from, "attention_dp: true, overlap: {tp_comm: true}}"));
+    CHECK(err.find("moe.yaml:") != std::string::npos);
+    CHECK(err.find("overlap.tp_comm applies to training points only") != std::string::npos);
+}
+
+TEST_SUITE_END();
