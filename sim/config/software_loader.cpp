@@ -26,6 +26,7 @@ const std::vector<std::string> kOverlapNames = {"tp_comm", "grad_reduce", "param
 const std::vector<std::string> kGradReduceDtypes = {"weights", "fp32", "fp32_if_bf16"};
 const std::vector<std::string> kGradSyncs = {"last_microbatch", "every_microbatch"};
 const std::vector<std::string> kMoeDispatchers = {"auto", "alltoall"};
+const std::vector<std::string> kMoePermutes = {"fused", "unfused"};
 const std::vector<std::string> kCrossEntropies = {"fused", "fp32_unfused"};
 const std::vector<std::string> kTpCommMethods = {"ring_exchange", "pipeline"};
 const std::vector<std::string> kMlaDecodeWeights = {"per_head", "absorbed"};
@@ -121,6 +122,8 @@ SoftwareProfile load_profile(const Node& root, const std::string& expected_name,
         p.moe_fp8_dispatch = sourced(r, "moe_fp8_dispatch", p.moe_fp8_dispatch_from).as_bool();
     if (r.has("moe_dispatcher"))
         p.moe_dispatcher = sourced(r, "moe_dispatcher", p.moe_dispatcher_from).as_enum(kMoeDispatchers);
+    if (r.has("moe_permute"))
+        p.moe_permute_unfused = sourced(r, "moe_permute", p.moe_permute_from).as_enum(kMoePermutes) == "unfused";
     if (r.has("decode_attention_issue")) {
         // Lane instructions per K/V element and query head: a handful for a
         // dot product and a weighted sum; above 1000 is a unit slip.

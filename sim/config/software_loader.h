@@ -66,6 +66,16 @@ struct SoftwareProfile {
     // Optional key, default "auto".
     std::string moe_dispatcher = "auto";
     Provenance moe_dispatcher_from;
+    // How the stack permutes the routed tokens and applies their gate weights
+    // (docs/moe.md section 7, "What Megatron-Core 0.9 ran for Mixtral"):
+    // "fused" (one pass each way, the gate weights travelling with the
+    // tokens) or "unfused" (Megatron-Core 0.9's PyTorch permute and
+    // unpermute: the combine zero-fills, scatter-adds, weights and sums the
+    // routed copies in four kernels at the source rank, so the gate weights
+    // are never exchanged; its backward runs four kernels, the dispatch's
+    // backward a zero-fill and a scatter-add). Optional key, default "fused".
+    bool moe_permute_unfused = false;
+    Provenance moe_permute_from;
     // The generation (decode) attention kernel: lane instructions it issues on
     // the CUDA cores per key/value element per query head, or 0 for a
     // kernel that reads each KV head's cache once for its whole group of

@@ -40,6 +40,7 @@ workload::OperatorOptions operator_options(const config::ScenarioSpec& sc, const
     o.fp8_dispatch = sc.profile.moe_fp8_dispatch && sc.workload.precision.compute == hw::DType::fp8;
     o.moe_sort_chunks = sc.profile.moe_dispatcher == "alltoall";
     o.moe_alltoall_metadata = sc.profile.moe_dispatcher == "alltoall";
+    o.moe_permute_unfused = sc.profile.moe_permute_unfused;
     o.decode_attention_issue = sc.profile.decode_attention_issue;
     o.cross_entropy_fp32_unfused = sc.profile.cross_entropy_fp32_unfused;
     o.mla_absorbed_weights = sc.profile.mla_absorbed_weights;

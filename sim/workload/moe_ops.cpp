@@ -127,6 +127,11 @@ bool sorts_chunks(const Dims& x, const MoeShape& ms) {
 // exchange. Latency-bound collectives: a few bytes a token.
 bool sends_metadata(const Dims& x) { return x.o->moe_alltoall_metadata && x.o->ep > 1; }
 
+// Megatron-Core 0.9 applies the gate weights at the source rank after the
+// combine (moe_utils.py unpermute), so only the later dispatchers, which
+// apply them at the experts, exchange them.
+bool sends_probs(const Dims& x) { return sends_metadata(x) && !x.o->moe_permute_unfused; }
+
 Bytes probs_a2a_bytes(const MoeShape& ms) {
     double tokens = 0;
     for (const std::int64_t n : ms.local) tokens += static_cast<double>(n);
@@ -266,12 +271,29 @@ void moe_forward(const Dims& layer, std::vector<Operator>& ops) {
     append_experts(xe, experts, ops);
     if (ops.size() > first_expert) {
         precede_by_all_to_all(ops[first_expert], ms.to_experts);
-        if (sends_metadata(x)) ops[first_expert].ep_probs_a2a_bytes = probs_a2a_bytes(ms);
+        if (sends_probs(x)) ops[first_expert].ep_probs_a2a_bytes = probs_a2a_bytes(ms);
     }
     if (sorts) ops.push_back(sort_chunks(x, xe, ms, "moe_unsort_chunks", 0, [](const MlpIds& i) { return i.out; }));
-    combine.push_back(use(partial_if_tp(x, x.act(aslot::down)), full_act(x), true));
-    Operator op = elementwise(x, "moe_combine", 2 * T * k * h, T * k * h * x.ab + idx, full_act(x), std::move(combine));
-    precede_by_all_to_all(op, ms.a2a);
+    const double routed = T * k * h * x.ab;  // every routed copy of a token, tokens x k x hidden
+    const bool unfused = x.o->moe_permute_unfused;
+    std::vector<TensorUse> sum_uses{use(partial_if_tp(x, x.act(aslot::down)), full_act(x), true)};
+    if (unfused) {
+        // Megatron-Core 0.9's unpermute (moe_utils.py, moe_scatter and
+        // unpermute) after the exchange back: a zero-filled buffer of the
+        // routed copies, the scatter-add of the received copies into it (read,
+        // and the buffer read and written), their product with the gate
+        // weights; moe_combine below is the sum over each token's k copies.
+        Operator zero = elementwise(x, "moe_unpermute_zero", 0, 0, routed, {});
+        precede_by_all_to_all(zero, ms.a2a);
+        ops.push_back(std::move(zero));
+        ops.push_back(elementwise(x, "moe_unpermute_scatter", T * k * h, 2 * routed + idx, routed, std::move(combine)));
+        ops.push_back(elementwise(x, "moe_unpermute_weight", T * k * h, routed + T * k * x.ab, routed, {}));
+    } else {
+        sum_uses.insert(sum_uses.begin(), combine.begin(), combine.end());
+    }
+    Operator op = elementwise(x, "moe_combine", (unfused ? 1 : 2) * T * k * h, routed + (unfused ? 0 : idx),
+                              full_act(x), std::move(sum_uses));
+    if (!unfused) precede_by_all_to_all(op, ms.a2a);
     ops.push_back(std::move(op));
     // A stack that scales the routed output and adds the shared experts' in
     // kernels of their own (OperatorOptions::shared_expert_combine_kernels;
@@ -314,10 +336,28 @@ void moe_backward(const Dims& layer, std::vector<Operator>& ops) {
         db.push_back(use(flagged(ids.in, kGrad), slice(n)));
     }
     cb.push_back(use(flagged(x.act(aslot::topk), kGrad), T * k * 4.0, true));
-    Operator combine_bwd = elementwise(x, "moe_combine_bwd", 3 * T * k * h, full_act(x) + 2 * T * k * h * x.ab + idx,
-                                       T * k * h * x.ab + T * k * 4.0, std::move(cb));
-    if (x.sp) set_sync(x, combine_bwd, TpSync::before_column_parallel, full_act(x));
-    ops.push_back(std::move(combine_bwd));
+    const double routed = T * k * h * x.ab;  // as in moe_forward
+    const bool unfused = x.o->moe_permute_unfused;
+    if (unfused) {
+        // Megatron-Core 0.9's unpermute backward (autograd of the forward's
+        // product, sum and moe_scatter): the gradient broadcast over the k
+        // copies times the gate weights, the same times the saved weighted
+        // copies and its sum over hidden (the gate weights' gradient), then
+        // the scatter's backward, a gather (moe_combine_bwd below), whose
+        // output goes back over the exchange. The tensors' uses are all
+        // charged to the gather.
+        Operator tokens = elementwise(x, "moe_unpermute_bwd_tokens", T * k * h, full_act(x) + T * k * x.ab, routed, {});
+        if (x.sp) set_sync(x, tokens, TpSync::before_column_parallel, full_act(x));
+        ops.push_back(std::move(tokens));
+        ops.push_back(elementwise(x, "moe_unpermute_bwd_probs", T * k * h, full_act(x) + routed, routed, {}));
+        ops.push_back(elementwise(x, "moe_unpermute_bwd_probs_sum", T * k * h, routed, T * k * x.ab, {}));
+        ops.push_back(elementwise(x, "moe_combine_bwd", 0, routed + idx, routed, std::move(cb)));
+    } else {
+        Operator combine_bwd = elementwise(x, "moe_combine_bwd", 3 * T * k * h, full_act(x) + 2 * routed + idx,
+                                           routed + T * k * 4.0, std::move(cb));
+        if (x.sp) set_sync(x, combine_bwd, TpSync::before_column_parallel, full_act(x));
+        ops.push_back(std::move(combine_bwd));
+    }
     if (x.m->shared_experts > 0) {
         const Dims xs = expert_dims(layer, layer.m->shared_experts * layer.m->expert_ffn());
         const MlpIds ids = shared_mlp_ids(xs, static_cast<std::int64_t>(ms.local.size()));
@@ -344,10 +384,18 @@ void moe_backward(const Dims& layer, std::vector<Operator>& ops) {
     // Dispatch backward: sum each token's expert input gradients; the TP
     // reduction of the column-parallel experts' input gradient follows.
     db.push_back(use(partial_if_tp(x, flagged(x.act(aslot::norm2), kGrad)), full_act(x), true));
-    Operator dispatch_bwd =
-        elementwise(x, "moe_dispatch_bwd", T * k * h, T * k * h * x.ab + idx, full_act(x), std::move(db));
-    precede_by_all_to_all(dispatch_bwd, ms.a2a);
-    if (sends_metadata(x)) dispatch_bwd.ep_probs_a2a_bytes = probs_a2a_bytes(ms);
+    if (unfused) {
+        // moe_gather's backward (Megatron-Core 0.9): a zero-filled input
+        // gradient, then the scatter-add of the copies' gradients into it,
+        // which reads it as well.
+        Operator zero = elementwise(x, "moe_dispatch_bwd_zero", 0, 0, full_act(x), {});
+        precede_by_all_to_all(zero, ms.a2a);
+        ops.push_back(std::move(zero));
+    }
+    Operator dispatch_bwd = elementwise(x, "moe_dispatch_bwd", T * k * h, routed + idx + (unfused ? full_act(x) : 0),
+                                        full_act(x), std::move(db));
+    if (!unfused) precede_by_all_to_all(dispatch_bwd, ms.a2a);
+    if (sends_probs(x)) dispatch_bwd.ep_probs_a2a_bytes = probs_a2a_bytes(ms);
     set_sync(x, dispatch_bwd, TpSync::after_column_input_grad, full_act(x));
     ops.push_back(std::move(dispatch_bwd));
     const double e_bytes = T * E * x.ab;

@@ -106,6 +106,11 @@ struct OperatorOptions {
     // its backward), and, when dropless (no capacity factor), the all-gather
     // of every rank's tokens per expert before the permutation.
     bool moe_alltoall_metadata = false;
+    // Megatron-Core 0.9's unfused permutation (SoftwareProfile::
+    // moe_permute_unfused): the combine and both backward passes run as
+    // several PyTorch kernels over the routed copies, and the gate weights
+    // stay at the source rank, so no all-to-all carries them.
+    bool moe_permute_unfused = false;
     // The stack's generation attention kernel (SoftwareProfile::
     // decode_attention_issue): CUDA-core lane instructions per K/V element
     // and query head of a decode step (one new token per sequence); 0 = a

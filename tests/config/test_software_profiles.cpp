@@ -353,6 +353,29 @@ TEST_CASE("software profiles: the MoE router's kernels each way (moe_router_kern
     CHECK(software_profile("megatron-bridge").moe_router_kernels == 1);
 }
 
+TEST_CASE("software profiles: Megatron-Core 0.9's unfused permutation (moe_permute) and its release file") {
+    CHECK_FALSE(good_with().moe_permute_unfused);  // left out: fused
+    const SoftwareProfile p = good_with("moe_permute: {value: unfused, source: \"moe_utils.py\"}\n");
+    CHECK(p.moe_permute_unfused);
+    CHECK(p.moe_permute_from.text == "moe_utils.py");
+    CHECK_FALSE(good_with("moe_permute: {value: fused, source: \"x\"}\n").moe_permute_unfused);
+    CHECK(error_of(kGood + "moe_permute: {value: pytorch, source: \"x\"}\n").find("moe_permute.value") !=
+          std::string::npos);
+    // Megatron-Core 0.9 (the unseen Mixtral point) gets its release file; the
+    // r0.8.0 dense runs keep megatron-core.yaml, whose fitted efficiency 0.9 inherits.
+    const SoftwareProfile v09 = software_profile("megatron-core", "0.9", "");
+    const SoftwareProfile base = software_profile("megatron-core", "r0.8.0", "");
+    CHECK(v09.version == "0.9");
+    CHECK(v09.moe_permute_unfused);
+    CHECK(v09.moe_dispatcher == "alltoall");
+    CHECK(v09.moe_router_kernels == 26);
+    CHECK(v09.moe_router_bwd_kernels == 13);
+    CHECK(v09.kernel_efficiency == base.kernel_efficiency);
+    CHECK(v09.kernel_efficiency_from.text == base.kernel_efficiency_from.text);
+    CHECK_FALSE(base.moe_permute_unfused);
+    CHECK(base.moe_dispatcher == "auto");
+}
+
 TEST_CASE("software profiles: the training loss's cross-entropy (cross_entropy)") {
     const SoftwareProfile plain = good_with();
     CHECK_FALSE(plain.cross_entropy_fp32_unfused);  // left out: one fused pass each way
