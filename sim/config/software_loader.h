@@ -160,6 +160,16 @@ struct SoftwareProfile {
     // contiguous, three copies forward and two backward. Optional key `mla_qkv`.
     bool mla_qkv_concat = false;
     Provenance mla_qkv_from;
+    // The memory profile's peak in a prompt of an MLA model (docs/moe.md
+    // section 7b, "The prompt's MLA tensors at the memory profile's peak"):
+    // "layer" (the default) is parasim's count of one layer's live
+    // intermediates; "eager" is vLLM 0.7's PyTorch prompt path, whose
+    // output projection all-reduces out of place while the latents, the
+    // queries, kv_up's output, the joined keys, the values padded to the
+    // query head size and the attention output are still referenced.
+    // Optional key `mla_prefill_workspace`.
+    bool mla_prefill_eager = false;
+    Provenance mla_prefill_workspace_from;
     // The Triton fused-MoE kernel's intermediate buffers (docs/moe.md section
     // 7b): for up to this many tokens at a time it holds the experts' up
     // output, its activation and the down output of each (token, expert)

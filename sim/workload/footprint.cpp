@@ -227,6 +227,22 @@ Bytes workspace_bytes(const ModelSpec& m, const PassShape& shape, const Operator
             layer += 2 * as_d(shape.batch) * a_p * as_d(shape.new_tokens) * as_d(shape.context) * ab;  // S and P
         }
         transient = std::max(transient, layer);
+        if (x != nullptr && opt.mla_prefill_eager) {
+            // vLLM 0.7's MLA prompt (docs/moe.md section 7b): while the output
+            // projection's result is all-reduced into a new tensor, the layer
+            // still references the residual and the normed input (2 hidden),
+            // the q latent before and after its norm, the kv projection's output
+            // (latent + rope key), the latent made contiguous and its norm, and
+            // per head the queries (qk), kv_up's output (nope + v), the joined
+            // keys (qk), the values padded to the query head size (qk) and the
+            // attention output cut to v: the projection's output and the
+            // all-reduce's are 2 hidden more. The MoE's buffers are freed by then.
+            const double dq = as_d(x->qk_head_dim()), dv = as_d(x->v_head_dim);
+            const double latents = (x->q_lora_rank > 0 ? 2 * as_d(x->q_lora_rank) : 0.0) + as_d(x->cache_width()) +
+                                   2 * as_d(x->kv_lora_rank);
+            const double heads = a_p * (3 * dq + as_d(x->qk_nope_head_dim) + 2 * dv);
+            transient = std::max(transient, tokens * ab * (4 * as_d(m.hidden) + latents + heads));
+        }
     }
     return whole_bytes(kLibraryWorkspace + transient);
 }

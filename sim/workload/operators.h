@@ -131,6 +131,10 @@ struct OperatorOptions {
     // (SoftwareProfile::mla_qkv_concat; docs/moe.md section 7): three
     // memory passes forward, two backward.
     bool mla_qkv_concat = false;
+    // Inference: a prompt's MLA tensors as vLLM 0.7's eager PyTorch path
+    // holds them at its output projection's all-reduce bound the workspace
+    // from below (SoftwareProfile::mla_prefill_eager; docs/moe.md section 7b).
+    bool mla_prefill_eager = false;
     // Inference: the fused-MoE kernel's buffers for up to this many tokens
     // are part of the workspace (SoftwareProfile::fused_moe_chunk_tokens); 0 =
     // the experts' inputs of every token, as for any MLP.

@@ -490,6 +490,13 @@ TEST_CASE(
     // No routing without a kernel: 0 is out of range, at file:line:column.
     const std::string zero_err = error_with("grouped_topk_kernels: {value: 0");
     CHECK(zero_err.find("software/vllm.yaml:9:") != std::string::npos);
+    // The MLA prompt's tensors at the memory profile's peak (docs/moe.md section 7b), not today.
+    CHECK(p.mla_prefill_eager);
+    CHECK_FALSE(p.mla_prefill_workspace_from.text.empty());
+    CHECK_FALSE(now.mla_prefill_eager);
+    const std::string peak_err = error_with("mla_prefill_workspace: {value: lazy");
+    CHECK(peak_err.find("software/vllm.yaml:9:") != std::string::npos);
+    CHECK(peak_err.find("eager") != std::string::npos);
     // The MLA cache entries padded to 256 bytes (until PR #14842), not today.
     CHECK(p.mla_kv_cache_align_bytes == 256);
     CHECK_FALSE(p.mla_kv_cache_align_bytes_from.text.empty());

@@ -299,6 +299,37 @@ TEST_CASE("vLLM's fused-MoE buffers in the workspace: a chunk of 32 768 of DeepS
           4096.0 * 2 * (14'336 + 8192 + 768) + 4096.0 * 8 * 7936 * 2 + library);
 }
 
+TEST_CASE("vLLM 0.7's MLA prompt peaks at the output projection's all-reduce: DeepSeek-V3, 163 840 tokens, TP 8") {
+    const ModelSpec m = shipped("deepseek-v3");
+    OperatorOptions o = fp8_tp8();
+    o.fused_moe_chunk_tokens = 32'768;
+    const PassShape prompt{1, 163'840, 163'840};
+    const double library = 32.0 * 1024 * 1024;
+    const double chunk = 32'768.0 * 8 * (768 + 7168) * 2;
+    const double generic = 163'840.0 * 2 * (14'336 + 8192 + 768) + chunk + library;
+    CHECK(workspace_bytes(m, prompt, o, false).as_double() == generic);
+    // Per token, BF16: residual, normed input, o_proj's output and the
+    // all-reduce's, 4 x 7168; the q latent and its norm 2 x 1536, the kv
+    // projection's 576, the contiguous latent and its norm 2 x 512; per head
+    // (16 on a rank) q 192, kv_up 256, k 192, v padded 192, output 128.
+    o.mla_prefill_eager = true;
+    const double per_token = 4 * 7168 + 2 * 1536 + 576 + 2 * 512 + 16 * (192 + 256 + 192 + 192 + 128);
+    CHECK(per_token == 48'704);
+    CHECK(workspace_bytes(m, prompt, o, false).as_double() == 163'840.0 * 2 * per_token + library);
+    // At 32 768 tokens (the offline points' profile) the fused MoE's buffers
+    // are the larger: 5.69 GB against the MLA prompt's 3.19 GB.
+    const PassShape offline{1, 32'768, 32'768};
+    const double moe = 32'768.0 * 2 * (14'336 + 8192 + 768) + chunk + library;
+    CHECK(32'768.0 * 2 * per_token + library < moe);
+    CHECK(workspace_bytes(m, offline, o, false).as_double() == moe);
+    // A model without MLA keeps parasim's count.
+    const ModelSpec mixtral = shipped("mixtral-8x7b");
+    OperatorOptions plain = fp8_tp8();
+    const double before = workspace_bytes(mixtral, prompt, plain, false).as_double();
+    plain.mla_prefill_eager = true;
+    CHECK(workspace_bytes(mixtral, prompt, plain, false).as_double() == before);
+}
+
 TEST_CASE("vLLM 0.7's FP8 GEMMs carry the stack's ceiling; BF16 ones and other kernels the GPU's") {
     const ModelSpec m = shipped("deepseek-v3");
     OperatorOptions o = fp8_tp8();
