@@ -140,7 +140,7 @@ TEST_CASE("expert memory over etp x ep x edp: tp 2, dp 2, ZeRO-1") {
     CHECK(b1.weights - b1.expert_weights == doctest::Approx(b2.weights - b2.expert_weights));
 }
 
-TEST_CASE("etp refusals: must divide tp, etp x ep must divide tp x dp x cp, 1 < etp < tp, no sp") {
+TEST_CASE("etp refusals: must divide tp, etp x ep must divide tp x dp x cp, no sp") {
     const auto why = [](const std::string& strategy) {
         const auto sc = config::load_scenario(kScenario, {config::parse_override("strategies=[" + strategy + "]")});
         return parallel::try_resolve_degrees(sc, sc.strategies.front()).why_not;
@@ -148,7 +148,12 @@ TEST_CASE("etp refusals: must divide tp, etp x ep must divide tp x dp x cp, 1 < 
     const std::string base = "{name: f, pp: 2, sp: true, ";
     CHECK(why(base + "tp: 2, dp: 4, ep: 2, etp: 1}").empty());
     CHECK(why(base + "tp: 4, dp: 2, ep: 2, etp: 3}") == "etp=3 does not divide tp=4");
-    CHECK(why(base + "tp: 4, dp: 2, ep: 2, etp: 2}").find("only etp = 1 or etp = tp") != std::string::npos);
+    // 1 < etp < tp is Megatron-Core's too (test_expert_tp_partial.cpp); 2 x 4 does not divide 4 x 1 x 1.
+    CHECK(why(base + "tp: 4, dp: 2, ep: 2, etp: 2}").empty());
+    CHECK(why("{name: f, pp: 4, sp: true, tp: 4, dp: 1, ep: 4, etp: 2}") ==
+          "etp x ep = 2 x 4 does not divide tp x dp x cp = 4 x 1 x 1 (the experts fold onto the ranks of a "
+          "pipeline stage, as in Megatron-Core)");
+    CHECK(why("{name: f, pp: 2, tp: 4, dp: 2, ep: 2, etp: 2}").find("needs sp: true") != std::string::npos);
     // 1 x 8 does not divide 2 x 2 x 1 (pp 4).
     CHECK(why("{name: f, pp: 4, sp: true, tp: 2, dp: 2, ep: 8, etp: 1}") ==
           "etp x ep = 1 x 8 does not divide tp x dp x cp = 2 x 2 x 1 (the experts fold onto the ranks of a "

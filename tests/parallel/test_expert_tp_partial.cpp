@@ -1,0 +1,212 @@
+// Expert tensor parallelism between 1 and tp (docs/moe.md sections 1 and
+// 1a): tp 4 with etp 2, Megatron-Core's folding i = et + etp x (e + ep x f)
+// worked by hand. The EP, expert-TP and EDP groups, the routed tokens and
+// the expert GEMM shapes, the bytes of the all-to-all, the expert-TP
+// all-gather and reduce-scatter, the memory, and inference. Mixtral 8x7B on
+// 16 GPUs (two nodes of 8): tp 4 x dp 2 x pp 2, sequence parallel, pp-last
+// (stage s holds GPUs 8s .. 8s + 7, rank i = r + 4 d inside it).
+#include "sim/config/data_dir.h"
+#include "sim/config/scenario.h"
+#include "sim/hw/cost_model.h"
+#include "sim/parallel/builder.h"
+#include "sim/parallel/strategy.h"
+#include "sim/workload/operators.h"
+
+#include <doctest/doctest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
+
+using namespace sim;
+
+namespace {
+const std::string kScenario = std::string(sim::config::data_dir()) + "/scenarios/moe-mixtral-8x7b-ep.yaml";
+
+// 8 sequences a step (4 micro-batches a replica) keep the uncollapsed plans small.
+config::ScenarioSpec tp4(int ep, int etp, const std::string& extra = "") {
+    std::vector<config::Override> ov{
+        config::parse_override("strategies=[{name: f, tp: 4, pp: 2, dp: 2, sp: true, zero: 1, placement: pp-last, "
+                               "ep: " +
+                               std::to_string(ep) + ", etp: " + std::to_string(etp) + extra + "}]"),
+        config::parse_override("workload.global_batch=8")};
+    return config::load_scenario(kScenario, ov);
+}
+
+parallel::PlanBuild build(const config::ScenarioSpec& sc, bool collapse) {
+    const auto cm = hw::make_cost_model("roofline");
+    parallel::BuildOptions bo;
+    bo.collapse = collapse;
+    return parallel::build_plan(sc, sc.strategies.front(), *cm, bo);
+}
+
+// The GPU sets of stage 0's (GPUs 0-7) collectives of kind `op` on the
+// streams other than the gradient one (dp_comm) or on it alone.
+std::set<std::vector<int>> stage0(const parallel::Plan& plan, net::CollectiveOp op, bool gradients = false) {
+    std::set<std::vector<int>> out;
+    for (const auto& t : plan.tasks) {
+        if (t.kind != parallel::TaskKind::collective || t.op != op) continue;
+        if ((t.stream == parallel::StreamKind::dp_comm) != gradients) continue;
+        const auto& g = plan.groups[t.group].gpus;
+        if (g.front() < 8) out.insert(g);
+    }
+    return out;
+}
+
+// The byte counts of stage 0's collectives of kind `op` over groups of `size` GPUs (not the gradients').
+std::set<std::uint64_t> stage0_bytes(const parallel::Plan& plan, net::CollectiveOp op, std::size_t size) {
+    std::set<std::uint64_t> out;
+    for (const auto& t : plan.tasks) {
+        if (t.kind != parallel::TaskKind::collective || t.op != op || t.stream == parallel::StreamKind::dp_comm)
+            continue;
+        const auto& g = plan.groups[t.group].gpus;
+        if (g.front() < 8 && g.size() == size) out.insert(t.bytes.value);
+    }
+    return out;
+}
+
+workload::OperatorOptions options(const config::ScenarioSpec& sc) {
+    return parallel::operator_options(sc, parallel::resolve_degrees(sc, sc.strategies.front()));
+}
+
+const workload::Operator& named(const std::vector<workload::Operator>& ops, const std::string& name) {
+    for (const auto& op : ops)
+        if (op.kernel.name == name) return op;
+    FAIL("no " << name);
+    return ops.front();
+}
+
+// Mixtral's experts in one pipeline stage of 16 layers: 16 x 8 x 3 x 4096 x 14336.
+constexpr double kStageExpertParams = 16.0 * 8 * 3 * 4096 * 14336;
+constexpr std::uint64_t kMiB = 1024 * 1024;
+}  // namespace
+
+TEST_CASE("tp 4, etp 2, ep 2: EP groups {0,2} {1,3}, expert-TP groups {0,1} {2,3}, EDP groups {0,4} {1,5}") {
+    // i = r + 4 d = et + 2 (e + 2 f): rank 0 (et 0, e 0, f 0), 1 (1, 0, 0),
+    // 2 (0, 1, 0), 3 (1, 1, 0), 4 (0, 0, 1) ... 7 (1, 1, 1). EP group: the
+    // same (et, f); expert-TP group: the same (e, f); EDP: the same (et, e).
+    const auto pb = build(tp4(2, 2), false);
+    CHECK(stage0(pb.plan, net::CollectiveOp::all_to_all) == std::set<std::vector<int>>{{0, 2}, {1, 3}, {4, 6}, {5, 7}});
+    // All-gathers: the dense layers' sequence-parallel ones over the TP
+    // groups, and the experts' over the expert-TP groups (the same for the
+    // reduce-scatters).
+    const std::set<std::vector<int>> tp_and_etp{{0, 1, 2, 3}, {4, 5, 6, 7}, {0, 1}, {2, 3}, {4, 5}, {6, 7}};
+    CHECK(stage0(pb.plan, net::CollectiveOp::all_gather) == tp_and_etp);
+    CHECK(stage0(pb.plan, net::CollectiveOp::reduce_scatter) == tp_and_etp);
+    // Gradients: the dense part over each TP rank's DP group {r, r + 4}, the
+    // experts over the EDP groups (et + 2 e, + 4): the same GPU sets here.
+    CHECK(stage0(pb.plan, net::CollectiveOp::reduce_scatter, true) ==
+          std::set<std::vector<int>>{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
+}
+
+TEST_CASE("tp 4, etp 2, ep 4: one EP group a TP-rank parity across both replicas, edp 1") {
+    // i = et + 2 e (f = 0, etp x ep = 8 = the stage): EP groups {0, 2, 4, 6}
+    // and {1, 3, 5, 7}, each spanning TP ranks of both replicas; the
+    // expert-TP groups stay {0, 1} ... {6, 7}; edp = 4 x 2 / (2 x 4) = 1,
+    // so the experts' gradients are not reduced (only the dense part's).
+    const auto pb = build(tp4(4, 2), false);
+    CHECK(stage0(pb.plan, net::CollectiveOp::all_to_all) == std::set<std::vector<int>>{{0, 2, 4, 6}, {1, 3, 5, 7}});
+    CHECK(stage0(pb.plan, net::CollectiveOp::all_gather).count({2, 3}) == 1);
+    CHECK(stage0(pb.plan, net::CollectiveOp::reduce_scatter, true) ==
+          std::set<std::vector<int>>{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
+    // Collapsed (one simulated GPU a stage) the groups keep their GPUs.
+    const auto c = build(tp4(4, 2), true);
+    CHECK(stage0(c.plan, net::CollectiveOp::all_to_all) == std::set<std::vector<int>>{{0, 2, 4, 6}});
+    CHECK(stage0(c.plan, net::CollectiveOp::all_gather).count({0, 1}) == 1);
+}
+
+TEST_CASE("tp 4, etp 2, ep 2: T / 4 tokens routed, f_e / 2 GEMMs, the exchange and the expert-TP collectives") {
+    const workload::PassShape s{1, 4096, 4096};
+    const auto sc = tp4(2, 2);
+    const auto o = options(sc);
+    const auto fwd = workload::layer_forward(sc.model, 0, 0, s, o);
+    // A rank routes its shard, T_r = 4096 / 4 = 1024 tokens (the router's GEMM: m = 1024).
+    CHECK(named(fwd, "router").kernel.m == 1024);
+    // The EP rank's experts receive from the etp x ep = 4 ranks of its EP
+    // and expert-TP groups: 4 x 1024 x 2 copies / 8 experts = 1024 tokens an
+    // expert, 4 local experts, each split over etp 2: n = 2 x 14336 / 2.
+    const auto& up = named(fwd, "grouped_expert_up");
+    CHECK(up.kernel.m == 1024);
+    CHECK(up.kernel.batch == 4);
+    CHECK(up.kernel.n == 14336);
+    CHECK(up.kernel.k == 4096);
+    // The same FLOPs a GPU as etp 1 (m 512, n 28672) and etp = tp = 4 (m 2048, n 7168).
+    const auto up1 = named(workload::layer_forward(sc.model, 0, 0, s, options(tp4(2, 1))), "grouped_expert_up");
+    const auto up4 = named(workload::layer_forward(sc.model, 0, 0, s, options(tp4(2, 4))), "grouped_expert_up");
+    CHECK(up1.kernel.m == 512);
+    CHECK(up1.kernel.n == 28672);
+    CHECK(up4.kernel.m == 2048);
+    CHECK(up4.kernel.n == 7168);
+    CHECK(up.kernel.flops.value == doctest::Approx(up1.kernel.flops.value));
+    CHECK(up.kernel.flops.value == doctest::Approx(up4.kernel.flops.value));
+    // Forward: the dispatch all-to-all carries the rank's 1024 x 2 copies
+    // (16 MiB at 4096 x 2 bytes), then the all-gather over the expert-TP
+    // group outputs the 4 x 1024 tokens of the EP rank (32 MiB); the
+    // combine's reduce-scatter takes the same 32 MiB before the all-to-all back.
+    CHECK(up.ep_a2a_bytes.value == 16 * kMiB);
+    CHECK(up.etp_gather_bytes.value == 32 * kMiB);
+    const auto& combine = named(fwd, "moe_combine");
+    CHECK(combine.ep_a2a_bytes.value == 16 * kMiB);
+    CHECK(combine.etp_scatter_bytes.value == 32 * kMiB);
+    // No TP collective on the routed path: the combined output is the rank's shard.
+    CHECK(combine.tp_sync == workload::TpSync::none);
+    // Backward: the mirror images (all-gather of the output gradients into
+    // the experts, reduce-scatter of their input gradients out of them).
+    const auto bwd = workload::layer_backward(sc.model, 0, 0, s, o, workload::Recompute::none);
+    std::uint64_t gathers = 0, scatters = 0;
+    for (const auto& op : bwd) {
+        gathers += op.etp_gather_bytes.value;
+        scatters += op.etp_scatter_bytes.value;
+    }
+    CHECK(gathers == 32 * kMiB);
+    CHECK(scatters == 32 * kMiB);
+    CHECK(named(bwd, "moe_dispatch_bwd").etp_scatter_bytes.value == 32 * kMiB);
+    // etp 1 and etp = tp have no expert-TP collective.
+    for (const int etp : {1, 4})
+        for (const auto& op : workload::layer_forward(sc.model, 0, 0, s, options(tp4(2, etp)))) {
+            CHECK(op.etp_gather_bytes.value == 0);
+            CHECK(op.etp_scatter_bytes.value == 0);
+        }
+}
+
+TEST_CASE("the plan issues them: 16 MiB all-to-alls over pairs, 32 MiB gathers and scatters over expert-TP pairs") {
+    const auto pb = build(tp4(2, 2), false);
+    // A micro-batch is one 4096-token sequence, as above; the EP groups and
+    // the expert-TP groups both have 2 GPUs.
+    CHECK(stage0_bytes(pb.plan, net::CollectiveOp::all_to_all, 2) == std::set<std::uint64_t>{16 * kMiB});
+    CHECK(stage0_bytes(pb.plan, net::CollectiveOp::all_gather, 2) == std::set<std::uint64_t>{32 * kMiB});
+    CHECK(stage0_bytes(pb.plan, net::CollectiveOp::reduce_scatter, 2) == std::set<std::uint64_t>{32 * kMiB});
+}
+
+TEST_CASE("expert memory under tp 4, etp 2: weights over ep x etp, optimizer also over edp") {
+    // ep 2, etp 2: 4 experts a GPU, each half: weights 2 bytes x P / 4;
+    // edp = 4 x 2 / (2 x 2) = 2, so ZeRO-1's 12 bytes x P / 4 / 2.
+    const auto b = build(tp4(2, 2), true).memory.breakdown;
+    CHECK(b.expert_weights == doctest::Approx(2.0 * kStageExpertParams / 4));
+    CHECK(b.expert_gradients == doctest::Approx(2.0 * kStageExpertParams / 4));
+    CHECK(b.expert_optimizer == doctest::Approx(12.0 * kStageExpertParams / 4 / 2));
+    // ep 4, etp 2: 2 experts, each half, edp 1.
+    const auto b4 = build(tp4(4, 2), true).memory.breakdown;
+    CHECK(b4.expert_weights == doctest::Approx(2.0 * kStageExpertParams / 8));
+    CHECK(b4.expert_optimizer == doctest::Approx(12.0 * kStageExpertParams / 8));
+}
+
+TEST_CASE("inference under tp 4, etp 2: the same groups and collectives, no backward") {
+    std::vector<config::Override> ov{
+        config::parse_override("strategies=[{name: f, tp: 4, pp: 2, dp: 2, sp: true, placement: pp-last, ep: 2, "
+                               "etp: 2}]"),
+        config::parse_override("workload={mode: inference, dtype: bf16, batch: 4, prompt_tokens: 1024"
+                               ", output_tokens: 4, moe: {routing: balanced, grouped_gemm: true}}")};
+    const auto sc = config::load_scenario(kScenario, ov);
+    const auto pb = build(sc, false);
+    CHECK(stage0(pb.plan, net::CollectiveOp::all_to_all) == std::set<std::vector<int>>{{0, 2}, {1, 3}, {4, 6}, {5, 7}});
+    CHECK(stage0(pb.plan, net::CollectiveOp::all_gather).count({0, 1}) == 1);
+    CHECK(stage0(pb.plan, net::CollectiveOp::reduce_scatter).count({6, 7}) == 1);
+    // Prefill of one 1024-token prompt: T_r = 256, 4 x 256 x 2 / 8 = 256
+    // tokens an expert, 4 local experts: the gather outputs 1024 x 4096 x 2.
+    CHECK(stage0_bytes(pb.plan, net::CollectiveOp::all_gather, 2).count(8 * kMiB) == 1);
+}
+
+TEST_SUITE_END();
