@@ -2,13 +2,11 @@
 // 1a): tp 4 with etp 2, Megatron-Core's folding i = et + etp x (e + ep x f)
 // worked by hand. The EP, expert-TP and EDP groups, the routed tokens and
 // the expert GEMM shapes, the bytes of the all-to-all, the expert-TP
-// all-gather and reduce-scatter, the memory, and inference. Mixtral 8x7B on
+// all-gather and reduce-scatter, and inference (the memory: in
+// test_expert_tensor_parallel.cpp). Mixtral 8x7B on
 // 16 GPUs (two nodes of 8): tp 4 x dp 2 x pp 2, sequence parallel, pp-last
 // (stage s holds GPUs 8s .. 8s + 7, rank i = r + 4 d inside it).
-#include "sim/config/data_dir.h"
-#include "sim/config/scenario.h"
-#include "sim/hw/cost_model.h"
-#include "sim/parallel/builder.h"
+#include "expert_fold_support.h"
 #include "sim/parallel/strategy.h"
 #include "sim/workload/operators.h"
 
@@ -21,50 +19,21 @@
 TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
 
 using namespace sim;
+using expert_fold::build;
+using expert_fold::Streams;
 
 namespace {
-const std::string kScenario = std::string(sim::config::data_dir()) + "/scenarios/moe-mixtral-8x7b-ep.yaml";
-
-// 8 sequences a step (4 micro-batches a replica) keep the uncollapsed plans small.
-config::ScenarioSpec tp4(int ep, int etp, const std::string& extra = "") {
-    std::vector<config::Override> ov{
-        config::parse_override("strategies=[{name: f, tp: 4, pp: 2, dp: 2, sp: true, zero: 1, placement: pp-last, "
-                               "ep: " +
-                               std::to_string(ep) + ", etp: " + std::to_string(etp) + extra + "}]"),
-        config::parse_override("workload.global_batch=8")};
-    return config::load_scenario(kScenario, ov);
+// tp 4 x dp 2 x pp 2; 8 sequences a step (4 micro-batches a replica) keep the uncollapsed plans small.
+config::ScenarioSpec tp4(int ep, int etp) {
+    return expert_fold::mixtral(4, 2, 2, ep, etp, {"workload.global_batch=8"});
 }
 
-parallel::PlanBuild build(const config::ScenarioSpec& sc, bool collapse) {
-    const auto cm = hw::make_cost_model("roofline");
-    parallel::BuildOptions bo;
-    bo.collapse = collapse;
-    return parallel::build_plan(sc, sc.strategies.front(), *cm, bo);
-}
-
-// The GPU sets of stage 0's (GPUs 0-7) collectives of kind `op` on the
-// streams other than the gradient one (dp_comm) or on it alone.
+// Stage 0 is GPUs 0-7.
 std::set<std::vector<int>> stage0(const parallel::Plan& plan, net::CollectiveOp op, bool gradients = false) {
-    std::set<std::vector<int>> out;
-    for (const auto& t : plan.tasks) {
-        if (t.kind != parallel::TaskKind::collective || t.op != op) continue;
-        if ((t.stream == parallel::StreamKind::dp_comm) != gradients) continue;
-        const auto& g = plan.groups[t.group].gpus;
-        if (g.front() < 8) out.insert(g);
-    }
-    return out;
+    return expert_fold::stage0_groups(plan, op, 8, gradients ? Streams::gradients : Streams::others);
 }
-
-// The byte counts of stage 0's collectives of kind `op` over groups of `size` GPUs (not the gradients').
 std::set<std::uint64_t> stage0_bytes(const parallel::Plan& plan, net::CollectiveOp op, std::size_t size) {
-    std::set<std::uint64_t> out;
-    for (const auto& t : plan.tasks) {
-        if (t.kind != parallel::TaskKind::collective || t.op != op || t.stream == parallel::StreamKind::dp_comm)
-            continue;
-        const auto& g = plan.groups[t.group].gpus;
-        if (g.front() < 8 && g.size() == size) out.insert(t.bytes.value);
-    }
-    return out;
+    return expert_fold::stage0_bytes(plan, op, 8, size);
 }
 
 workload::OperatorOptions options(const config::ScenarioSpec& sc) {
@@ -78,8 +47,6 @@ const workload::Operator& named(const std::vector<workload::Operator>& ops, cons
     return ops.front();
 }
 
-// Mixtral's experts in one pipeline stage of 16 layers: 16 x 8 x 3 x 4096 x 14336.
-constexpr double kStageExpertParams = 16.0 * 8 * 3 * 4096 * 14336;
 constexpr std::uint64_t kMiB = 1024 * 1024;
 }  // namespace
 
@@ -180,26 +147,13 @@ TEST_CASE("the plan issues them: 16 MiB all-to-alls over pairs, 32 MiB gathers a
     CHECK(stage0_bytes(pb.plan, net::CollectiveOp::reduce_scatter, 2) == std::set<std::uint64_t>{32 * kMiB});
 }
 
-TEST_CASE("expert memory under tp 4, etp 2: weights over ep x etp, optimizer also over edp") {
-    // ep 2, etp 2: 4 experts a GPU, each half: weights 2 bytes x P / 4;
-    // edp = 4 x 2 / (2 x 2) = 2, so ZeRO-1's 12 bytes x P / 4 / 2.
-    const auto b = build(tp4(2, 2), true).memory.breakdown;
-    CHECK(b.expert_weights == doctest::Approx(2.0 * kStageExpertParams / 4));
-    CHECK(b.expert_gradients == doctest::Approx(2.0 * kStageExpertParams / 4));
-    CHECK(b.expert_optimizer == doctest::Approx(12.0 * kStageExpertParams / 4 / 2));
-    // ep 4, etp 2: 2 experts, each half, edp 1.
-    const auto b4 = build(tp4(4, 2), true).memory.breakdown;
-    CHECK(b4.expert_weights == doctest::Approx(2.0 * kStageExpertParams / 8));
-    CHECK(b4.expert_optimizer == doctest::Approx(12.0 * kStageExpertParams / 8));
-}
-
 TEST_CASE("inference under tp 4, etp 2: the same groups and collectives, no backward") {
     std::vector<config::Override> ov{
         config::parse_override("strategies=[{name: f, tp: 4, pp: 2, dp: 2, sp: true, placement: pp-last, ep: 2, "
                                "etp: 2}]"),
         config::parse_override("workload={mode: inference, dtype: bf16, batch: 4, prompt_tokens: 1024"
                                ", output_tokens: 4, moe: {routing: balanced, grouped_gemm: true}}")};
-    const auto sc = config::load_scenario(kScenario, ov);
+    const auto sc = config::load_scenario(expert_fold::scenario_path(), ov);
     const auto pb = build(sc, false);
     CHECK(stage0(pb.plan, net::CollectiveOp::all_to_all) == std::set<std::vector<int>>{{0, 2}, {1, 3}, {4, 6}, {5, 7}});
     CHECK(stage0(pb.plan, net::CollectiveOp::all_gather).count({0, 1}) == 1);
