@@ -23,13 +23,13 @@ inline std::string scenario_path() {
 // Mixtral on 16 GPUs, tp x dp x pp with sequence parallelism and ZeRO-1,
 // pp-last (stage s holds GPUs s x tp x dp onwards, rank i = r + tp x d inside
 // it), and the given ep and etp; `more` overrides further fields
-// ("workload.global_batch=8").
+// ("workload.global_batch=8"), `strategy` adds to the strategy (", overlap: {...}").
 inline sim::config::ScenarioSpec mixtral(int tp, int pp, int dp, int ep, int etp,
-                                         const std::vector<std::string>& more = {}) {
+                                         const std::vector<std::string>& more = {}, const std::string& strategy = "") {
     std::vector<sim::config::Override> ov{sim::config::parse_override(
         "strategies=[{name: f, tp: " + std::to_string(tp) + ", pp: " + std::to_string(pp) +
         ", dp: " + std::to_string(dp) + ", sp: true, zero: 1, placement: pp-last, ep: " + std::to_string(ep) +
-        ", etp: " + std::to_string(etp) + "}]")};
+        ", etp: " + std::to_string(etp) + strategy + "}]")};
     for (const auto& m : more) ov.push_back(sim::config::parse_override(m));
     return sim::config::load_scenario(scenario_path(), ov);
 }

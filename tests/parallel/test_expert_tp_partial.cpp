@@ -147,6 +147,25 @@ TEST_CASE("the plan issues them: 16 MiB all-to-alls over pairs, 32 MiB gathers a
     CHECK(stage0_bytes(pb.plan, net::CollectiveOp::reduce_scatter, 2) == std::set<std::uint64_t>{32 * kMiB});
 }
 
+TEST_CASE("the expert-TP gather and scatter run on the exchange's stream: ep-comm under overlap.moe_a2a") {
+    // On tp_comm they would hold the other micro-batch's TP collectives of a
+    // pair behind the all-to-all they wait for (docs/moe.md section 3e).
+    const auto streams_of_pairs = [](const parallel::Plan& plan) {
+        std::set<parallel::StreamKind> out;
+        for (const auto& t : plan.tasks)
+            if (t.kind == parallel::TaskKind::collective && plan.groups[t.group].gpus.size() == 2 &&
+                (t.op == net::CollectiveOp::all_gather || t.op == net::CollectiveOp::reduce_scatter) &&
+                t.stream != parallel::StreamKind::dp_comm)
+                out.insert(t.stream);
+        return out;
+    };
+    CHECK(streams_of_pairs(build(tp4(2, 2), true).plan) ==
+          std::set<parallel::StreamKind>{parallel::StreamKind::tp_comm});
+    const auto ov = expert_fold::mixtral(4, 2, 2, 2, 2, {"workload.global_batch=8"},
+                                         ", schedule: interleaved-1f1b, virtual_stages: 2, overlap: {moe_a2a: true}");
+    CHECK(streams_of_pairs(build(ov, true).plan) == std::set<parallel::StreamKind>{parallel::StreamKind::ep_comm});
+}
+
 TEST_CASE("inference under tp 4, etp 2: the same groups and collectives, no backward") {
     std::vector<config::Override> ov{
         config::parse_override("strategies=[{name: f, tp: 4, pp: 2, dp: 2, sp: true, placement: pp-last, ep: 2, "
