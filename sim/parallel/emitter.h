@@ -107,7 +107,10 @@ struct Emitter {
     // is, in the MoE layers, i = et + etp x (e + ep x f): expert-TP rank et,
     // EP rank e, EDP rank f. EP group: the ranks with the same (et, f) (the
     // all-to-all); EDP group: the same (et, e) (the experts' gradient
-    // reduction). With etp = tp: et = r and the dp x cp ranks fold alone.
+    // reduction); expert-TP group: the same (e, f) (the all-gather and
+    // reduce-scatter of 1 < etp < tp, etp consecutive ranks inside one TP
+    // group since etp divides tp). With etp = tp: et = r and the dp x cp
+    // ranks fold alone.
     struct ExpertRank {
         int etp, ep, edp;
     };
@@ -115,17 +118,26 @@ struct Emitter {
         const int i = x.r + rs.tp * (x.c + rs.cp * x.d), etp = rs.expert_tp();
         return {i % etp, (i / etp) % rs.ep, i / (etp * rs.ep)};
     }
-    std::uint32_t ep_group(int s, int et, int f) { return group(2, s, et * rs.edp() + f); }
     std::uint32_t edp_group(int s, int et, int e) { return group(3, s, et * rs.ep + e); }
-    // The stage ranks i of an EP (kind 2, index et x edp + f) or EDP (kind 3,
-    // index et x ep + e) group, in EP or EDP rank order.
+    // The index of the EP (kind 2), EDP (kind 3) or expert-TP (kind 5)
+    // group a rank belongs to.
+    int fold_index(int kind, const ExpertRank& f) const {
+        if (kind == 2) return f.etp * rs.edp() + f.edp;
+        if (kind == 3) return f.etp * rs.ep + f.ep;
+        return f.ep + rs.ep * f.edp;
+    }
+    // The stage ranks i of an EP (kind 2, index et x edp + f), EDP (kind 3,
+    // index et x ep + e) or expert-TP (kind 5, index e + ep x f) group, in
+    // EP, EDP or expert-TP rank order.
     std::vector<int> fold_ranks(int kind, int idx) const {
         const int etp = rs.expert_tp(), edp = rs.edp();
         std::vector<int> i;
         if (kind == 2)
             for (int e = 0; e < rs.ep; ++e) i.push_back(idx / edp + etp * (e + rs.ep * (idx % edp)));
-        else
+        else if (kind == 3)
             for (int f = 0; f < edp; ++f) i.push_back(idx / rs.ep + etp * (idx % rs.ep + rs.ep * f));
+        else
+            for (int et = 0; et < etp; ++et) i.push_back(et + etp * idx);
         return i;
     }
     std::uint32_t group(int kind, int s, int idx) {
@@ -154,11 +166,8 @@ struct Emitter {
                 const int q = i / rs.tp;
                 g.gpus.push_back(real(q / rs.cp, s, q % rs.cp, i % rs.tp));
             }
-            for (const auto& mem : members[s]) {
-                const auto f = expert_rank(mem);
-                if ((kind == 2 ? f.etp * rs.edp() + f.edp : f.etp * rs.ep + f.ep) == idx)
-                    g.members.push_back(mem.local);
-            }
+            for (const auto& mem : members[s])
+                if (fold_index(kind, expert_rank(mem)) == idx) g.members.push_back(mem.local);
         } else {
             for (int d = 0; d < rs.dp; ++d)
                 for (int c = 0; c < rs.cp; ++c) g.gpus.push_back(real(d, s, c, idx));
@@ -222,9 +231,15 @@ struct Emitter {
             if (rs.ep > 1 && op.ep_count_gather_bytes.value > 0)
                 ep_collective(s, net::CollectiveOp::all_gather, StreamKind::tp_comm, op.ep_count_gather_bytes, ph, mb,
                               step, pending, last);
+            if (op.etp_scatter_bytes.value > 0)
+                expert_collective(s, 5, net::CollectiveOp::reduce_scatter, exchange_stream(), op.etp_scatter_bytes, ph,
+                                  mb, step, pending, last);
             if (rs.ep > 1 && op.ep_a2a_bytes.value > 0) ep_all_to_all(s, op.ep_a2a_bytes, ph, mb, step, pending, last);
             if (rs.ep > 1 && op.ep_probs_a2a_bytes.value > 0)
                 ep_all_to_all(s, op.ep_probs_a2a_bytes, ph, mb, step, pending, last);
+            if (op.etp_gather_bytes.value > 0)
+                expert_collective(s, 5, net::CollectiveOp::all_gather, exchange_stream(), op.etp_gather_bytes, ph, mb,
+                                  step, pending, last);
             if (op.cp_step == 0) ring_in = last;  // K and V (and dO) are ready once the preceding task is
             if (op.cp_step > 0) ring_step(s, op.cp_ring_bytes, ph, mb, step, ring_in, pending);
             // One descriptor for every member: they run the same kernel on the same tensor ids (each GPU has its own L2).
@@ -357,26 +372,36 @@ struct Emitter {
     // likewise with overlap.two_batch, the other half-batch (emit_two_batch.cpp).
     void ep_all_to_all(int s, Bytes bytes, Phase ph, int mb, int step, std::vector<std::vector<std::uint32_t>>& pending,
                        std::vector<std::uint32_t>& last) {
-        const bool own_stream = rs.overlap.moe_a2a || rs.overlap.two_batch;
-        ep_collective(s, net::CollectiveOp::all_to_all, own_stream ? StreamKind::ep_comm : StreamKind::tp_comm, bytes,
-                      ph, mb, step, pending, last);
+        ep_collective(s, net::CollectiveOp::all_to_all, exchange_stream(), bytes, ph, mb, step, pending, last);
+    }
+    // The expert-TP gather and scatter ride on the exchange's stream: they
+    // are part of it, and on tp_comm under overlap.moe_a2a they would hold
+    // the other micro-batch's (or half-batch's) TP collectives behind the
+    // all-to-all they wait for.
+    StreamKind exchange_stream() const {
+        return rs.overlap.moe_a2a || rs.overlap.two_batch ? StreamKind::ep_comm : StreamKind::tp_comm;
     }
 
     // A collective over each EP group of stage s, on `stream`, after each
     // member's chain so far; the next kernel waits for it.
     void ep_collective(int s, net::CollectiveOp cop, StreamKind stream, Bytes bytes, Phase ph, int mb, int step,
                        std::vector<std::vector<std::uint32_t>>& pending, std::vector<std::uint32_t>& last) {
+        expert_collective(s, 2, cop, stream, bytes, ph, mb, step, pending, last);
+    }
+
+    // The same over each group of kind `kind` (fold_index: 2 EP, 5 expert-TP)
+    // that has simulated members, in group index order.
+    void expert_collective(int s, int kind, net::CollectiveOp cop, StreamKind stream, Bytes bytes, Phase ph, int mb,
+                           int step, std::vector<std::vector<std::uint32_t>>& pending,
+                           std::vector<std::uint32_t>& last) {
         const auto& mem = members[s];
-        std::map<std::pair<int, int>, std::vector<std::size_t>> by_group;  // (expert-TP rank, EDP rank) -> members
-        for (std::size_t i = 0; i < mem.size(); ++i) {
-            const auto f = expert_rank(mem[i]);
-            by_group[{f.etp, f.edp}].push_back(i);
-        }
-        for (const auto& [key, who] : by_group) {
+        std::map<int, std::vector<std::size_t>> by_group;  // group index -> members
+        for (std::size_t i = 0; i < mem.size(); ++i) by_group[fold_index(kind, expert_rank(mem[i]))].push_back(i);
+        for (const auto& [idx, who] : by_group) {
             Task t = base(ph, mb, -1, step);
             t.kind = TaskKind::collective;
             t.stream = stream;
-            t.group = ep_group(s, key.first, key.second);
+            t.group = group(kind, s, idx);
             t.op = cop;
             t.bytes = bytes;
             std::vector<std::uint32_t> deps;

@@ -128,11 +128,6 @@ std::string resolve_ep(const config::ScenarioSpec& sc, const config::StrategySpe
     if (spec.etp > 0 && m.experts == 0)
         return fmt::format("etp={}: model '{}' is dense (no experts to split)", spec.etp, m.name);
     if (rs.tp % etp != 0) return fmt::format("etp={} does not divide tp={}", etp, rs.tp);
-    if (etp != rs.tp && etp != 1)
-        return fmt::format(
-            "etp={}: only etp = 1 or etp = tp ({}) is modelled (the expert tensor-parallel "
-            "collectives of 1 < etp < tp are not)",
-            etp, rs.tp);
     if (etp != rs.tp && !rs.sp)
         return fmt::format(
             "etp={} < tp={} needs sp: true (each TP rank routes its own sequence-parallel shard; "

@@ -17,22 +17,27 @@ constexpr double kGateBytes = 4.0;   // a routed token's gate weight (FP32) move
 constexpr double kScoreBytes = 4.0;  // a routing score (FP32) of one token and expert
 constexpr double kCountBytes = 8.0;  // a rank's token count for one expert (int64)
 
-// The dimensions of an expert's MLP: the model's moe_ffn (each expert's
-// intermediate size) in place of ffn, split over tp like the dense MLP.
-Dims expert_dims(const Dims& x, std::int64_t ffn) {
+// The dimensions of an MLP of `ffn` intermediate size (an expert's moe_ffn,
+// or the shared experts' together) split over `split` GPUs: tp for the
+// shared experts as for the dense MLP, etp for the routed experts.
+Dims expert_dims(const Dims& x, std::int64_t ffn, std::int64_t split) {
     Dims e = x;
-    e.f_p = ceil_div(ffn, x.p);
+    e.f_p = ceil_div(ffn, split);
     e.fup_p = x.swiglu ? 2 * e.f_p : e.f_p;
     return e;
 }
 
+// The routed experts' split: etp (= x.p, the layer's tp, when etp = tp).
+Dims routed_expert_dims(const Dims& x) { return expert_dims(x, x.m->expert_ffn(), x.o->expert_tp()); }
+
 // The dimensions the routed part of an MoE layer runs on. With expert
 // tensor parallelism etp = tp, the layer's own (the tokens gathered over the
-// TP group, the experts split over tp). With etp = 1 < tp (MoE parallel
-// folding, docs/moe.md section 1a) each TP rank routes only its own
-// sequence-parallel shard of T / tp tokens, sends them to their experts over
-// an EP group that spans TP ranks, and computes whole experts: no TP
-// all-gather before the router and no reduce-scatter after the combine.
+// TP group, the experts split over tp). With etp < tp (MoE parallel folding,
+// docs/moe.md section 1a) each TP rank routes only its own sequence-parallel
+// shard of T / tp tokens and sends them to their experts over an EP group
+// that spans TP ranks: no TP all-gather before the router and no
+// reduce-scatter after the combine (the expert-TP group's, when etp > 1,
+// are the experts' own: MoeShape).
 Dims routed_dims(const Dims& x) {
     if (x.o->expert_tp() == x.o->tp) return x;
     Dims m = x;
@@ -49,13 +54,37 @@ struct MoeShape {
     std::vector<std::int64_t> local;  // tokens per local expert of the hot rank
     double a2a = 0;                   // combine (and dispatch backward) all-to-all bytes per rank (0 without EP)
     double to_experts = 0;            // dispatch (and combine backward): a2a, or FP8 with its scales
+    // Expert tensor parallelism 1 < etp < tp (docs/moe.md section 1a): the
+    // all-gather over the expert-TP group after the exchange into the
+    // experts and the reduce-scatter before the exchange out of them, both
+    // of the hot rank's gathered tokens (full size); 0 otherwise.
+    double gathered_in = 0;    // tokens x hidden x (dispatch bytes per element)
+    double scattered_out = 0;  // tokens x hidden x activation bytes
+    std::int64_t etp = 1;      // the expert-TP ranks that share the hot rank's tokens (1 without the gather)
 };
 
-MoeShape moe_shape(const Dims& x) {
-    const ExpertLoad load = expert_load(x.m->experts, x.m->top_k, x.o->ep, x.T, x.o->moe);
+// With etp = 1 or tp the EP group of ep ranks routes T tokens a rank. With
+// 1 < etp < tp (Megatron-Core's MoEAlltoAllTokenDispatcher) each of the
+// etp x ep ranks of an EP group and its expert-TP peers routes its own
+// T_r = x.T tokens, and the all-gather over the expert-TP group hands every
+// shard of an expert the tokens of all etp x ep of them: the load is the
+// EP group's with etp x T_r tokens a rank, of which each rank received
+// 1 / etp by its own all-to-all.
+MoeShape moe_shape(const Dims& x, bool folded) {
+    const std::int64_t etp = folded ? x.o->expert_tp() : 1;
+    const ExpertLoad load = expert_load(x.m->experts, x.m->top_k, x.o->ep, etp * x.T, x.o->moe);
     const double to_experts = x.o->fp8_dispatch ? kFp8DispatchBytesPerElement : x.ab;
-    return {load.hot_local, all_to_all_bytes(load, x.o->ep, x.h, x.ab),
-            all_to_all_bytes(load, x.o->ep, x.h, to_experts)};
+    ExpertLoad received = load;
+    received.hot_tokens = ceil_div(load.hot_tokens, etp);
+    MoeShape ms{load.hot_local, all_to_all_bytes(received, x.o->ep, x.h, x.ab),
+                all_to_all_bytes(received, x.o->ep, x.h, to_experts)};
+    ms.etp = etp;
+    if (etp > 1) {
+        const double rows = static_cast<double>(load.hot_tokens) * static_cast<double>(x.h);
+        ms.gathered_in = rows * to_experts;
+        ms.scattered_out = rows * x.ab;
+    }
+    return ms;
 }
 
 // Merges the same kernel of every local expert into one grouped kernel
@@ -132,10 +161,32 @@ bool sends_metadata(const Dims& x) { return x.o->moe_alltoall_metadata && x.o->e
 // apply them at the experts, exchange them.
 bool sends_probs(const Dims& x) { return sends_metadata(x) && !x.o->moe_permute_unfused; }
 
+// A rank receives 1 / etp of the hot rank's gathered tokens by its own all-to-all.
 Bytes probs_a2a_bytes(const MoeShape& ms) {
+    std::int64_t tokens = 0;
+    for (const std::int64_t n : ms.local) tokens += n;
+    return Bytes::ceil(static_cast<double>(ceil_div(tokens, ms.etp)) * kGateBytes);
+}
+
+// The gate weights ride with the tokens through the expert-TP all-gather
+// (and their gradients through its backward's reduce-scatter) when the
+// dispatcher sends them (Megatron-Core gathers global_probs beside
+// global_input_tokens; one collective here, two there).
+double gathered_probs_bytes(const Dims& x, const MoeShape& ms) {
+    if (ms.etp <= 1 || !x.o->moe_alltoall_metadata || x.o->moe_permute_unfused) return 0;
     double tokens = 0;
     for (const std::int64_t n : ms.local) tokens += static_cast<double>(n);
-    return Bytes::ceil(tokens * kGateBytes);
+    return tokens * kGateBytes;
+}
+
+// The expert-TP collectives of 1 < etp < tp (zero bytes otherwise): an
+// all-gather after the exchange into the experts, a reduce-scatter before
+// the exchange out of them.
+void gather_over_expert_tp(Operator& op, double bytes) {
+    if (bytes > 0) op.etp_gather_bytes = Bytes::ceil(bytes);
+}
+void scatter_over_expert_tp(Operator& op, double bytes) {
+    if (bytes > 0) op.etp_scatter_bytes = Bytes::ceil(bytes);
 }
 
 // The all-gather's output: every EP rank's count for every expert.
@@ -196,8 +247,8 @@ void moe_forward(const Dims& layer, std::vector<Operator>& ops) {
     // tensor parallelism (Megatron-Core's SharedExpertMLP uses the TP group).
     const Dims x = routed_dims(layer);
     const bool folded = x.p != layer.p;
-    const MoeShape ms = moe_shape(x);
-    const Dims xe = expert_dims(x, x.m->expert_ffn());
+    const MoeShape ms = moe_shape(x, folded);
+    const Dims xe = routed_expert_dims(x);
     const double T = static_cast<double>(x.T), k = static_cast<double>(x.m->top_k);
     const double E = static_cast<double>(x.m->experts), h = static_cast<double>(x.h);
     const bool quantize_once = x.o->fp8_dispatch && !x.o->inference && hw::is_low_precision(x.o->precision.compute);
@@ -254,7 +305,7 @@ void moe_forward(const Dims& layer, std::vector<Operator>& ops) {
     // they gather the layer's tokens over TP and reduce-scatter their output
     // themselves.
     if (x.m->shared_experts > 0) {
-        const Dims xs = expert_dims(layer, layer.m->shared_experts * layer.m->expert_ffn());
+        const Dims xs = expert_dims(layer, layer.m->shared_experts * layer.m->expert_ffn(), layer.p);
         const MlpIds ids = shared_mlp_ids(xs, static_cast<std::int64_t>(ms.local.size()));
         const std::size_t first = ops.size();
         mlp_forward(xs, ids, ops);
@@ -272,6 +323,7 @@ void moe_forward(const Dims& layer, std::vector<Operator>& ops) {
     if (ops.size() > first_expert) {
         precede_by_all_to_all(ops[first_expert], ms.to_experts);
         if (sends_probs(x)) ops[first_expert].ep_probs_a2a_bytes = probs_a2a_bytes(ms);
+        gather_over_expert_tp(ops[first_expert], ms.gathered_in + gathered_probs_bytes(x, ms));
     }
     if (sorts) ops.push_back(sort_chunks(x, xe, ms, "moe_unsort_chunks", 0, [](const MlpIds& i) { return i.out; }));
     const double routed = T * k * h * x.ab;  // every routed copy of a token, tokens x k x hidden
@@ -285,6 +337,7 @@ void moe_forward(const Dims& layer, std::vector<Operator>& ops) {
         // weights; moe_combine below is the sum over each token's k copies.
         Operator zero = elementwise(x, "moe_unpermute_zero", 0, 0, routed, {});
         precede_by_all_to_all(zero, ms.a2a);
+        scatter_over_expert_tp(zero, ms.scattered_out);
         ops.push_back(std::move(zero));
         ops.push_back(elementwise(x, "moe_unpermute_scatter", T * k * h, 2 * routed + idx, routed, std::move(combine)));
         ops.push_back(elementwise(x, "moe_unpermute_weight", T * k * h, routed + T * k * x.ab, routed, {}));
@@ -293,7 +346,10 @@ void moe_forward(const Dims& layer, std::vector<Operator>& ops) {
     }
     Operator op = elementwise(x, "moe_combine", (unfused ? 1 : 2) * T * k * h, routed + (unfused ? 0 : idx),
                               full_act(x), std::move(sum_uses));
-    if (!unfused) precede_by_all_to_all(op, ms.a2a);
+    if (!unfused) {
+        precede_by_all_to_all(op, ms.a2a);
+        scatter_over_expert_tp(op, ms.scattered_out);
+    }
     ops.push_back(std::move(op));
     // A stack that scales the routed output and adds the shared experts' in
     // kernels of their own (OperatorOptions::shared_expert_combine_kernels;
@@ -309,8 +365,8 @@ void moe_forward(const Dims& layer, std::vector<Operator>& ops) {
 void moe_backward(const Dims& layer, std::vector<Operator>& ops) {
     const Dims x = routed_dims(layer);  // as in moe_forward
     const bool folded = x.p != layer.p;
-    const MoeShape ms = moe_shape(x);
-    const Dims xe = expert_dims(x, x.m->expert_ffn());
+    const MoeShape ms = moe_shape(x, folded);
+    const Dims xe = routed_expert_dims(x);
     const double T = static_cast<double>(x.T), k = static_cast<double>(x.m->top_k);
     const double E = static_cast<double>(x.m->experts), h = static_cast<double>(x.h);
     const double idx = T * k * 8.0;
@@ -359,7 +415,7 @@ void moe_backward(const Dims& layer, std::vector<Operator>& ops) {
         ops.push_back(std::move(combine_bwd));
     }
     if (x.m->shared_experts > 0) {
-        const Dims xs = expert_dims(layer, layer.m->shared_experts * layer.m->expert_ffn());
+        const Dims xs = expert_dims(layer, layer.m->shared_experts * layer.m->expert_ffn(), layer.p);
         const MlpIds ids = shared_mlp_ids(xs, static_cast<std::int64_t>(ms.local.size()));
         const std::size_t first = ops.size();
         mlp_backward(xs, ids, ops);
@@ -377,7 +433,10 @@ void moe_backward(const Dims& layer, std::vector<Operator>& ops) {
         ops.push_back(
             sort_chunks(x, xe, ms, "moe_unsort_chunks_bwd", 0, [](const MlpIds& i) { return flagged(i.out, kGrad); }));
     append_experts(xe, experts, ops);
-    if (ops.size() > first_expert) precede_by_all_to_all(ops[first_expert], ms.to_experts);
+    if (ops.size() > first_expert) {
+        precede_by_all_to_all(ops[first_expert], ms.to_experts);
+        gather_over_expert_tp(ops[first_expert], ms.gathered_in);
+    }
     if (sorts)
         ops.push_back(sort_chunks(x, xe, ms, "moe_sort_chunks_bwd", kGateBytes,
                                   [](const MlpIds& i) { return flagged(i.in, kGrad); }));
@@ -390,11 +449,15 @@ void moe_backward(const Dims& layer, std::vector<Operator>& ops) {
         // which reads it as well.
         Operator zero = elementwise(x, "moe_dispatch_bwd_zero", 0, 0, full_act(x), {});
         precede_by_all_to_all(zero, ms.a2a);
+        scatter_over_expert_tp(zero, ms.scattered_out + gathered_probs_bytes(x, ms));
         ops.push_back(std::move(zero));
     }
     Operator dispatch_bwd = elementwise(x, "moe_dispatch_bwd", T * k * h, routed + idx + (unfused ? full_act(x) : 0),
                                         full_act(x), std::move(db));
-    if (!unfused) precede_by_all_to_all(dispatch_bwd, ms.a2a);
+    if (!unfused) {
+        precede_by_all_to_all(dispatch_bwd, ms.a2a);
+        scatter_over_expert_tp(dispatch_bwd, ms.scattered_out + gathered_probs_bytes(x, ms));
+    }
     if (sends_probs(x)) dispatch_bwd.ep_probs_a2a_bytes = probs_a2a_bytes(ms);
     set_sync(x, dispatch_bwd, TpSync::after_column_input_grad, full_act(x));
     ops.push_back(std::move(dispatch_bwd));

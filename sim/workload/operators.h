@@ -85,9 +85,10 @@ struct OperatorOptions {
     // layer's tokens travel by all-to-all); moe says how tokens route.
     int ep = 1;
     // Expert tensor parallelism: each expert's matrices split over etp GPUs;
-    // 0 means etp = tp. With etp < tp (only etp = 1 is modelled) each TP
-    // rank routes its own sequence-parallel shard of the tokens and computes
-    // whole experts (docs/moe.md section 1a).
+    // 0 means etp = tp. With etp < tp each TP rank routes its own
+    // sequence-parallel shard of the tokens, and each expert is split over
+    // etp GPUs (whole with etp = 1) that gather their tokens (docs/moe.md
+    // section 1a).
     int etp = 0;
     int expert_tp() const { return etp > 0 ? etp : tp; }
     MoeRouting moe;
@@ -210,6 +211,12 @@ struct Operator {
     // bytes of output, before the kernel (tokens per expert). Zero: none.
     Bytes ep_probs_a2a_bytes;
     Bytes ep_count_gather_bytes;
+    // Expert tensor parallelism 1 < etp < tp (docs/moe.md section 1a): an
+    // all-gather over the expert-TP group after the EP all-to-all(s) and
+    // before the kernel (bytes: its full output), or a reduce-scatter over
+    // it before the EP all-to-all (bytes: its full input). Zero: none.
+    Bytes etp_gather_bytes;
+    Bytes etp_scatter_bytes;
     // Low-precision training: this GEMM's activation operand arrives already
     // quantized (the FP8-dispatched tokens of a routed expert's up
     // projection, quantized once per token before the exchange): no

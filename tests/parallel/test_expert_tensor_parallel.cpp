@@ -3,11 +3,8 @@
 // stage's tp x dp ranks in Megatron-Core's order, the expert GEMMs split
 // over etp instead of tp, the expert memory over etp x ep x edp, and the
 // refusals. Hand-computed on Mixtral 8x7B (16 GPUs, two nodes of 8).
-#include "sim/config/data_dir.h"
-#include "sim/config/scenario.h"
+#include "expert_fold_support.h"
 #include "sim/core/error.h"
-#include "sim/hw/cost_model.h"
-#include "sim/parallel/builder.h"
 #include "sim/parallel/strategy.h"
 #include "sim/workload/operators.h"
 
@@ -20,43 +17,23 @@
 TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md); a case may override it
 
 using namespace sim;
+using expert_fold::build;
 
 namespace {
-const std::string kScenario = std::string(sim::config::data_dir()) + "/scenarios/moe-mixtral-8x7b-ep.yaml";
+const std::string kScenario = expert_fold::scenario_path();
 
-// Mixtral on 16 GPUs, tp 2 x dp 2 x pp 4 with sequence parallelism, in
-// Megatron's rank order (pp-last: stage s holds GPUs 4s .. 4s + 3, rank
-// i = r + 2 d inside it), and the given ep and etp.
-config::ScenarioSpec folded(int ep, int etp) {
-    std::vector<config::Override> ov{config::parse_override(
-        "strategies=[{name: f, tp: 2, pp: 4, dp: 2, sp: true, zero: 1, placement: pp-last, ep: " + std::to_string(ep) +
-        ", etp: " + std::to_string(etp) + "}]")};
-    return config::load_scenario(kScenario, ov);
-}
+// Mixtral on 16 GPUs, tp 2 x dp 2 x pp 4 (stage s holds GPUs 4s .. 4s + 3,
+// rank i = r + 2 d inside it), and the given ep and etp.
+config::ScenarioSpec folded(int ep, int etp) { return expert_fold::mixtral(2, 4, 2, ep, etp); }
 
-parallel::PlanBuild build(const config::ScenarioSpec& sc, bool collapse) {
-    const auto cm = hw::make_cost_model("roofline");
-    parallel::BuildOptions bo;
-    bo.collapse = collapse;
-    return parallel::build_plan(sc, sc.strategies.front(), *cm, bo);
-}
-
-// The GPU sets of the groups of stage 0's (GPUs 0-3) collectives of kind
-// `op` (reduce-scatters: the gradient ones, on the DP stream, not the
+// The GPU sets of stage 0's (GPUs 0-3) collectives of kind `op`
+// (reduce-scatters: the gradient ones, on the DP stream, not the
 // sequence-parallel ones of the TP groups).
 std::set<std::vector<int>> stage0_groups(const parallel::Plan& plan, net::CollectiveOp op) {
-    std::set<std::vector<int>> out;
-    for (const auto& t : plan.tasks) {
-        if (t.kind != parallel::TaskKind::collective || t.op != op) continue;
-        if (op == net::CollectiveOp::reduce_scatter && t.stream != parallel::StreamKind::dp_comm) continue;
-        const auto& g = plan.groups[t.group].gpus;
-        if (g.front() < 4) out.insert(g);
-    }
-    return out;
+    return expert_fold::stage0_groups(
+        plan, op, 4,
+        op == net::CollectiveOp::reduce_scatter ? expert_fold::Streams::gradients : expert_fold::Streams::any);
 }
-
-// Mixtral's experts in one pipeline stage of 8 layers: 8 x 8 x 3 x 4096 x 14336.
-constexpr double kStageExpertParams = 8.0 * 8 * 3 * 4096 * 14336;
 }  // namespace
 
 TEST_CASE("etp 1 under tp 2: the EP group spans the TP ranks (tp 2, dp 2, ep 4: one group of 4, edp 1)") {
@@ -121,26 +98,36 @@ TEST_CASE("expert GEMMs: whole experts on the rank's own tokens under etp 1, spl
     CHECK(a2a1 == std::set<std::uint64_t>{2048u * 2 * 4096 * 2});
 }
 
-TEST_CASE("expert memory over etp x ep x edp: tp 2, dp 2, ZeRO-1") {
-    // etp 1, ep 2: 4 whole experts a GPU, so weights 2 bytes x P / 2;
-    // edp = 2 x 2 / (1 x 2) = 2, so the optimizer's 12 bytes x P / 2 / 2.
-    const auto b1 = build(folded(2, 1), true).memory.breakdown;
-    CHECK(b1.expert_weights == doctest::Approx(2.0 * kStageExpertParams / 2));
-    CHECK(b1.expert_gradients == doctest::Approx(2.0 * kStageExpertParams / 2));
-    CHECK(b1.expert_optimizer == doctest::Approx(12.0 * kStageExpertParams / 2 / 2));
-    // etp 2 (= tp), ep 2: 4 experts split in 2, edp = 2 x 2 / (2 x 2) = 1.
-    const auto b2 = build(folded(2, 2), true).memory.breakdown;
-    CHECK(b2.expert_weights == doctest::Approx(2.0 * kStageExpertParams / 4));
-    CHECK(b2.expert_optimizer == doctest::Approx(12.0 * kStageExpertParams / 4));
-    // etp 1, ep 4: 2 whole experts, edp 1.
-    const auto b4 = build(folded(4, 1), true).memory.breakdown;
-    CHECK(b4.expert_weights == doctest::Approx(2.0 * kStageExpertParams / 4));
-    CHECK(b4.expert_optimizer == doctest::Approx(12.0 * kStageExpertParams / 4));
+TEST_CASE(
+    "expert memory over etp x ep x edp, ZeRO-1: weights and gradients over ep x etp, the optimizer also over edp") {
+    // P: Mixtral's experts in one pipeline stage of 32 / pp layers,
+    // (32 / pp) x 8 x 3 x 4096 x 14336; dp 2 throughout.
+    struct Row {
+        int tp, pp, ep, etp;
+        double shards, edp;  // ep x etp, and tp x 2 / (ep x etp)
+    };
+    const Row rows[] = {
+        {2, 4, 2, 1, 2, 2},  // 4 whole experts a GPU
+        {2, 4, 2, 2, 4, 1},  // etp = tp: 4 experts split in 2
+        {2, 4, 4, 1, 4, 1},  // 2 whole experts
+        {4, 2, 2, 2, 4, 2},  // 1 < etp < tp: 4 experts split in 2, over 2 EDP ranks
+        {4, 2, 4, 2, 8, 1},  // 2 experts split in 2
+    };
+    for (const Row& r : rows) {
+        const int tp = r.tp, ep = r.ep, etp = r.etp;
+        INFO("tp " << tp << ", ep " << ep << ", etp " << etp);
+        const double params = 32.0 / r.pp * 8 * 3 * 4096 * 14336;
+        const auto b = build(expert_fold::mixtral(r.tp, r.pp, 2, r.ep, r.etp), true).memory.breakdown;
+        CHECK(b.expert_weights == doctest::Approx(2.0 * params / r.shards));
+        CHECK(b.expert_gradients == doctest::Approx(2.0 * params / r.shards));
+        CHECK(b.expert_optimizer == doctest::Approx(12.0 * params / r.shards / r.edp));
+    }
     // The dense part does not depend on how the experts fold.
+    const auto b1 = build(folded(2, 1), true).memory.breakdown, b2 = build(folded(2, 2), true).memory.breakdown;
     CHECK(b1.weights - b1.expert_weights == doctest::Approx(b2.weights - b2.expert_weights));
 }
 
-TEST_CASE("etp refusals: must divide tp, etp x ep must divide tp x dp x cp, 1 < etp < tp, no sp") {
+TEST_CASE("etp refusals: must divide tp, etp x ep must divide tp x dp x cp, no sp") {
     const auto why = [](const std::string& strategy) {
         const auto sc = config::load_scenario(kScenario, {config::parse_override("strategies=[" + strategy + "]")});
         return parallel::try_resolve_degrees(sc, sc.strategies.front()).why_not;
@@ -148,7 +135,12 @@ TEST_CASE("etp refusals: must divide tp, etp x ep must divide tp x dp x cp, 1 < 
     const std::string base = "{name: f, pp: 2, sp: true, ";
     CHECK(why(base + "tp: 2, dp: 4, ep: 2, etp: 1}").empty());
     CHECK(why(base + "tp: 4, dp: 2, ep: 2, etp: 3}") == "etp=3 does not divide tp=4");
-    CHECK(why(base + "tp: 4, dp: 2, ep: 2, etp: 2}").find("only etp = 1 or etp = tp") != std::string::npos);
+    // 1 < etp < tp is Megatron-Core's too (test_expert_tp_partial.cpp); 2 x 4 does not divide 4 x 1 x 1.
+    CHECK(why(base + "tp: 4, dp: 2, ep: 2, etp: 2}").empty());
+    CHECK(why("{name: f, pp: 4, sp: true, tp: 4, dp: 1, ep: 4, etp: 2}") ==
+          "etp x ep = 2 x 4 does not divide tp x dp x cp = 4 x 1 x 1 (the experts fold onto the ranks of a "
+          "pipeline stage, as in Megatron-Core)");
+    CHECK(why("{name: f, pp: 2, tp: 4, dp: 2, ep: 2, etp: 2}").find("needs sp: true") != std::string::npos);
     // 1 x 8 does not divide 2 x 2 x 1 (pp 4).
     CHECK(why("{name: f, pp: 4, sp: true, tp: 2, dp: 2, ep: 8, etp: 1}") ==
           "etp x ep = 1 x 8 does not divide tp x dp x cp = 2 x 2 x 1 (the experts fold onto the ranks of a "
