@@ -126,6 +126,12 @@ struct OperatorOptions {
     // (SoftwareProfile::mla_qkv_concat; docs/moe.md section 7): three
     // memory passes forward, two backward.
     bool mla_qkv_concat = false;
+    // Training and prompts: MLA's rotary embedding applied by PyTorch
+    // operations instead of in the up projections' epilogues
+    // (SoftwareProfile::mla_rope_unfused; docs/moe.md section 3j): seven
+    // passes over the rope parts forward, fourteen backward, and six small
+    // kernels for the cos and sin tables, for the queries and the rope key.
+    bool mla_rope_unfused = false;
     // Inference: the fused-MoE kernel's buffers for up to this many tokens
     // are part of the workspace (SoftwareProfile::fused_moe_chunk_tokens); 0 =
     // the experts' inputs of every token, as for any MLP.
