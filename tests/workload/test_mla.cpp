@@ -57,6 +57,21 @@ std::ptrdiff_t count_prefixed(const std::vector<Operator>& ops, const std::strin
                          [&prefix](const Operator& op) { return op.kernel.name.rfind(prefix, 0) == 0; });
 }
 
+// Where the kernel `name` is in `ops` (end() when absent).
+std::vector<Operator>::const_iterator position(const std::vector<Operator>& ops, const std::string& name) {
+    return std::find_if(ops.begin(), ops.end(), [&name](const Operator& op) { return op.kernel.name == name; });
+}
+
+// DeepSeek-V3's training layout of the two NeMo tests: TP 2 with sequence
+// parallelism, one sequence of 4096 tokens.
+OperatorOptions tp2_sp() {
+    OperatorOptions o;
+    o.tp = 2;
+    o.sequence_parallel = true;
+    return o;
+}
+const PassShape kSequence4096{1, 4096, 4096};
+
 }  // namespace
 
 TEST_CASE("DeepSeek-V3 caches 61 x (512 + 64) x 2 = 70 272 bytes a token in BF16") {
@@ -110,12 +125,9 @@ TEST_CASE(
     // query = cat(q_nope, q_rope), key = cat(k_nope, rope key x heads),
     // value.contiguous(), and their split backward (docs/moe.md section 7).
     const ModelSpec m = shipped("deepseek-v3");
-    OperatorOptions o;
-    o.tp = 2;
-    o.sequence_parallel = true;
+    OperatorOptions o = tp2_sp();
     o.mla_qkv_concat = true;
-    const std::int64_t s = 4096;
-    const PassShape shape{1, s, s};
+    const PassShape shape = kSequence4096;
     // e: the sequence's 4096 tokens x 64 heads a rank x 2 bytes.
     const double e = 4096.0 * 64 * 2;
     const auto fwd = layer_forward(m, 0, 0, shape, o);
@@ -128,11 +140,8 @@ TEST_CASE(
     CHECK(find(fwd, "mla_v_copy").kernel.bytes_read.value == doctest::Approx(e * 128));  // 67 108 864
     CHECK(find(fwd, "mla_v_copy").kernel.bytes_written.value == doctest::Approx(e * 128));
     // After kv_up, before the core.
-    const auto at = [&](const std::vector<Operator>& ops, const std::string& name) {
-        return std::find_if(ops.begin(), ops.end(), [&](const Operator& op) { return op.kernel.name == name; });
-    };
-    CHECK(at(fwd, "kv_up") < at(fwd, "mla_q_concat"));
-    CHECK(at(fwd, "mla_v_copy") < at(fwd, "attention"));
+    CHECK(position(fwd, "kv_up") < position(fwd, "mla_q_concat"));
+    CHECK(position(fwd, "mla_v_copy") < position(fwd, "attention"));
     const auto bwd = layer_backward(m, 0, 0, shape, o, Recompute::none);
     CHECK(find(bwd, "mla_q_split_bwd").kernel.bytes_read.value == doctest::Approx(e * 192));
     CHECK(find(bwd, "mla_q_split_bwd").kernel.bytes_written.value == doctest::Approx(e * 192));
@@ -141,8 +150,8 @@ TEST_CASE(
     CHECK(find(bwd, "mla_kv_split_bwd").kernel.bytes_read.value == doctest::Approx(e * 320));  // 167 772 160
     CHECK(find(bwd, "mla_kv_split_bwd").kernel.bytes_written.value ==
           doctest::Approx(e * 256 + 4096.0 * 64 * 2));  // 134 742 016
-    CHECK(at(bwd, "mla_kv_split_bwd") < at(bwd, "kv_up_dgrad"));
-    CHECK(at(bwd, "mla_q_split_bwd") < at(bwd, "q_up_dgrad"));
+    CHECK(position(bwd, "mla_kv_split_bwd") < position(bwd, "kv_up_dgrad"));
+    CHECK(position(bwd, "mla_q_split_bwd") < position(bwd, "q_up_dgrad"));
     // Recomputing the up projections (mla_up_proj) repeats the three copies.
     o.recompute_modules = {false, true};  // mla_up_proj only, as the DeepSeek-V3 recipe
     const auto rec = layer_backward(m, 0, 0, shape, o, Recompute::selective);
@@ -174,12 +183,9 @@ TEST_CASE("Megatron-Core's unfused YaRN RoPE: 13 + 13 kernels forward, 14 + 14 b
     // q_pos_emb (4096 tokens x 64 heads a rank x 64) and k_pos_emb (4096 x
     // 64), BF16 (docs/moe.md section 3j).
     const ModelSpec m = shipped("deepseek-v3");
-    OperatorOptions o;
-    o.tp = 2;
-    o.sequence_parallel = true;
+    OperatorOptions o = tp2_sp();
     o.mla_rope_unfused = true;
-    const std::int64_t s = 4096;
-    const PassShape shape{1, s, s};
+    const PassShape shape = kSequence4096;
     const double q = 4096.0 * 64 * 64 * 2;  // 33 554 432 bytes: the queries' rope parts
     const double k = 4096.0 * 64 * 2;       // 524 288: the rope key
     const double table = 4096.0 * 64;       // FP32 frequencies, cos and sin
@@ -195,11 +201,8 @@ TEST_CASE("Megatron-Core's unfused YaRN RoPE: 13 + 13 kernels forward, 14 + 14 b
     const auto [kr, kw] = prefixed_bytes(fwd, "mla_k_rope_");
     CHECK(kr == doctest::Approx(7.5 * k + 2 * 12 * table));
     CHECK(kw == doctest::Approx(6.5 * k + 2 * 10 * table));
-    const auto at = [](const std::vector<Operator>& ops, const std::string& name) {
-        return std::find_if(ops.begin(), ops.end(), [&name](const Operator& op) { return op.kernel.name == name; });
-    };
-    CHECK(at(fwd, "kv_up") < at(fwd, "mla_q_rope_cos"));
-    CHECK(at(fwd, "mla_k_rope_pass_cat") < at(fwd, "attention"));
+    CHECK(position(fwd, "kv_up") < position(fwd, "mla_q_rope_cos"));
+    CHECK(position(fwd, "mla_k_rope_pass_cat") < position(fwd, "attention"));
     // Backward: 14 passes each, reading 11.5 units and writing 12.5.
     const auto bwd = layer_backward(m, 0, 0, shape, o, Recompute::none);
     CHECK(count_prefixed(bwd, "mla_q_rope_") == 14);
@@ -207,8 +210,8 @@ TEST_CASE("Megatron-Core's unfused YaRN RoPE: 13 + 13 kernels forward, 14 + 14 b
     const auto [br, bw] = prefixed_bytes(bwd, "mla_q_rope_");
     CHECK(br == doctest::Approx(11.5 * q));  // 385 875 968
     CHECK(bw == doctest::Approx(12.5 * q));  // 419 430 400
-    CHECK(at(bwd, "attention_bwd") < at(bwd, "mla_q_rope_mul_sin_bwd"));
-    CHECK(at(bwd, "mla_k_rope_pass_add") < at(bwd, "kv_up_dgrad"));
+    CHECK(position(bwd, "attention_bwd") < position(bwd, "mla_q_rope_mul_sin_bwd"));
+    CHECK(position(bwd, "mla_k_rope_pass_add") < position(bwd, "kv_up_dgrad"));
     // Recomputing the up projections (mla_up_proj) applies the RoPE again.
     o.recompute_modules = {false, true};
     const auto rec = layer_backward(m, 0, 0, shape, o, Recompute::selective);
