@@ -170,6 +170,14 @@ struct SoftwareProfile {
     // Optional key `mla_prefill_workspace`.
     bool mla_prefill_eager = false;
     Provenance mla_prefill_workspace_from;
+    // MLA's rotary embedding in training and prompts (docs/moe.md section
+    // 3j): "fused" (the default) applies it inside the up projections'
+    // epilogues; "unfused" is Megatron-Core's _apply_rotary_pos_emb_bshd
+    // (YaRN RoPE, which refuses apply_rope_fusion at 64cb6bd7): one kernel
+    // per PyTorch operation on the queries' and the rope key's rope parts.
+    // Optional key `mla_rope`.
+    bool mla_rope_unfused = false;
+    Provenance mla_rope_from;
     // The Triton fused-MoE kernel's intermediate buffers (docs/moe.md section
     // 7b): for up to this many tokens at a time it holds the experts' up
     // output, its activation and the down output of each (token, expert)

@@ -46,6 +46,7 @@ workload::OperatorOptions operator_options(const config::ScenarioSpec& sc, const
     o.mla_absorbed_weights = sc.profile.mla_absorbed_weights;
     o.mla_qkv_concat = sc.profile.mla_qkv_concat;
     o.mla_prefill_eager = sc.profile.mla_prefill_eager;
+    o.mla_rope_unfused = sc.profile.mla_rope_unfused;
     o.fused_moe_chunk_tokens = sc.profile.fused_moe_chunk_tokens;
     o.fp8_gemm_ceiling = sc.profile.fp8_gemm_ceiling;
     o.fp8_grouped_gemm_dense = sc.profile.fp8_grouped_gemm_dense;

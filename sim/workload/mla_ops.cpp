@@ -200,6 +200,60 @@ void qkv_concat_backward(const Dims& x, std::vector<Operator>& ops, bool keys) {
         elementwise(x, "mla_kv_split_bwd", head_sum, read, written, {use(dkv, read), use(dkv, written, true)}));
 }
 
+// Megatron-Core's unfused rotary embedding (OperatorOptions::mla_rope_unfused;
+// rope_utils.py _apply_rotary_pos_emb_bshd at Megatron-LM 64cb6bd7, the path
+// MLA's YaRN RoPE takes: it refuses apply_rope_fusion), one kernel per
+// PyTorch operation, applied to the queries' rope parts (n = T x heads of
+// this shard x d_r elements) and to the shared rope key (n = T x d_r). Each
+// pass reads and writes multiples of n x ab:
+//   forward  cat(t[0::2], t[1::2]) 1/1, t x cos 1/1, -x2 0.5/0.5,
+//            cat(-x2, x1) 1/1, x sin 1/1, the sum 2/1, cat(t, t_pass) 1/1;
+//   backward x sin 1/1, neg 0.5/0.5, chunk's cat 1/1, x cos 1/1, the two
+//            paths summed 2/1, the two strided slices' zeros 0/1 and copy
+//            0.5/0.5 each, their sum 2/1, the rope slice's zeros 0/1 and
+//            copy 1/1, the empty pass-through slice's zeros 0/1 and its sum
+//            2/1 (autograd's slice backward zero-fills the input's shape).
+// Each forward call also builds its cos and sin tables from the FP32
+// frequencies, T x d_r: cos (or sin), x mscale, cast to ab: 3 kernels each.
+struct RopePass {
+    const char* name;
+    double read, written, flops;  // multiples of n x ab, and of n
+};
+constexpr RopePass kRopeForward[] = {{"deinterleave", 1, 1, 0}, {"mul_cos", 1, 1, 1}, {"neg", 0.5, 0.5, 0.5},
+                                     {"rotate_cat", 1, 1, 0},   {"mul_sin", 1, 1, 1}, {"add", 2, 1, 1},
+                                     {"pass_cat", 1, 1, 0}};
+constexpr RopePass kRopeBackward[] = {{"mul_sin_bwd", 1, 1, 1},  {"neg_bwd", 0.5, 0.5, 0.5}, {"chunk_bwd", 1, 1, 0},
+                                      {"mul_cos_bwd", 1, 1, 1},  {"add_bwd", 2, 1, 1},       {"odd_zeros", 0, 1, 0},
+                                      {"odd_copy", 0.5, 0.5, 0}, {"even_zeros", 0, 1, 0},    {"even_copy", 0.5, 0.5, 0},
+                                      {"slices_add", 2, 1, 1},   {"rope_zeros", 0, 1, 0},    {"rope_copy", 1, 1, 0},
+                                      {"pass_zeros", 0, 1, 0},   {"pass_add", 2, 1, 1}};
+constexpr double kFreqBytes = 4.0;  // the RoPE frequencies are FP32
+
+void rope_passes(const Dims& x, const std::string& prefix, double n, bool forward, std::vector<Operator>& ops) {
+    const double unit = n * x.ab;
+    if (forward) {
+        const double table = static_cast<double>(x.T * x.mla->qk_rope_head_dim);
+        for (const char* f : {"cos", "sin"}) {
+            const std::string t = prefix + "_" + f;
+            ops.push_back(elementwise(x, t, table, table * kFreqBytes, table * kFreqBytes, {}));
+            ops.push_back(elementwise(x, t + "_scale", table, table * kFreqBytes, table * kFreqBytes, {}));
+            ops.push_back(elementwise(x, t + "_cast", 0, table * kFreqBytes, table * x.ab, {}));
+        }
+        for (const RopePass& p : kRopeForward)
+            ops.push_back(elementwise(x, prefix + "_" + p.name, p.flops * n, p.read * unit, p.written * unit, {}));
+        return;
+    }
+    for (const RopePass& p : kRopeBackward)
+        ops.push_back(elementwise(x, prefix + "_" + p.name, p.flops * n, p.read * unit, p.written * unit, {}));
+}
+
+// Both calls of a layer (queries, then the rope key), forward or backward.
+void rope_unfused(const Dims& x, bool forward, std::vector<Operator>& ops) {
+    const double rope = static_cast<double>(x.T * x.mla->qk_rope_head_dim);
+    rope_passes(x, "mla_q_rope", rope * static_cast<double>(x.a_p), forward, ops);
+    rope_passes(x, "mla_k_rope", rope, forward, ops);
+}
+
 }  // namespace
 
 void mla_block_forward(const Dims& x, std::vector<Operator>& ops) {
@@ -225,6 +279,7 @@ void mla_block_forward(const Dims& x, std::vector<Operator>& ops) {
     ops.push_back(kv_norm_op(x));
     if (!x.absorbed) {
         ops.push_back(linear_forward(x, kv_up_linear(x)));
+        if (x.o->mla_rope_unfused) rope_unfused(x, true, ops);
         if (x.o->mla_qkv_concat) qkv_concat_forward(x, ops);
         attention_forward(x, ops);
         return;
@@ -250,12 +305,14 @@ void mla_block_backward(const Dims& x, std::vector<Operator>& ops, Recompute rec
         const std::size_t first = ops.size();
         if (q.low_rank) ops.push_back(linear_forward(x, q.up));
         ops.push_back(linear_forward(x, kv_up));
+        if (x.o->mla_rope_unfused) rope_unfused(x, true, ops);
         if (x.o->mla_qkv_concat) qkv_concat_forward(x, ops);
         for (auto it = ops.begin() + static_cast<std::ptrdiff_t>(first); it != ops.end(); ++it)
             it->kernel.name = "recompute_" + it->kernel.name;
     }
     if (recompute == Recompute::selective && x.o->recompute_modules.core_attn) recompute_attention_core(x, ops);
     attention_backward(x, ops);
+    if (x.o->mla_rope_unfused) rope_unfused(x, false, ops);
     if (x.o->mla_qkv_concat) qkv_concat_backward(x, ops, true);
     ops.push_back(linear_dgrad(x, kv_up));
     ops.push_back(linear_wgrad(x, kv_up));

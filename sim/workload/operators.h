@@ -136,6 +136,12 @@ struct OperatorOptions {
     // holds them at its output projection's all-reduce bound the workspace
     // from below (SoftwareProfile::mla_prefill_eager; docs/moe.md section 7b).
     bool mla_prefill_eager = false;
+    // Training and prompts: MLA's rotary embedding applied by PyTorch
+    // operations instead of in the up projections' epilogues
+    // (SoftwareProfile::mla_rope_unfused; docs/moe.md section 3j): seven
+    // passes over the rope parts forward, fourteen backward, and six small
+    // kernels for the cos and sin tables, for the queries and the rope key.
+    bool mla_rope_unfused = false;
     // Inference: the fused-MoE kernel's buffers for up to this many tokens
     // are part of the workspace (SoftwareProfile::fused_moe_chunk_tokens); 0 =
     // the experts' inputs of every token, as for any MLP.

@@ -376,6 +376,19 @@ TEST_CASE("software profiles: Megatron-Core 0.9's unfused permutation (moe_permu
     CHECK(base.moe_dispatcher == "auto");
 }
 
+TEST_CASE("software profiles: MLA's rotary embedding, fused or unfused (mla_rope)") {
+    CHECK_FALSE(good_with().mla_rope_unfused);  // left out: in the up projections' epilogues
+    const SoftwareProfile p = good_with("mla_rope: {value: unfused, source: \"rope\"}\n");
+    CHECK(p.mla_rope_unfused);
+    CHECK(p.mla_rope_from.text == "rope");
+    CHECK_FALSE(good_with("mla_rope: {value: fused, source: \"rope\"}\n").mla_rope_unfused);
+    CHECK(error_of(kGood + "mla_rope: {value: split, source: \"x\"}\n").find("mla_rope") != std::string::npos);
+    CHECK(error_of(kGood + "mla_rope: {value: unfused}\n").find("mla_rope") != std::string::npos);
+    // NeMo 25.04's DeepSeek-V3: YaRN RoPE without apply_rope_fusion (docs/moe.md section 3j).
+    CHECK(software_profile("nemo").mla_rope_unfused);
+    CHECK_FALSE(software_profile("megatron-bridge").mla_rope_unfused);
+}
+
 TEST_CASE("software profiles: the training loss's cross-entropy (cross_entropy)") {
     const SoftwareProfile plain = good_with();
     CHECK_FALSE(plain.cross_entropy_fp32_unfused);  // left out: one fused pass each way

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <string>
+#include <utility>
 
 #include "sim/config/model_loader.h"
 #include "sim/workload/footprint.h"
@@ -55,6 +56,21 @@ std::ptrdiff_t count_prefixed(const std::vector<Operator>& ops, const std::strin
     return std::count_if(ops.begin(), ops.end(),
                          [&prefix](const Operator& op) { return op.kernel.name.rfind(prefix, 0) == 0; });
 }
+
+// Where the kernel `name` is in `ops` (end() when absent).
+std::vector<Operator>::const_iterator position(const std::vector<Operator>& ops, const std::string& name) {
+    return std::find_if(ops.begin(), ops.end(), [&name](const Operator& op) { return op.kernel.name == name; });
+}
+
+// DeepSeek-V3's training layout of the two NeMo tests: TP 2 with sequence
+// parallelism, one sequence of 4096 tokens.
+OperatorOptions tp2_sp() {
+    OperatorOptions o;
+    o.tp = 2;
+    o.sequence_parallel = true;
+    return o;
+}
+const PassShape kSequence4096{1, 4096, 4096};
 
 }  // namespace
 
@@ -109,12 +125,9 @@ TEST_CASE(
     // query = cat(q_nope, q_rope), key = cat(k_nope, rope key x heads),
     // value.contiguous(), and their split backward (docs/moe.md section 7).
     const ModelSpec m = shipped("deepseek-v3");
-    OperatorOptions o;
-    o.tp = 2;
-    o.sequence_parallel = true;
+    OperatorOptions o = tp2_sp();
     o.mla_qkv_concat = true;
-    const std::int64_t s = 4096;
-    const PassShape shape{1, s, s};
+    const PassShape shape = kSequence4096;
     // e: the sequence's 4096 tokens x 64 heads a rank x 2 bytes.
     const double e = 4096.0 * 64 * 2;
     const auto fwd = layer_forward(m, 0, 0, shape, o);
@@ -127,11 +140,8 @@ TEST_CASE(
     CHECK(find(fwd, "mla_v_copy").kernel.bytes_read.value == doctest::Approx(e * 128));  // 67 108 864
     CHECK(find(fwd, "mla_v_copy").kernel.bytes_written.value == doctest::Approx(e * 128));
     // After kv_up, before the core.
-    const auto at = [&](const std::vector<Operator>& ops, const std::string& name) {
-        return std::find_if(ops.begin(), ops.end(), [&](const Operator& op) { return op.kernel.name == name; });
-    };
-    CHECK(at(fwd, "kv_up") < at(fwd, "mla_q_concat"));
-    CHECK(at(fwd, "mla_v_copy") < at(fwd, "attention"));
+    CHECK(position(fwd, "kv_up") < position(fwd, "mla_q_concat"));
+    CHECK(position(fwd, "mla_v_copy") < position(fwd, "attention"));
     const auto bwd = layer_backward(m, 0, 0, shape, o, Recompute::none);
     CHECK(find(bwd, "mla_q_split_bwd").kernel.bytes_read.value == doctest::Approx(e * 192));
     CHECK(find(bwd, "mla_q_split_bwd").kernel.bytes_written.value == doctest::Approx(e * 192));
@@ -140,8 +150,8 @@ TEST_CASE(
     CHECK(find(bwd, "mla_kv_split_bwd").kernel.bytes_read.value == doctest::Approx(e * 320));  // 167 772 160
     CHECK(find(bwd, "mla_kv_split_bwd").kernel.bytes_written.value ==
           doctest::Approx(e * 256 + 4096.0 * 64 * 2));  // 134 742 016
-    CHECK(at(bwd, "mla_kv_split_bwd") < at(bwd, "kv_up_dgrad"));
-    CHECK(at(bwd, "mla_q_split_bwd") < at(bwd, "q_up_dgrad"));
+    CHECK(position(bwd, "mla_kv_split_bwd") < position(bwd, "kv_up_dgrad"));
+    CHECK(position(bwd, "mla_q_split_bwd") < position(bwd, "q_up_dgrad"));
     // Recomputing the up projections (mla_up_proj) repeats the three copies.
     o.recompute_modules = {false, true};  // mla_up_proj only, as the DeepSeek-V3 recipe
     const auto rec = layer_backward(m, 0, 0, shape, o, Recompute::selective);
@@ -151,6 +161,66 @@ TEST_CASE(
     o.mla_qkv_concat = false;
     CHECK(count_prefixed(layer_forward(m, 0, 0, shape, o), "mla_") == 0);
     CHECK(count_prefixed(layer_backward(m, 0, 0, shape, o, Recompute::selective), "recompute_mla_") == 0);
+}
+
+namespace {
+
+// Bytes read and written by the kernels whose names start with `prefix`.
+std::pair<double, double> prefixed_bytes(const std::vector<Operator>& ops, const std::string& prefix) {
+    double r = 0, w = 0;
+    for (const auto& op : ops)
+        if (op.kernel.name.rfind(prefix, 0) == 0) {
+            r += op.kernel.bytes_read.value;
+            w += op.kernel.bytes_written.value;
+        }
+    return {r, w};
+}
+
+}  // namespace
+
+TEST_CASE("Megatron-Core's unfused YaRN RoPE: 13 + 13 kernels forward, 14 + 14 backward, 470 + 805 MB at TP 2") {
+    // rope_utils.py _apply_rotary_pos_emb_bshd at Megatron-LM 64cb6bd7 on
+    // q_pos_emb (4096 tokens x 64 heads a rank x 64) and k_pos_emb (4096 x
+    // 64), BF16 (docs/moe.md section 3j).
+    const ModelSpec m = shipped("deepseek-v3");
+    OperatorOptions o = tp2_sp();
+    o.mla_rope_unfused = true;
+    const PassShape shape = kSequence4096;
+    const double q = 4096.0 * 64 * 64 * 2;  // 33 554 432 bytes: the queries' rope parts
+    const double k = 4096.0 * 64 * 2;       // 524 288: the rope key
+    const double table = 4096.0 * 64;       // FP32 frequencies, cos and sin
+    const auto fwd = layer_forward(m, 0, 0, shape, o);
+    // 7 passes over each tensor and 3 kernels for each of the two tables.
+    CHECK(count_prefixed(fwd, "mla_q_rope_") == 13);
+    CHECK(count_prefixed(fwd, "mla_k_rope_") == 13);
+    // Reads 1 + 1 + 0.5 + 1 + 1 + 2 + 1 = 7.5 units, writes 6.5; the tables
+    // read 3 x 4 bytes an element and write 4 + 4 + 2, twice.
+    const auto [qr, qw] = prefixed_bytes(fwd, "mla_q_rope_");
+    CHECK(qr == doctest::Approx(7.5 * q + 2 * 12 * table));  // 257 949 696
+    CHECK(qw == doctest::Approx(6.5 * q + 2 * 10 * table));  // 223 346 688
+    const auto [kr, kw] = prefixed_bytes(fwd, "mla_k_rope_");
+    CHECK(kr == doctest::Approx(7.5 * k + 2 * 12 * table));
+    CHECK(kw == doctest::Approx(6.5 * k + 2 * 10 * table));
+    CHECK(position(fwd, "kv_up") < position(fwd, "mla_q_rope_cos"));
+    CHECK(position(fwd, "mla_k_rope_pass_cat") < position(fwd, "attention"));
+    // Backward: 14 passes each, reading 11.5 units and writing 12.5.
+    const auto bwd = layer_backward(m, 0, 0, shape, o, Recompute::none);
+    CHECK(count_prefixed(bwd, "mla_q_rope_") == 14);
+    CHECK(count_prefixed(bwd, "mla_k_rope_") == 14);
+    const auto [br, bw] = prefixed_bytes(bwd, "mla_q_rope_");
+    CHECK(br == doctest::Approx(11.5 * q));  // 385 875 968
+    CHECK(bw == doctest::Approx(12.5 * q));  // 419 430 400
+    CHECK(position(bwd, "attention_bwd") < position(bwd, "mla_q_rope_mul_sin_bwd"));
+    CHECK(position(bwd, "mla_k_rope_pass_add") < position(bwd, "kv_up_dgrad"));
+    // Recomputing the up projections (mla_up_proj) applies the RoPE again.
+    o.recompute_modules = {false, true};
+    const auto rec = layer_backward(m, 0, 0, shape, o, Recompute::selective);
+    CHECK(count_prefixed(rec, "recompute_mla_q_rope_") == 13);
+    CHECK(count_prefixed(rec, "recompute_mla_k_rope_") == 13);
+    // Fused (the default): none.
+    o.mla_rope_unfused = false;
+    CHECK(count_prefixed(layer_forward(m, 0, 0, shape, o), "mla_q_rope_") == 0);
+    CHECK(count_prefixed(layer_backward(m, 0, 0, shape, o, Recompute::selective), "recompute_mla_k_rope_") == 0);
 }
 
 TEST_CASE("DeepSeek-V3 decode: the absorbed path attends the 576-wide latent cache as one KV head") {
