@@ -213,6 +213,15 @@ ServingSpec read_serving(const Node& node, const std::string& scenario_file) {
         s.disaggregation_where = n->location();
         s.prefill_replicas = d.required("prefill_replicas").as_int(1, 1 << 20);
         if (auto t = d.optional("decode_tp")) s.decode_tp = t->as_int(1, 1 << 20);
+        if (auto t = d.optional("decode_dp")) {
+            s.decode_dp = t->as_int(1, 1 << 20);
+            // A decode engine with data-parallel attention has one attention
+            // rank a GPU (attention TP inside a rank is not modelled).
+            if (s.decode_tp > 1)
+                throw ConfigError(t->location(), fmt::format("decode_dp {} needs decode_tp 1 (attention tensor "
+                                                             "parallelism inside a DP rank is not supported), not {}",
+                                                             s.decode_dp, s.decode_tp));
+        }
         d.finish();
     }
     if (auto n = r.optional("max_batch")) s.max_batch = n->as_int(1, 1 << 20);

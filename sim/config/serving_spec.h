@@ -67,6 +67,10 @@ struct ServingSpec {
     // the others only decode (0: every replica does both).
     std::int64_t prefill_replicas = 0;
     std::int64_t decode_tp = 0;  // the decode replicas' tp (0: the strategy's)
+    // The decode pool as engines of decode_dp GPUs with data-parallel
+    // attention (tp 1, dp = ep = decode_dp; docs/serving.md, "Disaggregated
+    // prefill and decode"); 0: replicas of decode_tp.
+    std::int64_t decode_dp = 0;
     // What a preempted sequence loses: its cache (recompute: prefilled again
     // when readmitted) or nothing (swap: its blocks go to host memory over
     // PCIe and come back before it runs again).

@@ -60,6 +60,10 @@ struct Replica {
     EngineState st;
     Role role = Role::both;
     int first_gpu = 0, tp = 1;
+    // Data-parallel attention: the engine's first replica and its ranks
+    // (a replica on its own: itself and 1).
+    std::size_t engine = 0;
+    int ranks = 1;
     IterationCost* cost = nullptr;
     const KvPool* pool = nullptr;
     bool busy = false, kick_pending = false;
@@ -188,6 +192,10 @@ Loop::Loop(const LoopSetup& setup, const std::vector<Request>& requests, ServeRe
         rep.tp = other ? setup.decode_tp : setup.tp;
         rep.first_gpu = gpu;
         gpu += rep.tp;
+        // Engines of lockstep ranks, counted from the start of their pool.
+        rep.ranks = rep.role == Role::decode ? setup.decode_lockstep : setup.lockstep;
+        const std::size_t pool_first = rep.role == Role::decode ? static_cast<std::size_t>(setup.prefill_replicas) : 0;
+        rep.engine = r - (r - pool_first) % static_cast<std::size_t>(rep.ranks);
         rep.st.kv = BlockManager(rep.pool->blocks, rep.pool->block_size);
         rep.st.max_batch = sv_.max_batch;
         rep.st.max_tokens = sv_.max_tokens_per_iteration;
@@ -242,7 +250,7 @@ void Loop::arrive(std::uint32_t id) {
 // run (arrivals at the same time join the same iteration).
 void Loop::kick(std::size_t r) {
     // A data-parallel-attention engine's ranks start together: kick its first.
-    r -= r % static_cast<std::size_t>(setup_.lockstep);
+    r = reps_[r].engine;
     Replica& rep = reps_[r];
     if (rep.busy || rep.kick_pending) return;
     rep.kick_pending = true;
@@ -259,7 +267,7 @@ void Loop::start(std::size_t r) {
         start_pp(r);
         return;
     }
-    if (setup_.lockstep > 1) {
+    if (rep.ranks > 1) {
         start_engine(r);
         return;
     }
@@ -299,7 +307,7 @@ bool Loop::schedule_work(Replica& rep) {
 // step is max over ranks of t(batch_r), and the host time the longest
 // rank's (each rank has its own scheduler process).
 void Loop::start_engine(std::size_t first) {
-    const std::size_t n = static_cast<std::size_t>(setup_.lockstep);
+    const std::size_t n = static_cast<std::size_t>(reps_[first].ranks);
     if (reps_[first].busy) return;
     Time gpu{}, host{};
     bool any = false;
@@ -323,7 +331,8 @@ void Loop::start_engine(std::size_t first) {
 }
 
 void Loop::finish_engine(std::size_t first) {
-    for (std::size_t m = first; m < first + static_cast<std::size_t>(setup_.lockstep); ++m) {
+    const std::size_t end = first + static_cast<std::size_t>(reps_[first].ranks);
+    for (std::size_t m = first; m < end; ++m) {
         Replica& rep = reps_[m];
         rep.busy = false;
         if (rep.work.empty()) continue;  // an idle rank: it waited, nothing to settle
@@ -331,6 +340,9 @@ void Loop::finish_engine(std::size_t first) {
         settle(m, rep.work, rep.start);
         rep.work.clear();
     }
+    // A decode rank's finished requests freed blocks that caches waiting
+    // to move here may take.
+    for (std::size_t m = first; m < end && reps_[first].role == Role::decode; ++m) accept_transfers(m);
     start_engine(first);
 }
 
