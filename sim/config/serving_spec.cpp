@@ -224,6 +224,16 @@ ServingSpec read_serving(const Node& node, const std::string& scenario_file) {
         }
         d.finish();
     }
+    if (auto n = r.optional("prefilled")) {
+        s.prefilled = n->as_bool();
+        s.prefilled_where = n->location();
+        if (s.prefilled && s.prefill_replicas > 0)
+            n->fail(
+                "prefilled: the prefill runs outside the simulated cluster; disaggregation simulates it: give one "
+                "or the other");
+        if (s.prefilled && s.shared_prefix_tokens > 0)
+            n->fail("prefilled requests bring their whole cache; prefix caching does not apply");
+    }
     if (auto n = r.optional("max_batch")) s.max_batch = n->as_int(1, 1 << 20);
     if (auto n = r.optional("max_tokens_per_iteration")) s.max_tokens_per_iteration = n->as_int(1, kMaxLength);
     if (s.max_tokens_per_iteration == 0) s.max_tokens_per_iteration = s.scheduler->default_max_tokens();

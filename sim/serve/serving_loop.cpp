@@ -20,40 +20,6 @@ namespace sim::serve {
 
 namespace {
 
-// The iteration's shape, canonical: every decode in one group of its mean
-// context (rounded up), each prefill chunk a group of its own, equal chunks
-// merged, groups sorted (docs/serving.md says why the mean).
-void batch_shape(const EngineState& st, const std::vector<Work>& work, std::int64_t bucket, parallel::IterationBatch& b,
-                 std::vector<parallel::IterationGroup>& prefills) {
-    b.groups.clear();
-    b.sampled = 0;
-    prefills.clear();
-    std::int64_t decodes = 0, decode_ctx = 0;
-    for (const auto& w : work) {
-        const Sequence& s = st.seqs[w.seq];
-        const std::int64_t ctx = s.computed + w.tokens;
-        if (ctx == s.prompt + s.generated) ++b.sampled;
-        if (w.tokens == 1 && !s.prefilling()) {
-            ++decodes;
-            decode_ctx += ctx;
-        } else {
-            prefills.push_back(parallel::IterationGroup{1, w.tokens, ctx});
-        }
-    }
-    std::sort(prefills.begin(), prefills.end(), [](const auto& a, const auto& c) {
-        return std::tie(a.new_tokens, a.context) < std::tie(c.new_tokens, c.context);
-    });
-    for (const auto& g : prefills) {
-        if (!b.groups.empty() && b.groups.back().new_tokens == g.new_tokens && b.groups.back().context == g.context)
-            ++b.groups.back().sequences;
-        else b.groups.push_back(g);
-    }
-    if (decodes > 0) {
-        const std::int64_t mean = (decode_ctx + decodes - 1) / decodes;
-        b.groups.push_back(parallel::IterationGroup{decodes, 1, (mean + bucket - 1) / bucket * bucket});
-    }
-}
-
 enum class Role { both, prefill, decode };
 
 struct Replica {
@@ -124,6 +90,7 @@ private:
     void hand_off(std::uint32_t id);
     void accept_transfers(std::size_t d);
     void flow_done(std::uint32_t id);
+    void land(std::uint32_t id, std::size_t d);
     void keep_point(std::size_t r, const TimelinePoint& point);
     Time swap_time(Replica& rep);
     std::int64_t apply_prefix(std::uint32_t id);
@@ -183,7 +150,8 @@ Loop::Loop(const LoopSetup& setup, const std::vector<Request>& requests, ServeRe
     int gpu = 0;
     for (std::size_t r = 0; r < reps_.size(); ++r) {
         Replica& rep = reps_[r];
-        rep.role = !disaggregated()                               ? Role::both
+        rep.role = setup.prefilled                                ? Role::decode
+                   : !disaggregated()                             ? Role::both
                    : static_cast<int>(r) < setup.prefill_replicas ? Role::prefill
                                                                   : Role::decode;
         const bool other = rep.role == Role::decode && setup.decode_cost;
@@ -193,8 +161,9 @@ Loop::Loop(const LoopSetup& setup, const std::vector<Request>& requests, ServeRe
         rep.first_gpu = gpu;
         gpu += rep.tp;
         // Engines of lockstep ranks, counted from the start of their pool.
-        rep.ranks = rep.role == Role::decode ? setup.decode_lockstep : setup.lockstep;
-        const std::size_t pool_first = rep.role == Role::decode ? static_cast<std::size_t>(setup.prefill_replicas) : 0;
+        const bool decode_pool = rep.role == Role::decode && disaggregated();
+        rep.ranks = decode_pool ? setup.decode_lockstep : setup.lockstep;
+        const std::size_t pool_first = decode_pool ? static_cast<std::size_t>(setup.prefill_replicas) : 0;
         rep.engine = r - (r - pool_first) % static_cast<std::size_t>(rep.ranks);
         rep.st.kv = BlockManager(rep.pool->blocks, rep.pool->block_size);
         rep.st.max_batch = sv_.max_batch;
@@ -234,6 +203,14 @@ std::size_t Loop::route(std::size_t first, std::size_t count, std::uint64_t& rou
 }
 
 void Loop::arrive(std::uint32_t id) {
+    if (setup_.prefilled) {
+        Sequence& s = seqs_[id];
+        s.computed = s.prompt;
+        s.generated = 1;  // sampled by the prefill that ran elsewhere
+        res_.records[id].prefill_done_s = sim_.now().seconds();
+        hand_off(id);
+        return;
+    }
     const std::size_t front = disaggregated() ? static_cast<std::size_t>(setup_.prefill_replicas) : reps_.size();
     const std::size_t r = route(0, front, routed_front_);
     Replica& rep = reps_[r];
@@ -592,14 +569,17 @@ void Loop::keep_point(std::size_t r, const TimelinePoint& point) {
 // the cache (first come first served) before the transfer starts.
 void Loop::hand_off(std::uint32_t id) {
     Sequence& s = seqs_[id];
-    Transfer& x = transfers_[id];
-    x.prefill_done = sim_.now();
-    x.src_blocks = s.blocks;
+    if (!setup_.prefilled) {
+        Transfer& x = transfers_[id];
+        x.prefill_done = sim_.now();
+        x.src_blocks = s.blocks;
+    }
     s.blocks = 0;
     s.output = requests_[id].output;
     const auto first = static_cast<std::size_t>(setup_.prefill_replicas);
-    const std::size_t d = route(first, reps_.size() - first, routed_decode_);
+    const std::size_t d = route(first, reps_.size() - first, setup_.prefilled ? routed_front_ : routed_decode_);
     res_.records[id].decode_replica = static_cast<std::int32_t>(d);
+    if (setup_.prefilled) res_.records[id].replica = static_cast<std::int32_t>(d);
     Replica& dec = reps_[d];
     dec.st.outstanding += s.unfed() + s.output - s.generated;
     ++dec.stats.requests;
@@ -619,6 +599,11 @@ void Loop::accept_transfers(std::size_t d) {
         if (!dec.st.kv.take(need)) return;
         dec.incoming.pop_front();
         s.blocks = need;
+        if (setup_.prefilled) {  // the cache is already here
+            res_.records[id].kv_wait_s = (sim_.now() - arrival_[id]).seconds();
+            land(id, d);
+            continue;
+        }
         Transfer& x = transfers_[id];
         x.start = sim_.now();
         res_.records[id].kv_wait_s = (x.start - x.prefill_done).seconds();
@@ -654,8 +639,14 @@ void Loop::flow_done(std::uint32_t id) {
     x.src_blocks = 0;
     kick(p);  // its queue may have waited for these blocks
     rec.kv_transfer_s = (t - x.start).seconds();
-    // The first token reaches the client from the decode replica.
-    rec.first_token_s = t.seconds();
+    land(id, d);
+}
+
+// The cache is on decode replica d: the first token reaches the client from
+// there, and the request joins its running set.
+void Loop::land(std::uint32_t id, std::size_t d) {
+    const Time t = sim_.now();
+    res_.records[id].first_token_s = t.seconds();
     last_token_[id] = t;
     reps_[d].st.running.push_back(id);
     kick(d);

@@ -207,6 +207,11 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
             fmt::format("disaggregation needs an iteration-level scheduler; {} is not one", sv.scheduler->name()));
     if (prefill > 0 && sv.shared_prefix_tokens > 0)
         throw ConfigError(sv.prefix_where, "prefix caching is not supported with disaggregation yet");
+    if (sv.prefilled && pp > 1) throw ConfigError(sv.prefilled_where, "prefilled with pp > 1 is not supported yet");
+    if (sv.prefilled && !sv.scheduler->iteration_level())
+        throw ConfigError(sv.prefilled_where, fmt::format("prefilled requests join a running batch: they need an "
+                                                          "iteration-level scheduler; {} is not one",
+                                                          sv.scheduler->name()));
     const auto cm = hw::make_cost_model(options.cost_model);
     const ReplicaModel main_model(sc, spec, tp, pp, *cm, engine_dp);
     std::optional<ReplicaModel> decode_model;
@@ -253,7 +258,7 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
             throw ConfigError(sv.where, fmt::format("request {} ({} + {} tokens) needs {} KV blocks; the pool of "
                                                     "strategy '{}' holds {}",
                                                     i, r.prompt, r.output, need, spec.name, pool.total()));
-        if (!sv.scheduler->chunks_prefill() && r.prompt > sv.max_tokens_per_iteration)
+        if (!sv.prefilled && !sv.scheduler->chunks_prefill() && r.prompt > sv.max_tokens_per_iteration)
             throw ConfigError(sv.where, fmt::format("request {} has a {}-token prompt, more than "
                                                     "max_tokens_per_iteration {} (scheduler {} does not chunk)",
                                                     i, r.prompt, sv.max_tokens_per_iteration, sv.scheduler->name()));
@@ -270,6 +275,7 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
     LoopSetup setup{sc, cost, tp, replicas, res.prefill_replicas, options.max_timeline, pcie};
     setup.lockstep = engine_dp;
     setup.decode_lockstep = ddp > 0 ? ddp : 1;
+    setup.prefilled = sv.prefilled;
     res.attention_dp = spec.attention_dp ? engine_dp : 0;
     // pp > 1: each stage's part of an iteration is timed alone (its own
     // cache); the activations cross between stages as flows in the loop.

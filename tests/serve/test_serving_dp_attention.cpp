@@ -270,4 +270,47 @@ TEST_CASE("attention_dp disaggregated: what cannot be formed is refused at its l
     refused("decode_dp: 2, decode_pd: 1", kDp2, "decode_pd");
 }
 
+TEST_CASE(
+    "prefilled: a decode engine measured alone decodes as the disaggregated decode engine does, from its first "
+    "token") {
+    // The request of the first disaggregated case, alone, arriving with its
+    // 1,024-token cache in place on an engine of dp 2 (the decode engine's
+    // layout): no transfer, TTFT 0 (its first token came with the cache),
+    // and its three decode steps take what they took after the transfer.
+    const auto dir = std::filesystem::temp_directory_path();
+    const auto trace = dir / ("parasim-dp-prefilled-" + std::to_string(::getpid()) + ".csv");
+    {
+        std::ofstream f(trace);
+        f << "arrival_s,prompt_tokens,output_tokens\n0,1024,4\n";
+    }
+    const auto sc =
+        scenario(2, kDp2, "    arrivals: {process: trace, file: " + trace.string() + "}\n    prefilled: true\n");
+    const auto p = serve::simulate_serving(sc, sc.strategies.front(), {});
+    std::filesystem::remove(trace);
+    const auto d = disaggregated("0,1024,4\n");
+    REQUIRE(p.records.size() == 1);
+    const auto& rec = p.records[0];
+    CHECK(rec.first_token_s == 0);
+    CHECK(rec.kv_transfer_s == 0);
+    CHECK(p.kv_bytes_moved == 0);
+    CHECK(p.iterations == 3);  // tokens 2, 3 and 4
+    CHECK(rec.finish_s == doctest::Approx(d.records[0].finish_s - d.records[0].first_token_s).epsilon(1e-9));
+    CHECK(p.replica_stats[0].role == std::string("decode"));
+}
+
+TEST_CASE("prefilled: refused with disaggregation and with a scheduler that is not iteration-level") {
+    const auto refused = [](const std::string& block, const std::string& why) {
+        CAPTURE(block);
+        try {
+            const auto sc = scenario(2, kDp2, kFewRequests + block);
+            (void)serve::simulate_serving(sc, sc.strategies.front(), {});
+            FAIL("not refused");
+        } catch (const ConfigError& e) {
+            CHECK(std::string(e.what()).find(why) != std::string::npos);
+        }
+    };
+    refused("    disaggregation: {prefill_replicas: 1, decode_dp: 1}\n    prefilled: true\n", "give one or the other");
+    refused("    prefilled: true\n    scheduler: static\n", "iteration-level scheduler");
+}
+
 TEST_SUITE_END();
