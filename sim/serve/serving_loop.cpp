@@ -37,6 +37,7 @@ struct Replica {
     Time start{}, busy_time{};
     std::vector<Work> work;              // the iteration in flight
     std::deque<std::uint32_t> incoming;  // decode: handed-off requests waiting for KV blocks here
+    std::deque<std::uint32_t> landed;    // decode: caches here, waiting for a place in the batch (max_batch)
     ReplicaStats stats;
     // Pipeline parallelism (pp > 1): up to pp batches in flight, each in a
     // slot; each stage runs one batch at a time, in the order they reach it.
@@ -91,6 +92,7 @@ private:
     void accept_transfers(std::size_t d);
     void flow_done(std::uint32_t id);
     void land(std::uint32_t id, std::size_t d);
+    void admit_landed(std::size_t d);
     void keep_point(std::size_t r, const TimelinePoint& point);
     Time swap_time(Replica& rep);
     std::int64_t apply_prefix(std::uint32_t id);
@@ -569,11 +571,7 @@ void Loop::keep_point(std::size_t r, const TimelinePoint& point) {
 // the cache (first come first served) before the transfer starts.
 void Loop::hand_off(std::uint32_t id) {
     Sequence& s = seqs_[id];
-    if (!setup_.prefilled) {
-        Transfer& x = transfers_[id];
-        x.prefill_done = sim_.now();
-        x.src_blocks = s.blocks;
-    }
+    if (!setup_.prefilled) transfers_[id] = Transfer{sim_.now(), Time{}, s.blocks, 0};
     s.blocks = 0;
     s.output = requests_[id].output;
     const auto first = static_cast<std::size_t>(setup_.prefill_replicas);
@@ -592,6 +590,7 @@ void Loop::hand_off(std::uint32_t id) {
 // sharing them max-min fairly with every other transfer in flight.
 void Loop::accept_transfers(std::size_t d) {
     Replica& dec = reps_[d];
+    admit_landed(d);
     while (!dec.incoming.empty()) {
         const std::uint32_t id = dec.incoming.front();
         Sequence& s = seqs_[id];
@@ -642,14 +641,25 @@ void Loop::flow_done(std::uint32_t id) {
     land(id, d);
 }
 
-// The cache is on decode replica d: the first token reaches the client from
-// there, and the request joins its running set.
+// The cache is on decode replica d: the first token reaches the client, and
+// the request runs when the batch has room (max_batch; SGLang's decode queues
+// it while --max-running-requests run).
 void Loop::land(std::uint32_t id, std::size_t d) {
     const Time t = sim_.now();
     res_.records[id].first_token_s = t.seconds();
     last_token_[id] = t;
-    reps_[d].st.running.push_back(id);
+    reps_[d].landed.push_back(id);
+    admit_landed(d);
     kick(d);
+}
+
+void Loop::admit_landed(std::size_t d) {
+    EngineState& st = reps_[d].st;
+    auto& q = reps_[d].landed;
+    while (!q.empty() && static_cast<std::int64_t>(st.running.size()) < st.max_batch) {
+        st.running.push_back(q.front());
+        q.pop_front();
+    }
 }
 
 void Loop::run() {

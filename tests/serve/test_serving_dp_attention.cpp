@@ -296,6 +296,22 @@ TEST_CASE(
     CHECK(p.iterations == 3);  // tokens 2, 3 and 4
     CHECK(rec.finish_s == doctest::Approx(d.records[0].finish_s - d.records[0].first_token_s).epsilon(1e-9));
     CHECK(p.replica_stats[0].role == std::string("decode"));
+    // Two such requests on one rank with max_batch 1: the second's cache
+    // waits for the first to finish, then takes the same three steps.
+    const auto two = dir / ("parasim-dp-prefilled-2-" + std::to_string(::getpid()) + ".csv");
+    {
+        std::ofstream f(two);
+        f << "arrival_s,prompt_tokens,output_tokens\n0,1024,4\n0,1024,4\n";
+    }
+    const auto one_rank =
+        scenario(1, "    tp: 1\n    dp: 1\n    ep: 1\n    attention_dp: true\n",
+                 "    arrivals: {process: trace, file: " + two.string() + "}\n    prefilled: true\n    max_batch: 1\n");
+    const auto q = serve::simulate_serving(one_rank, one_rank.strategies.front(), {});
+    std::filesystem::remove(two);
+    REQUIRE(q.records.size() == 2);
+    CHECK(q.records[0].replica == q.records[1].replica);
+    CHECK(q.iterations == 6);
+    CHECK(q.records[1].finish_s == doctest::Approx(2 * q.records[0].finish_s).epsilon(1e-9));
 }
 
 TEST_CASE("prefilled: refused with disaggregation and with a scheduler that is not iteration-level") {
