@@ -154,6 +154,10 @@ std::string serve_table(const config::ScenarioSpec& sc, const ServeResult& r, co
             "  data-parallel attention: {} engine(s) of {} ranks in lockstep (experts over the engine's GPUs); each "
             "rank's KV pool below\n",
             r.replicas / r.attention_dp, r.attention_dp);
+    if (sv.prefilled)
+        out +=
+            "  prefilled: every request arrives with its cache in place and its first token (a decode server "
+            "alone); TTFT is the wait for blocks and a place\n";
     if (r.pp > 1)
         out += fmt::format(
             "  pipeline parallel: {} stages of tp {} per replica, up to {} batches in flight; stage {} "
@@ -265,6 +269,7 @@ std::string serve_json(const config::ScenarioSpec& sc, const ServeResult& r, con
         out += fmt::format("\"kv_transfer_ms\":{},\"kv_wait_ms\":{},\"kv_transfer_share\":{},\"kv_bytes_moved\":{},",
                            pct_json(s.kv_transfer_ms), pct_json(s.kv_wait_ms), json_number(s.kv_transfer_share),
                            json_number(r.kv_bytes_moved));
+    if (sv.prefilled) out += "\"prefilled\":true,";
     if (sv.shared_prefix_tokens > 0)
         out += fmt::format("\"prefix_cache\":{{\"shared_prefix_tokens\":{},\"hit_rate\":{},\"tokens_skipped\":{}}},",
                            sv.shared_prefix_tokens, json_number(s.prefix_hit_rate), s.prefix_tokens_skipped);
