@@ -213,7 +213,26 @@ ServingSpec read_serving(const Node& node, const std::string& scenario_file) {
         s.disaggregation_where = n->location();
         s.prefill_replicas = d.required("prefill_replicas").as_int(1, 1 << 20);
         if (auto t = d.optional("decode_tp")) s.decode_tp = t->as_int(1, 1 << 20);
+        if (auto t = d.optional("decode_dp")) {
+            s.decode_dp = t->as_int(1, 1 << 20);
+            // A decode engine with data-parallel attention has one attention
+            // rank a GPU (attention TP inside a rank is not modelled).
+            if (s.decode_tp > 1)
+                throw ConfigError(t->location(), fmt::format("decode_dp {} needs decode_tp 1 (attention tensor "
+                                                             "parallelism inside a DP rank is not supported), not {}",
+                                                             s.decode_dp, s.decode_tp));
+        }
         d.finish();
+    }
+    if (auto n = r.optional("prefilled")) {
+        s.prefilled = n->as_bool();
+        s.prefilled_where = n->location();
+        if (s.prefilled && s.prefill_replicas > 0)
+            n->fail(
+                "prefilled: the prefill runs outside the simulated cluster; disaggregation simulates it: give one "
+                "or the other");
+        if (s.prefilled && s.shared_prefix_tokens > 0)
+            n->fail("prefilled requests bring their whole cache; prefix caching does not apply");
     }
     if (auto n = r.optional("max_batch")) s.max_batch = n->as_int(1, 1 << 20);
     if (auto n = r.optional("max_tokens_per_iteration")) s.max_tokens_per_iteration = n->as_int(1, kMaxLength);

@@ -67,6 +67,16 @@ struct ServingSpec {
     // the others only decode (0: every replica does both).
     std::int64_t prefill_replicas = 0;
     std::int64_t decode_tp = 0;  // the decode replicas' tp (0: the strategy's)
+    // The decode pool as engines of decode_dp GPUs with data-parallel
+    // attention (tp 1, dp = ep = decode_dp; docs/serving.md, "Disaggregated
+    // prefill and decode"); 0: replicas of decode_tp.
+    std::int64_t decode_dp = 0;
+    // A decode server measured alone (LMSYS's and DeepSeek's decode
+    // profiles): every request arrives with its prompt's KV cache in place
+    // and its first token sampled, its prefill run outside the simulated
+    // cluster; every replica (engine) only decodes.
+    bool prefilled = false;
+    SourceLocation prefilled_where;
     // What a preempted sequence loses: its cache (recompute: prefilled again
     // when readmitted) or nothing (swap: its blocks go to host memory over
     // PCIe and come back before it runs again).

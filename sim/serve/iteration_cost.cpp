@@ -1,6 +1,9 @@
 // Iteration cost: plan, execute, cache by exact shape.
 #include "sim/serve/iteration_cost.h"
 
+#include <algorithm>
+#include <tuple>
+
 namespace sim::serve {
 
 std::size_t IterationCost::KeyHash::operator()(const std::vector<std::int64_t>& k) const {
@@ -38,6 +41,40 @@ Time IterationCost::time(const parallel::IterationBatch& batch) {
     const Time t = exec::execute(plan, sc_.gpu, topo_, memo_cm_, eo_).makespan;
     cache_.emplace(key_, t);
     return t;
+}
+
+// The iteration's shape, canonical: every decode in one group of its mean
+// context (rounded up), each prefill chunk a group of its own, equal chunks
+// merged, groups sorted (docs/serving.md says why the mean).
+void batch_shape(const EngineState& st, const std::vector<Work>& work, std::int64_t bucket, parallel::IterationBatch& b,
+                 std::vector<parallel::IterationGroup>& prefills) {
+    b.groups.clear();
+    b.sampled = 0;
+    prefills.clear();
+    std::int64_t decodes = 0, decode_ctx = 0;
+    for (const auto& w : work) {
+        const Sequence& s = st.seqs[w.seq];
+        const std::int64_t ctx = s.computed + w.tokens;
+        if (ctx == s.prompt + s.generated) ++b.sampled;
+        if (w.tokens == 1 && !s.prefilling()) {
+            ++decodes;
+            decode_ctx += ctx;
+        } else {
+            prefills.push_back(parallel::IterationGroup{1, w.tokens, ctx});
+        }
+    }
+    std::sort(prefills.begin(), prefills.end(), [](const auto& a, const auto& c) {
+        return std::tie(a.new_tokens, a.context) < std::tie(c.new_tokens, c.context);
+    });
+    for (const auto& g : prefills) {
+        if (!b.groups.empty() && b.groups.back().new_tokens == g.new_tokens && b.groups.back().context == g.context)
+            ++b.groups.back().sequences;
+        else b.groups.push_back(g);
+    }
+    if (decodes > 0) {
+        const std::int64_t mean = (decode_ctx + decodes - 1) / decodes;
+        b.groups.push_back(parallel::IterationGroup{decodes, 1, (mean + bucket - 1) / bucket * bucket});
+    }
 }
 
 }  // namespace sim::serve

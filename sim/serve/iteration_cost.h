@@ -10,6 +10,7 @@
 #include "sim/hw/cost_model.h"
 #include "sim/net/topology.h"
 #include "sim/parallel/builder.h"
+#include "sim/serve/engine_state.h"
 #include "sim/serve/memo_cost_model.h"
 
 #include <cstdint>
@@ -43,5 +44,12 @@ private:
     std::unordered_map<std::vector<std::int64_t>, Time, KeyHash> cache_;
     std::uint64_t hits_ = 0, misses_ = 0;
 };
+
+// The iteration's shape, canonical, from the work a scheduler chose: every
+// decode in one group of its mean context (rounded up to `bucket`), each
+// prefill chunk a group of its own, equal chunks merged, groups sorted
+// (docs/serving.md says why the mean). `prefills` is scratch.
+void batch_shape(const EngineState& st, const std::vector<Work>& work, std::int64_t bucket, parallel::IterationBatch& b,
+                 std::vector<parallel::IterationGroup>& prefills);
 
 }  // namespace sim::serve

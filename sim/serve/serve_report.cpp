@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string_view>
 
 namespace sim::serve {
 
@@ -105,9 +106,10 @@ ServeSummary summarize(const config::ScenarioSpec& sc, const ServeResult& r) {
                         : 0;
     if (r.decode_tp > 0)  // pools of two sizes: the largest share of its own pool
         for (const auto& q : r.replica_stats)
-            s.peak_kv_use =
-                std::max(s.peak_kv_use, static_cast<double>(q.peak_kv_blocks) /
-                                            static_cast<double>(q.tp == r.tp ? r.pool.blocks : r.decode_pool.blocks));
+            s.peak_kv_use = std::max(
+                s.peak_kv_use,
+                static_cast<double>(q.peak_kv_blocks) /
+                    static_cast<double>(std::string_view(q.role) != "decode" ? r.pool.blocks : r.decode_pool.blocks));
     return s;
 }
 
@@ -129,7 +131,17 @@ std::string serve_table(const config::ScenarioSpec& sc, const ServeResult& r, co
     const auto& sv = *sc.workload.serving;
     std::string out = fmt::format("scenario {}: serving, strategy {} on {} x {}, scheduler {}\n", sc.name, r.strategy,
                                   r.gpus, sc.gpu.name, sv.scheduler->name());
-    if (r.replicas > 1) {
+    if (r.replicas > 1 && r.prefill_replicas > 0 && (r.attention_dp > 0 || r.decode_dp > 0)) {
+        // Engines of data-parallel-attention ranks in either pool.
+        const int p_group = r.attention_dp > 0 ? r.attention_dp : r.tp;
+        const int decode_units = r.replicas - r.prefill_replicas;
+        out += fmt::format("  disaggregated: {} prefill {} of {} + {} decode {} of {}, router {}\n",
+                           r.prefill_replicas / (r.attention_dp > 0 ? r.attention_dp : 1),
+                           r.attention_dp > 0 ? "engine(s) with attention_dp, dp" : "replica(s), tp", p_group,
+                           r.decode_dp > 0 ? decode_units / r.decode_dp : decode_units,
+                           r.decode_dp > 0 ? "engine(s) with attention_dp, dp" : "replica(s), tp",
+                           r.decode_dp > 0 ? r.decode_dp : r.decode_tp, r.router);
+    } else if (r.replicas > 1) {
         out += r.prefill_replicas > 0
                    ? fmt::format(
                          "  disaggregated: {} prefill replicas of tp {} + {} decode replicas of tp {}, router {}\n",
@@ -137,11 +149,15 @@ std::string serve_table(const config::ScenarioSpec& sc, const ServeResult& r, co
                          r.decode_tp > 0 ? r.decode_tp : r.tp, r.router)
                    : fmt::format("  {} replicas of tp {}, router {}\n", r.replicas, r.tp, r.router);
     }
-    if (r.attention_dp > 0)
+    if (r.attention_dp > 0 && r.prefill_replicas == 0)
         out += fmt::format(
             "  data-parallel attention: {} engine(s) of {} ranks in lockstep (experts over the engine's GPUs); each "
             "rank's KV pool below\n",
             r.replicas / r.attention_dp, r.attention_dp);
+    if (sv.prefilled)
+        out +=
+            "  prefilled: every request arrives with its cache in place and its first token (a decode server "
+            "alone); TTFT is the wait for blocks and a place\n";
     if (r.pp > 1)
         out += fmt::format(
             "  pipeline parallel: {} stages of tp {} per replica, up to {} batches in flight; stage {} "
@@ -235,8 +251,10 @@ std::string serve_json(const config::ScenarioSpec& sc, const ServeResult& r, con
         json_number(s.queue_slope), s.overloaded ? "true" : "false", r.cache_hits, r.cache_misses);
     if (r.pp > 1) out += fmt::format("\"pp\":{},\"kv_binding_stage\":{},", r.pp, r.pool.binding_stage);
     if (r.replicas > 1) {
-        out += fmt::format("\"router\":{},\"tp\":{},\"prefill_replicas\":{},\"replicas\":[", json_string(r.router),
-                           r.tp, r.prefill_replicas);
+        out += fmt::format("\"router\":{},\"tp\":{},\"prefill_replicas\":{},", json_string(r.router), r.tp,
+                           r.prefill_replicas);
+        if (r.decode_dp > 0) out += fmt::format("\"decode_dp\":{},", r.decode_dp);
+        out += "\"replicas\":[";
         for (std::size_t i = 0; i < r.replica_stats.size(); ++i) {
             const auto& q = r.replica_stats[i];
             out += fmt::format(
@@ -251,6 +269,7 @@ std::string serve_json(const config::ScenarioSpec& sc, const ServeResult& r, con
         out += fmt::format("\"kv_transfer_ms\":{},\"kv_wait_ms\":{},\"kv_transfer_share\":{},\"kv_bytes_moved\":{},",
                            pct_json(s.kv_transfer_ms), pct_json(s.kv_wait_ms), json_number(s.kv_transfer_share),
                            json_number(r.kv_bytes_moved));
+    if (sv.prefilled) out += "\"prefilled\":true,";
     if (sv.shared_prefix_tokens > 0)
         out += fmt::format("\"prefix_cache\":{{\"shared_prefix_tokens\":{},\"hit_rate\":{},\"tokens_skipped\":{}}},",
                            sv.shared_prefix_tokens, json_number(s.prefix_hit_rate), s.prefix_tokens_skipped);

@@ -20,46 +20,16 @@ namespace sim::serve {
 
 namespace {
 
-// The iteration's shape, canonical: every decode in one group of its mean
-// context (rounded up), each prefill chunk a group of its own, equal chunks
-// merged, groups sorted (docs/serving.md says why the mean).
-void batch_shape(const EngineState& st, const std::vector<Work>& work, std::int64_t bucket, parallel::IterationBatch& b,
-                 std::vector<parallel::IterationGroup>& prefills) {
-    b.groups.clear();
-    b.sampled = 0;
-    prefills.clear();
-    std::int64_t decodes = 0, decode_ctx = 0;
-    for (const auto& w : work) {
-        const Sequence& s = st.seqs[w.seq];
-        const std::int64_t ctx = s.computed + w.tokens;
-        if (ctx == s.prompt + s.generated) ++b.sampled;
-        if (w.tokens == 1 && !s.prefilling()) {
-            ++decodes;
-            decode_ctx += ctx;
-        } else {
-            prefills.push_back(parallel::IterationGroup{1, w.tokens, ctx});
-        }
-    }
-    std::sort(prefills.begin(), prefills.end(), [](const auto& a, const auto& c) {
-        return std::tie(a.new_tokens, a.context) < std::tie(c.new_tokens, c.context);
-    });
-    for (const auto& g : prefills) {
-        if (!b.groups.empty() && b.groups.back().new_tokens == g.new_tokens && b.groups.back().context == g.context)
-            ++b.groups.back().sequences;
-        else b.groups.push_back(g);
-    }
-    if (decodes > 0) {
-        const std::int64_t mean = (decode_ctx + decodes - 1) / decodes;
-        b.groups.push_back(parallel::IterationGroup{decodes, 1, (mean + bucket - 1) / bucket * bucket});
-    }
-}
-
 enum class Role { both, prefill, decode };
 
 struct Replica {
     EngineState st;
     Role role = Role::both;
     int first_gpu = 0, tp = 1;
+    // Data-parallel attention: the engine's first replica and its ranks
+    // (a replica on its own: itself and 1).
+    std::size_t engine = 0;
+    int ranks = 1;
     IterationCost* cost = nullptr;
     const KvPool* pool = nullptr;
     bool busy = false, kick_pending = false;
@@ -67,6 +37,7 @@ struct Replica {
     Time start{}, busy_time{};
     std::vector<Work> work;              // the iteration in flight
     std::deque<std::uint32_t> incoming;  // decode: handed-off requests waiting for KV blocks here
+    std::deque<std::uint32_t> landed;    // decode: caches here, waiting for a place in the batch (max_batch)
     ReplicaStats stats;
     // Pipeline parallelism (pp > 1): up to pp batches in flight, each in a
     // slot; each stage runs one batch at a time, in the order they reach it.
@@ -120,6 +91,8 @@ private:
     void hand_off(std::uint32_t id);
     void accept_transfers(std::size_t d);
     void flow_done(std::uint32_t id);
+    void land(std::uint32_t id, std::size_t d);
+    void admit_landed(std::size_t d);
     void keep_point(std::size_t r, const TimelinePoint& point);
     Time swap_time(Replica& rep);
     std::int64_t apply_prefix(std::uint32_t id);
@@ -179,7 +152,8 @@ Loop::Loop(const LoopSetup& setup, const std::vector<Request>& requests, ServeRe
     int gpu = 0;
     for (std::size_t r = 0; r < reps_.size(); ++r) {
         Replica& rep = reps_[r];
-        rep.role = !disaggregated()                               ? Role::both
+        rep.role = setup.prefilled                                ? Role::decode
+                   : !disaggregated()                             ? Role::both
                    : static_cast<int>(r) < setup.prefill_replicas ? Role::prefill
                                                                   : Role::decode;
         const bool other = rep.role == Role::decode && setup.decode_cost;
@@ -188,6 +162,11 @@ Loop::Loop(const LoopSetup& setup, const std::vector<Request>& requests, ServeRe
         rep.tp = other ? setup.decode_tp : setup.tp;
         rep.first_gpu = gpu;
         gpu += rep.tp;
+        // Engines of lockstep ranks, counted from the start of their pool.
+        const bool decode_pool = rep.role == Role::decode && disaggregated();
+        rep.ranks = decode_pool ? setup.decode_lockstep : setup.lockstep;
+        const std::size_t pool_first = decode_pool ? static_cast<std::size_t>(setup.prefill_replicas) : 0;
+        rep.engine = r - (r - pool_first) % static_cast<std::size_t>(rep.ranks);
         rep.st.kv = BlockManager(rep.pool->blocks, rep.pool->block_size);
         rep.st.max_batch = sv_.max_batch;
         rep.st.max_tokens = sv_.max_tokens_per_iteration;
@@ -226,6 +205,14 @@ std::size_t Loop::route(std::size_t first, std::size_t count, std::uint64_t& rou
 }
 
 void Loop::arrive(std::uint32_t id) {
+    if (setup_.prefilled) {
+        Sequence& s = seqs_[id];
+        s.computed = s.prompt;
+        s.generated = 1;  // sampled by the prefill that ran elsewhere
+        res_.records[id].prefill_done_s = sim_.now().seconds();
+        hand_off(id);
+        return;
+    }
     const std::size_t front = disaggregated() ? static_cast<std::size_t>(setup_.prefill_replicas) : reps_.size();
     const std::size_t r = route(0, front, routed_front_);
     Replica& rep = reps_[r];
@@ -242,7 +229,7 @@ void Loop::arrive(std::uint32_t id) {
 // run (arrivals at the same time join the same iteration).
 void Loop::kick(std::size_t r) {
     // A data-parallel-attention engine's ranks start together: kick its first.
-    r -= r % static_cast<std::size_t>(setup_.lockstep);
+    r = reps_[r].engine;
     Replica& rep = reps_[r];
     if (rep.busy || rep.kick_pending) return;
     rep.kick_pending = true;
@@ -259,7 +246,7 @@ void Loop::start(std::size_t r) {
         start_pp(r);
         return;
     }
-    if (setup_.lockstep > 1) {
+    if (rep.ranks > 1) {
         start_engine(r);
         return;
     }
@@ -299,7 +286,7 @@ bool Loop::schedule_work(Replica& rep) {
 // step is max over ranks of t(batch_r), and the host time the longest
 // rank's (each rank has its own scheduler process).
 void Loop::start_engine(std::size_t first) {
-    const std::size_t n = static_cast<std::size_t>(setup_.lockstep);
+    const std::size_t n = static_cast<std::size_t>(reps_[first].ranks);
     if (reps_[first].busy) return;
     Time gpu{}, host{};
     bool any = false;
@@ -323,7 +310,8 @@ void Loop::start_engine(std::size_t first) {
 }
 
 void Loop::finish_engine(std::size_t first) {
-    for (std::size_t m = first; m < first + static_cast<std::size_t>(setup_.lockstep); ++m) {
+    const std::size_t end = first + static_cast<std::size_t>(reps_[first].ranks);
+    for (std::size_t m = first; m < end; ++m) {
         Replica& rep = reps_[m];
         rep.busy = false;
         if (rep.work.empty()) continue;  // an idle rank: it waited, nothing to settle
@@ -331,6 +319,9 @@ void Loop::finish_engine(std::size_t first) {
         settle(m, rep.work, rep.start);
         rep.work.clear();
     }
+    // A decode rank's finished requests freed blocks that caches waiting
+    // to move here may take.
+    for (std::size_t m = first; m < end && reps_[first].role == Role::decode; ++m) accept_transfers(m);
     start_engine(first);
 }
 
@@ -580,14 +571,13 @@ void Loop::keep_point(std::size_t r, const TimelinePoint& point) {
 // the cache (first come first served) before the transfer starts.
 void Loop::hand_off(std::uint32_t id) {
     Sequence& s = seqs_[id];
-    Transfer& x = transfers_[id];
-    x.prefill_done = sim_.now();
-    x.src_blocks = s.blocks;
+    if (!setup_.prefilled) transfers_[id] = Transfer{sim_.now(), Time{}, s.blocks, 0};
     s.blocks = 0;
     s.output = requests_[id].output;
     const auto first = static_cast<std::size_t>(setup_.prefill_replicas);
-    const std::size_t d = route(first, reps_.size() - first, routed_decode_);
+    const std::size_t d = route(first, reps_.size() - first, setup_.prefilled ? routed_front_ : routed_decode_);
     res_.records[id].decode_replica = static_cast<std::int32_t>(d);
+    if (setup_.prefilled) res_.records[id].replica = static_cast<std::int32_t>(d);
     Replica& dec = reps_[d];
     dec.st.outstanding += s.unfed() + s.output - s.generated;
     ++dec.stats.requests;
@@ -600,6 +590,7 @@ void Loop::hand_off(std::uint32_t id) {
 // sharing them max-min fairly with every other transfer in flight.
 void Loop::accept_transfers(std::size_t d) {
     Replica& dec = reps_[d];
+    admit_landed(d);
     while (!dec.incoming.empty()) {
         const std::uint32_t id = dec.incoming.front();
         Sequence& s = seqs_[id];
@@ -607,6 +598,11 @@ void Loop::accept_transfers(std::size_t d) {
         if (!dec.st.kv.take(need)) return;
         dec.incoming.pop_front();
         s.blocks = need;
+        if (setup_.prefilled) {  // the cache is already here
+            res_.records[id].kv_wait_s = (sim_.now() - arrival_[id]).seconds();
+            land(id, d);
+            continue;
+        }
         Transfer& x = transfers_[id];
         x.start = sim_.now();
         res_.records[id].kv_wait_s = (x.start - x.prefill_done).seconds();
@@ -642,11 +638,28 @@ void Loop::flow_done(std::uint32_t id) {
     x.src_blocks = 0;
     kick(p);  // its queue may have waited for these blocks
     rec.kv_transfer_s = (t - x.start).seconds();
-    // The first token reaches the client from the decode replica.
-    rec.first_token_s = t.seconds();
+    land(id, d);
+}
+
+// The cache is on decode replica d: the first token reaches the client, and
+// the request runs when the batch has room (max_batch; SGLang's decode queues
+// it while --max-running-requests run).
+void Loop::land(std::uint32_t id, std::size_t d) {
+    const Time t = sim_.now();
+    res_.records[id].first_token_s = t.seconds();
     last_token_[id] = t;
-    reps_[d].st.running.push_back(id);
+    reps_[d].landed.push_back(id);
+    admit_landed(d);
     kick(d);
+}
+
+void Loop::admit_landed(std::size_t d) {
+    EngineState& st = reps_[d].st;
+    auto& q = reps_[d].landed;
+    while (!q.empty() && static_cast<std::int64_t>(st.running.size()) < st.max_batch) {
+        st.running.push_back(q.front());
+        q.pop_front();
+    }
 }
 
 void Loop::run() {

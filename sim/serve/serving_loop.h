@@ -45,6 +45,13 @@ struct LoopSetup {
     // and end it together, when the slowest rank's batch ends. 1: every
     // replica on its own.
     int lockstep = 1;
+    // Disaggregated: the decode pool's engines' ranks (decode_dp; 1: decode
+    // replicas on their own). `lockstep` is then the prefill pool's.
+    int decode_lockstep = 1;
+    // Every request arrives with its cache in place (serving.prefilled):
+    // the replicas only decode, and an arrival takes its blocks and joins
+    // the running set as a transferred cache does, without a transfer.
+    bool prefilled = false;
 };
 
 // Runs every request to its end; fills res.records (whose requests are

@@ -129,19 +129,29 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
     const int tp = spec.tp;
     const int pp = std::max(spec.pp, 1);
     const int prefill = static_cast<int>(sv.prefill_replicas);
-    const int dtp = sv.decode_tp > 0 ? static_cast<int>(sv.decode_tp) : tp;
     // Data-parallel attention: engines of `engine_dp` GPUs (the strategy's
     // dp, or every GPU), one attention rank a GPU; the other rules (tp 1,
     // pp 1, ep = dp) are the strategy's (parallel::try_resolve_degrees).
     const int engine_dp = !spec.attention_dp ? 1 : spec.dp > 0 ? spec.dp : sc.gpus;
+    // Disaggregated, the decode pool is replicas of decode_tp GPUs or, with
+    // decode_dp, lockstep engines of decode_dp ranks of one GPU each.
+    const int ddp = static_cast<int>(sv.decode_dp);
+    const int dtp = ddp > 0 ? 1 : sv.decode_tp > 0 ? static_cast<int>(sv.decode_tp) : tp;
     if (spec.attention_dp) {
-        if (sc.gpus % engine_dp != 0)
+        if (sc.gpus % engine_dp != 0 && prefill == 0)
             throw ConfigError(spec.where, fmt::format("strategy '{}': attention_dp engines of dp {} GPUs do not divide "
                                                       "the {} GPUs",
                                                       spec.name, engine_dp, sc.gpus));
-        if (prefill > 0)
-            throw ConfigError(sv.disaggregation_where, "disaggregation with attention_dp is not supported yet");
+        if (prefill > 0 && spec.dp <= 0)
+            throw ConfigError(spec.where, fmt::format("strategy '{}': disaggregated with attention_dp, the prefill "
+                                                      "engines' dp must be given (a number, not auto)",
+                                                      spec.name));
     }
+    if (ddp > 0 && sc.model.experts == 0)
+        throw ConfigError(sv.disaggregation_where,
+                          fmt::format("decode_dp: model '{}' is dense; data-parallel attention engines meet only in "
+                                      "the MoE layers' all-to-alls",
+                                      sc.model.name));
     if (pp == 1 && prefill == 0 && sc.gpus % tp != 0)
         throw ConfigError(spec.where, fmt::format("strategy '{}': serving runs gpus / tp replicas of tp GPUs; pp {} "
                                                   "is not supported yet and tp {} must divide the {} GPUs",
@@ -162,18 +172,32 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
                                                     "flight); {} is not one",
                                                     sv.scheduler->name()));
     }
-    const std::int64_t left = static_cast<std::int64_t>(sc.gpus) - static_cast<std::int64_t>(prefill) * tp;
-    if (prefill > 0 && left < dtp)
+    // GPUs of one prefill replica (an engine under attention_dp) and of one
+    // decode replica or engine; the loop's replicas are the ranks of an
+    // engine, one GPU each.
+    const std::int64_t prefill_group = spec.attention_dp ? engine_dp : tp;
+    const std::int64_t decode_group = ddp > 0 ? ddp : dtp;
+    const auto prefill_gpus = checked_mul(static_cast<std::int64_t>(prefill), prefill_group);
+    if (!prefill_gpus || *prefill_gpus > sc.gpus)
         throw ConfigError(sv.disaggregation_where,
-                          fmt::format("{} prefill replicas leave no decode replica: strategy '{}' has tp {} on {} GPUs "
-                                      "and decode replicas need {}",
-                                      prefill, spec.name, tp, sc.gpus, dtp));
-    if (prefill > 0 && left % dtp != 0)
+                          fmt::format("{} prefill replicas of {} GPUs (strategy '{}') need more than the {} GPUs",
+                                      prefill, prefill_group, spec.name, sc.gpus));
+    const std::int64_t left = static_cast<std::int64_t>(sc.gpus) - *prefill_gpus;
+    if (prefill > 0 && left < decode_group)
         throw ConfigError(sv.disaggregation_where,
-                          fmt::format("the {} GPUs left after {} prefill replicas of tp {} are not a multiple of "
-                                      "decode_tp {}",
-                                      left, prefill, tp, dtp));
-    const int replicas = prefill > 0 ? prefill + static_cast<int>(left / dtp) : sc.gpus / (tp * pp);
+                          fmt::format("{} prefill replicas leave no decode replica: strategy '{}' takes {} GPUs a "
+                                      "replica of the {} GPUs and decode replicas need {}",
+                                      prefill, spec.name, prefill_group, sc.gpus, decode_group));
+    if (prefill > 0 && left % decode_group != 0)
+        throw ConfigError(sv.disaggregation_where,
+                          fmt::format("the {} GPUs left after {} prefill replicas of {} GPUs are not a multiple of "
+                                      "the decode replicas' {} ({})",
+                                      left, prefill, prefill_group, decode_group, ddp > 0 ? "decode_dp" : "decode_tp"));
+    if (prefill == 0 && ddp > 0)
+        throw InternalError("decode_dp without prefill_replicas");  // the reader requires prefill_replicas
+    const int prefill_units = static_cast<int>(spec.attention_dp ? *prefill_gpus : prefill);
+    const int replicas =
+        prefill > 0 ? prefill_units + static_cast<int>(ddp > 0 ? left : left / dtp) : sc.gpus / (tp * pp);
     if (spec.dp > 0 && spec.dp != replicas && !spec.attention_dp)
         throw ConfigError(
             spec.where, fmt::format("strategy '{}': dp {} contradicts the {} replicas", spec.name, spec.dp, replicas));
@@ -183,10 +207,23 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
             fmt::format("disaggregation needs an iteration-level scheduler; {} is not one", sv.scheduler->name()));
     if (prefill > 0 && sv.shared_prefix_tokens > 0)
         throw ConfigError(sv.prefix_where, "prefix caching is not supported with disaggregation yet");
+    if (sv.prefilled && pp > 1) throw ConfigError(sv.prefilled_where, "prefilled with pp > 1 is not supported yet");
+    if (sv.prefilled && !sv.scheduler->iteration_level())
+        throw ConfigError(sv.prefilled_where, fmt::format("prefilled requests join a running batch: they need an "
+                                                          "iteration-level scheduler; {} is not one",
+                                                          sv.scheduler->name()));
     const auto cm = hw::make_cost_model(options.cost_model);
     const ReplicaModel main_model(sc, spec, tp, pp, *cm, engine_dp);
     std::optional<ReplicaModel> decode_model;
-    if (dtp != tp) decode_model.emplace(sc, spec, dtp, 1, *cm);
+    if (prefill > 0 && (ddp > 0 || dtp != tp || spec.attention_dp)) {
+        // The decode pool's own layout: engines of ddp ranks (tp 1, dp = ep =
+        // ddp, attention_dp), or tensor-parallel replicas of dtp GPUs with the
+        // experts under their TP.
+        config::StrategySpec dspec = spec;
+        dspec.attention_dp = ddp > 0;
+        dspec.ep = ddp > 0 ? ddp : 1;
+        decode_model.emplace(sc, dspec, dtp, 1, *cm, ddp > 0 ? ddp : 1);
+    }
     ServeResult res;
     res.strategy = spec.name;
     res.gpus = sc.gpus;
@@ -194,10 +231,11 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
     res.tp = tp;
     res.pp = pp;
     res.replicas = replicas;
-    res.prefill_replicas = prefill;
+    res.prefill_replicas = prefill > 0 ? prefill_units : 0;
     res.pool = main_model.pool;
     if (decode_model) {
         res.decode_tp = dtp;
+        res.decode_dp = ddp;
         res.decode_pool = decode_model->pool;
     }
 
@@ -220,7 +258,7 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
             throw ConfigError(sv.where, fmt::format("request {} ({} + {} tokens) needs {} KV blocks; the pool of "
                                                     "strategy '{}' holds {}",
                                                     i, r.prompt, r.output, need, spec.name, pool.total()));
-        if (!sv.scheduler->chunks_prefill() && r.prompt > sv.max_tokens_per_iteration)
+        if (!sv.prefilled && !sv.scheduler->chunks_prefill() && r.prompt > sv.max_tokens_per_iteration)
             throw ConfigError(sv.where, fmt::format("request {} has a {}-token prompt, more than "
                                                     "max_tokens_per_iteration {} (scheduler {} does not chunk)",
                                                     i, r.prompt, sv.max_tokens_per_iteration, sv.scheduler->name()));
@@ -234,8 +272,10 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
         throw ConfigError(sv.where, fmt::format("preemption: swap needs the cluster's PCIe link to host memory; "
                                                 "cluster '{}' has none",
                                                 sc.cluster.name));
-    LoopSetup setup{sc, cost, tp, replicas, prefill, options.max_timeline, pcie};
+    LoopSetup setup{sc, cost, tp, replicas, res.prefill_replicas, options.max_timeline, pcie};
     setup.lockstep = engine_dp;
+    setup.decode_lockstep = ddp > 0 ? ddp : 1;
+    setup.prefilled = sv.prefilled;
     res.attention_dp = spec.attention_dp ? engine_dp : 0;
     // pp > 1: each stage's part of an iteration is timed alone (its own
     // cache); the activations cross between stages as flows in the loop.

@@ -73,6 +73,7 @@ struct ServeResult {
     int pp = 1;                                      // pipeline stages per replica
     int decode_tp = 0;                               // disaggregated with decode replicas of another tp (0: not)
     KvPool decode_pool;                              // theirs (when decode_tp is set)
+    int decode_dp = 0;  // disaggregated: the decode engines' data-parallel-attention ranks (0: not)
     // Data-parallel attention: ranks (replicas) per lockstep engine (0: not).
     int attention_dp = 0;
     std::vector<ReplicaStats> replica_stats;

@@ -162,4 +162,171 @@ TEST_CASE("attention_dp: the layouts SGLang does not run are refused at the stra
     refused(4, "    tp: 1\n    pp: 2\n    dp: 2\n    ep: 2\n    attention_dp: true\n", "inference", "pp=2");
 }
 
+namespace {
+
+// Disaggregated over 4 H200s of one board: a prefill engine of dp 2 (GPUs 0
+// and 1) and a decode engine of decode_dp 2 (GPUs 2 and 3), a trace of
+// `rows` (arrival_s,prompt_tokens,output_tokens lines).
+serve::ServeResult disaggregated(const std::string& rows, const std::string& decode = "decode_dp: 2",
+                                 const std::string& strategy = kDp2) {
+    static int counter = 0;
+    const auto trace = std::filesystem::temp_directory_path() /
+                       ("parasim-dp-disagg-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".csv");
+    {
+        std::ofstream f(trace);
+        f << "arrival_s,prompt_tokens,output_tokens\n" << rows;
+    }
+    const auto sc = scenario(4, strategy,
+                             "    arrivals: {process: trace, file: " + trace.string() +
+                                 "}\n    disaggregation: {prefill_replicas: 1, " + decode + "}\n");
+    auto r = serve::simulate_serving(sc, sc.strategies.front(), {});
+    std::filesystem::remove(trace);
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("attention_dp disaggregated: a request's MLA latent moves from its prefill rank to its decode rank") {
+    // Round robin in each pool: request 0 prefills on rank 0 (GPU 0) and
+    // decodes on decode rank 0 (GPU 2), request 1 on GPU 1 then GPU 3. Each
+    // cache is one flow, rank to rank, of prompt x 640 bytes (2 layers x
+    // (128 + 32) x 2 bytes: the latent is never split): 1,024 x 640 =
+    // 655,360 B over two NVLink hops of 450 GB/s and 0.6 us, on links no
+    // other flow uses (GPU 0 -> switch -> GPU 2, GPU 1 -> switch -> GPU 3).
+    const auto r = disaggregated("0,1024,4\n0,1024,4\n");
+    CHECK(r.attention_dp == 2);
+    CHECK(r.decode_dp == 2);
+    CHECK(r.replicas == 4);  // ranks: 2 prefill + 2 decode
+    CHECK(r.prefill_replicas == 2);
+    CHECK(r.decode_pool.bytes_per_token == doctest::Approx(640.0));
+    REQUIRE(r.records.size() == 2);
+    const double bytes = 1024 * 640.0;
+    CHECK(r.kv_bytes_moved == doctest::Approx(2 * bytes));
+    for (int i = 0; i < 2; ++i) {
+        const auto& rec = r.records[static_cast<std::size_t>(i)];
+        CHECK(rec.replica == i);
+        CHECK(rec.decode_replica == 2 + i);
+        CHECK(rec.kv_wait_s == 0);
+        CHECK(rec.kv_transfer_s == doctest::Approx(bytes / 450e9 + 2 * 0.6e-6).epsilon(1e-6));
+        CHECK(rec.first_token_s - rec.prefill_done_s == doctest::Approx(rec.kv_transfer_s).epsilon(1e-9));
+    }
+    // Lockstep in both pools: the two prefills end together, the two caches
+    // arrive together, the decode engine's steps end together.
+    CHECK(r.records[1].prefill_done_s == doctest::Approx(r.records[0].prefill_done_s));
+    CHECK(r.records[1].finish_s == doctest::Approx(r.records[0].finish_s));
+    // The decode engine times each rank's batch on its symmetric plan, so the
+    // pair takes as long as one request alone (the other rank idle).
+    const auto one = disaggregated("0,1024,4\n");
+    CHECK(one.records[0].finish_s == doctest::Approx(r.records[0].finish_s));
+    CHECK(one.kv_bytes_moved == doctest::Approx(bytes));
+}
+
+TEST_CASE("attention_dp disaggregated: a decode rank's step waits for the slowest rank of its engine") {
+    // Request 0 (a 4,000-token prompt) decodes on GPU 2, request 1 (16
+    // tokens) on GPU 3. The short one's cache arrives first and it decodes
+    // alone until the long one joins; from then each step is the long
+    // context's, so its last tokens come at the long request's pace: both
+    // end within one step of each other (the same outputs, joined one step
+    // apart at most), and the short request's TPOT exceeds its TPOT alone.
+    const auto both = disaggregated("0,4000,24\n0,16,24\n");
+    const auto alone = disaggregated("0,16,24\n");
+    const auto& longer = both.records[0];
+    const auto& shorter = both.records[1];
+    const double tpot_long = (longer.finish_s - longer.first_token_s) / 23;
+    const double tpot_short = (shorter.finish_s - shorter.first_token_s) / 23;
+    const double tpot_alone = (alone.records[0].finish_s - alone.records[0].first_token_s) / 23;
+    CHECK(tpot_short > tpot_alone);
+    CHECK(std::abs(longer.finish_s - shorter.finish_s) <= tpot_long * 1.0001);
+}
+
+TEST_CASE("attention_dp disaggregated into tensor-parallel decode replicas: each TP rank receives the whole latent") {
+    // decode_tp 2 on GPUs 2 and 3: MLA's latent cannot be split over heads,
+    // so each decode GPU caches all of it and the prefill rank sends each
+    // the whole 1,024 x 640 bytes. Both flows leave GPU 0 on one NVLink and
+    // share it: the transfer takes twice one flow's bytes over 450 GB/s.
+    const auto r = disaggregated("0,1024,4\n", "decode_tp: 2");
+    CHECK(r.decode_dp == 0);
+    CHECK(r.decode_tp == 2);
+    CHECK(r.replicas == 3);  // 2 prefill ranks + 1 decode replica
+    const double bytes = 1024 * 640.0;
+    CHECK(r.kv_bytes_moved == doctest::Approx(2 * bytes));
+    CHECK(r.records[0].decode_replica == 2);
+    CHECK(r.records[0].kv_transfer_s == doctest::Approx(2 * bytes / 450e9 + 2 * 0.6e-6).epsilon(1e-6));
+}
+
+TEST_CASE("attention_dp disaggregated: what cannot be formed is refused at its line") {
+    const auto refused = [](const std::string& decode, const std::string& strategy, const std::string& why) {
+        CAPTURE(decode);
+        try {
+            (void)disaggregated("0,64,4\n", decode, strategy);
+            FAIL("not refused");
+        } catch (const ConfigError& e) {
+            CHECK(std::string(e.what()).find(why) != std::string::npos);
+        }
+    };
+    refused("decode_dp: 2, decode_tp: 2", kDp2, "needs decode_tp 1");
+    refused("decode_dp: 3", kDp2, "decode replicas need 3");
+    refused("decode_dp: 2", "    tp: 1\n    dp: auto\n    ep: 2\n    attention_dp: true\n", "dp must be given");
+    refused("decode_dp: 2, decode_pd: 1", kDp2, "decode_pd");
+}
+
+TEST_CASE(
+    "prefilled: a decode engine measured alone decodes as the disaggregated decode engine does, from its first "
+    "token") {
+    // The request of the first disaggregated case, alone, arriving with its
+    // 1,024-token cache in place on an engine of dp 2 (the decode engine's
+    // layout): no transfer, TTFT 0 (its first token came with the cache),
+    // and its three decode steps take what they took after the transfer.
+    const auto dir = std::filesystem::temp_directory_path();
+    const auto trace = dir / ("parasim-dp-prefilled-" + std::to_string(::getpid()) + ".csv");
+    {
+        std::ofstream f(trace);
+        f << "arrival_s,prompt_tokens,output_tokens\n0,1024,4\n";
+    }
+    const auto sc =
+        scenario(2, kDp2, "    arrivals: {process: trace, file: " + trace.string() + "}\n    prefilled: true\n");
+    const auto p = serve::simulate_serving(sc, sc.strategies.front(), {});
+    std::filesystem::remove(trace);
+    const auto d = disaggregated("0,1024,4\n");
+    REQUIRE(p.records.size() == 1);
+    const auto& rec = p.records[0];
+    CHECK(rec.first_token_s == 0);
+    CHECK(rec.kv_transfer_s == 0);
+    CHECK(p.kv_bytes_moved == 0);
+    CHECK(p.iterations == 3);  // tokens 2, 3 and 4
+    CHECK(rec.finish_s == doctest::Approx(d.records[0].finish_s - d.records[0].first_token_s).epsilon(1e-9));
+    CHECK(p.replica_stats[0].role == std::string("decode"));
+    // Two such requests on one rank with max_batch 1: the second's cache
+    // waits for the first to finish, then takes the same three steps.
+    const auto two = dir / ("parasim-dp-prefilled-2-" + std::to_string(::getpid()) + ".csv");
+    {
+        std::ofstream f(two);
+        f << "arrival_s,prompt_tokens,output_tokens\n0,1024,4\n0,1024,4\n";
+    }
+    const auto one_rank =
+        scenario(1, "    tp: 1\n    dp: 1\n    ep: 1\n    attention_dp: true\n",
+                 "    arrivals: {process: trace, file: " + two.string() + "}\n    prefilled: true\n    max_batch: 1\n");
+    const auto q = serve::simulate_serving(one_rank, one_rank.strategies.front(), {});
+    std::filesystem::remove(two);
+    REQUIRE(q.records.size() == 2);
+    CHECK(q.records[0].replica == q.records[1].replica);
+    CHECK(q.iterations == 6);
+    CHECK(q.records[1].finish_s == doctest::Approx(2 * q.records[0].finish_s).epsilon(1e-9));
+}
+
+TEST_CASE("prefilled: refused with disaggregation and with a scheduler that is not iteration-level") {
+    const auto refused = [](const std::string& block, const std::string& why) {
+        CAPTURE(block);
+        try {
+            const auto sc = scenario(2, kDp2, kFewRequests + block);
+            (void)serve::simulate_serving(sc, sc.strategies.front(), {});
+            FAIL("not refused");
+        } catch (const ConfigError& e) {
+            CHECK(std::string(e.what()).find(why) != std::string::npos);
+        }
+    };
+    refused("    disaggregation: {prefill_replicas: 1, decode_dp: 1}\n    prefilled: true\n", "give one or the other");
+    refused("    prefilled: true\n    scheduler: static\n", "iteration-level scheduler");
+}
+
 TEST_SUITE_END();

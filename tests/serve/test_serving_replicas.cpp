@@ -12,6 +12,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <vector>
 
 TEST_SUITE_BEGIN("e2e");
@@ -80,6 +81,26 @@ TEST_CASE("least outstanding tokens sends the next request away from a replica b
     CHECK(lot.result.records[2].replica == 1);
     // It waits less: no 6,000-token prefill ahead of it.
     CHECK(lot.result.records[2].first_token_s < rr.result.records[2].first_token_s);
+}
+
+TEST_CASE("routers: random room spreads requests uniformly at random, the same way every run") {
+    // splitmix64(0) = 0xE220A8397B1DCDAF (the generator's first output from
+    // state 0), which is 3 mod 4 (0xAF = 175 = 43 x 4 + 3).
+    const auto& rr = serve::serving_router("random-room");
+    const std::vector<std::int64_t> load(4, 0);
+    CHECK(rr.pick(load, 0) == 3);
+    // 40,000 requests over 4 replicas: each count within 3% of 10,000 (a
+    // binomial's standard deviation is 87, so 300 is over 3 of them), and
+    // not round robin's cycle.
+    std::vector<int> count(4, 0);
+    bool cycle = true;
+    for (std::uint64_t k = 0; k < 40000; ++k) {
+        const auto p = rr.pick(load, k);
+        ++count[p];
+        cycle = cycle && p == k % 4;
+    }
+    for (const int c : count) CHECK(std::abs(c - 10000) < 300);
+    CHECK(!cycle);
 }
 
 TEST_CASE("disaggregated: TTFT is the prefill plus the KV transfer, bytes over NVLink") {

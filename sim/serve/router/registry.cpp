@@ -12,12 +12,14 @@ namespace sim::serve::routers {
 // Defined in this folder, one per file.
 const IRouter& round_robin();
 const IRouter& least_outstanding_tokens();
+const IRouter& random_room();
 }  // namespace sim::serve::routers
 
 namespace sim::serve {
 
 const std::vector<const IRouter*>& serving_routers() {
-    static const std::vector<const IRouter*> all = {&routers::round_robin(), &routers::least_outstanding_tokens()};
+    static const std::vector<const IRouter*> all = {&routers::round_robin(), &routers::least_outstanding_tokens(),
+                                                    &routers::random_room()};
     return all;
 }
 
