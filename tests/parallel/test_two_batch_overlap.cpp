@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md)
 
 using namespace sim;
@@ -38,7 +40,9 @@ using Run = parasim_test::ToyRun;
 // EP group is the node), 4 sequences of 128 tokens a replica, prefill only.
 // `overlap` and `software` are YAML text for the strategy and the scenario.
 config::ScenarioSpec toy(const std::string& overlap, const std::string& software = "", int ep = 8) {
-    const auto path = std::filesystem::temp_directory_path() / "parasim-two-batch-toy.yaml";
+    // A name of this process's own: ctest runs the cases of this file in parallel processes.
+    const auto path =
+        std::filesystem::temp_directory_path() / ("parasim-two-batch-toy-" + std::to_string(::getpid()) + ".yaml");
     std::ofstream(path) << "name: two-batch-toy\ncluster: dgx-h100-x2\ngpus: 8\nmodel: mixtral-8x7b\n"
                         << software
                         << "workload:\n  mode: inference\n  dtype: bf16\n  batch: 32\n  prompt_tokens: 128\n"
