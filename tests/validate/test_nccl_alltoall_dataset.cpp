@@ -18,7 +18,7 @@ TEST_CASE("nccl-alltoall.yaml: plain all-to-alls across nodes, within the guarde
     const auto path =
         std::filesystem::path(sim::config::data_dir()) / "tests" / "data" / "validation" / "nccl-alltoall.yaml";
     const auto d = sim::validate::load_dataset(path.string());
-    REQUIRE(d.points.size() >= 3);
+    REQUIRE(d.points.size() >= 5);
     for (const auto& p : d.points) {
         INFO(p.id);
         CHECK(p.kind == sim::validate::Kind::collective);
@@ -32,7 +32,8 @@ TEST_CASE("nccl-alltoall.yaml: plain all-to-alls across nodes, within the guarde
     INFO("MAPE ", k.mape ? *k.mape : -1.0, ", worst ", k.worst_id, " (", k.worst_error, ")");
     CHECK(k.simulated == static_cast<int>(d.points.size()));
     REQUIRE(k.mape.has_value());
-    // 20.4% over 3 when set (docs/moe.md section 3h): a regression guard, not a target.
+    // 20.4% over 3 when set, 24.1% over 5 with issue #1316's two points (docs/moe.md section 3h): a
+    // regression guard, not a target.
     CHECK(*k.mape <= 0.25);
 }
 
