@@ -112,7 +112,9 @@ private:
 };
 
 // Every field of RunMetrics in declaration order, once for both directions:
-// `a` is a Writer (m const) or a Reader.
+// `a` is a Writer (m const) or a Reader. A field added to RunMetrics or
+// ResolvedStrategy must be added here too, or ranks other than 0 report it as
+// its default (tests/search/test_work.cpp sets every field it knows of).
 template <class A, class M>
 void fields(A& a, M& m) {
     a.field(m.strategy);
@@ -128,12 +130,13 @@ void fields(A& a, M& m) {
     a.field(m.memory.explanation);
     a.field(m.memory_stage);
     auto& r = m.resolved;
-    for (auto* v : {&r.tp, &r.pp, &r.dp, &r.cp, &r.ep}) a.field(*v);
+    for (auto* v : {&r.tp, &r.pp, &r.dp, &r.cp, &r.ep, &r.etp}) a.field(*v);
     a.field(r.sp);
     a.field(r.zero);
     a.schedule(r.schedule);
     a.field(r.virtual_stages);
-    for (auto* v : {&r.overlap.tp_comm, &r.overlap.grad_reduce, &r.overlap.param_gather, &r.overlap.tp_backward})
+    for (auto* v : {&r.overlap.tp_comm, &r.overlap.grad_reduce, &r.overlap.param_gather, &r.overlap.tp_backward,
+                    &r.overlap.moe_a2a, &r.overlap.two_batch})
         a.field(*v);
     a.field(r.microbatches);
     a.field(r.microbatch_sizes);
@@ -144,7 +147,7 @@ void fields(A& a, M& m) {
     a.field(r.partition_note);
     for (auto* v : {&m.tokens_per_s, &m.tpot_ms, &m.inv_tps_ms, &m.ttft_ms, &m.iteration_ms, &m.mfu, &m.hfu,
                     &m.l2_hit_rate, &m.hbm_bytes, &m.gpu_busy, &m.link_nvlink, &m.link_pcie, &m.link_network,
-                    &m.frac_compute, &m.frac_memory, &m.frac_communication, &m.frac_idle})
+                    &m.frac_compute, &m.frac_memory, &m.frac_communication, &m.frac_idle, &m.frac_all_to_all})
         a.field(*v);
     a.field(m.events);
     a.field(m.simulated_seconds);

@@ -79,6 +79,12 @@ TEST_CASE("run metrics survive the wire bit for bit") {
     m.resolved.schedule = &sim::parallel::pipeline_schedule("interleaved-1f1b");
     m.resolved.virtual_stages = 2;
     m.resolved.overlap.param_gather = true;
+    // Fields added after the wire was written, each of which a rank's output shows (run_json prints
+    // etp and the all-to-all share; the overlaps say how the run was built).
+    m.resolved.etp = 1;
+    m.resolved.overlap.moe_a2a = true;
+    m.resolved.overlap.two_batch = true;
+    m.frac_all_to_all = 0.25;
     m.resolved.microbatch_sizes = {3, 3, 2};
     m.resolved.stage_layers = {{0, 5}, {5, 12}};
     m.resolved.stage_fit = {"l2", "hbm"};
@@ -98,6 +104,10 @@ TEST_CASE("run metrics survive the wire bit for bit") {
     CHECK(back[0].resolved.stage_fit == m.resolved.stage_fit);
     CHECK(back[0].memory.breakdown.expert_optimizer == m.memory.breakdown.expert_optimizer);
     CHECK(back[0].frac_idle.has_value());
+    CHECK(back[0].resolved.etp == 1);
+    CHECK(back[0].resolved.overlap.moe_a2a);
+    CHECK(back[0].resolved.overlap.two_batch);
+    CHECK(back[0].frac_all_to_all == 0.25);
     CHECK(!back[0].frac_memory.has_value());
     CHECK(back[1].strategy == "b");
     CHECK_THROWS_AS(sim::search::decode_runs(bytes.substr(0, bytes.size() - 1)), sim::InternalError);
