@@ -1,14 +1,24 @@
 // Helpers shared by the loader tests: edit a known-good YAML text in one
-// place, and read the ConfigError message a loader raises for it.
+// place, read the ConfigError message a loader raises for it, and name a
+// scratch file of this process's own.
 #pragma once
 
 #include "sim/core/error.h"
 
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <string>
 
+#include <unistd.h>
+
 namespace parasim_test {
+
+// A path in the temp folder that no other process uses: ctest runs a file's
+// cases as parallel processes, and two checkouts may run their suites at once.
+inline std::filesystem::path private_temp(const std::string& name) {
+    return std::filesystem::temp_directory_path() / ("parasim-" + std::to_string(::getpid()) + "-" + name);
+}
 
 // `text` with the first occurrence of `from` replaced by `to`; the test fails
 // if `from` is not there (an edit that changes nothing tests nothing).

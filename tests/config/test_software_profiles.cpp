@@ -66,7 +66,7 @@ std::string release(const std::string& version, const std::string& base) {
 // A fresh folder of profiles for one test case.
 struct Folder {
     fs::path dir;
-    explicit Folder(const std::string& name) : dir(fs::temp_directory_path() / name) {
+    explicit Folder(const std::string& name) : dir(parasim_test::private_temp(name)) {
         fs::remove_all(dir);
         fs::create_directories(dir);
     }
@@ -132,7 +132,7 @@ TEST_CASE("software profiles: every stack of kSoftwareNames and the default ship
 }
 
 TEST_CASE("software profiles: a release's file is found by the longest prefix of its version") {
-    const fs::path dir = fs::temp_directory_path() / "parasim-test-software-versions";
+    const fs::path dir = parasim_test::private_temp("test-software-versions");
     fs::remove_all(dir);
     fs::create_directories(dir);
     const auto write = [&](const std::string& file, const std::string& version, double issue) {

@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 struct ScenarioFile {
     fs::path path;
     explicit ScenarioFile(const std::string& text, const std::string& name) {
-        path = fs::temp_directory_path() / ("parasim-search-" + name + ".yaml");
+        path = parasim_test::private_temp("search-" + name + ".yaml");
         std::ofstream(path) << text;
     }
     ~ScenarioFile() {

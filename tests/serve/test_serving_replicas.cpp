@@ -9,6 +9,7 @@
 #include "sim/serve/router/i_router.h"
 #include "sim/serve/serve_report.h"
 #include "sim/serve/simulator.h"
+#include "tests/test_util.h"
 
 #include <doctest/doctest.h>
 
@@ -65,7 +66,7 @@ TEST_CASE("two replicas behind round robin at twice the rate serve each request 
 
 TEST_CASE("least outstanding tokens sends the next request away from a replica busy with a long prompt") {
     // A trace: a 6,000-token prompt, then two 100-token ones a microsecond apart.
-    const auto trace = std::filesystem::temp_directory_path() / "parasim-serve-replicas-trace.csv";
+    const auto trace = parasim_test::private_temp("serve-replicas-trace.csv");
     {
         std::ofstream f(trace);
         f << "arrival_s,prompt_tokens,output_tokens\n0,6000,10\n0.000001,100,10\n0.000002,100,10\n";
@@ -137,7 +138,7 @@ TEST_CASE("disaggregated: TTFT is the prefill plus the KV transfer, bytes over N
 TEST_CASE("disaggregated: two transfers into one GPU share its NVLink and take twice as long") {
     // Two prefill replicas receive one request each at (almost) the same
     // instant; both caches go to the single decode replica (GPU 2) together.
-    const auto trace = std::filesystem::temp_directory_path() / "parasim-serve-replicas-pair.csv";
+    const auto trace = parasim_test::private_temp("serve-replicas-pair.csv");
     {
         std::ofstream f(trace);
         f << "arrival_s,prompt_tokens,output_tokens\n0,2048,8\n0,2048,8\n";

@@ -30,7 +30,7 @@ std::string shipped_fit() {
 
 // The shipped kernel file with head_dim0_flash2 at `d0`, in a temporary file.
 std::string fit_file(const std::string& d0) {
-    const auto path = std::filesystem::temp_directory_path() / ("parasim-test-attention-fit-" + d0 + ".yaml");
+    const auto path = parasim_test::private_temp("test-attention-fit-" + d0 + ".yaml");
     std::ofstream(path) << parasim_test::replace_once(shipped_fit(), "head_dim0_flash2:\n  value: 24",
                                                       "head_dim0_flash2:\n  value: " + d0);
     return path.string();
@@ -83,13 +83,13 @@ TEST_CASE("validate --attention-fit: an FA2 head_dim-64 kernel runs at the file'
 }
 
 TEST_CASE("validate --attention-fit: a file that is not a kernel fit is a ConfigError naming it") {
-    const auto path = std::filesystem::temp_directory_path() / "parasim-test-attention-fit-bad.yaml";
+    const auto path = parasim_test::private_temp("test-attention-fit-bad.yaml");
     std::ofstream(path) << parasim_test::replace_once(shipped_fit(), "seq0_backward:", "seq0_backwards:");
     try {
         sim::config::GpuCatalog c(sim::config::default_gpu_dir(), path.string());
         FAIL("no error");
     } catch (const sim::ConfigError& e) {
-        CHECK(std::string(e.what()).find("parasim-test-attention-fit-bad.yaml") != std::string::npos);
+        CHECK(std::string(e.what()).find(path.filename().string()) != std::string::npos);
         CHECK(std::string(e.what()).find("seq0_backwards") != std::string::npos);
     }
 }
