@@ -108,9 +108,9 @@ struct Emitter {
     // EP rank e, EDP rank f. EP group: the ranks with the same (et, f) (the
     // all-to-all); EDP group: the same (et, e) (the experts' gradient
     // reduction); expert-TP group: the same (e, f) (the all-gather and
-    // reduce-scatter of 1 < etp < tp, etp consecutive ranks inside one TP
-    // group since etp divides tp). With etp = tp: et = r and the dp x cp
-    // ranks fold alone.
+    // reduce-scatter of a folded etp > 1, etp consecutive ranks inside one TP
+    // group since etp divides tp; the TP group itself at etp = tp). With
+    // etp = tp: et = r and the dp x cp ranks fold alone.
     struct ExpertRank {
         int etp, ep, edp;
     };

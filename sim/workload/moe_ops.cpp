@@ -30,16 +30,29 @@ Dims expert_dims(const Dims& x, std::int64_t ffn, std::int64_t split) {
 // The routed experts' split: etp (= x.p, the layer's tp, when etp = tp).
 Dims routed_expert_dims(const Dims& x) { return expert_dims(x, x.m->expert_ffn(), x.o->expert_tp()); }
 
-// The dimensions the routed part of an MoE layer runs on. With expert
-// tensor parallelism etp = tp, the layer's own (the tokens gathered over the
-// TP group, the experts split over tp). With etp < tp (MoE parallel folding,
-// docs/moe.md section 1a) each TP rank routes only its own sequence-parallel
-// shard of T / tp tokens and sends them to their experts over an EP group
-// that spans TP ranks: no TP all-gather before the router and no
-// reduce-scatter after the combine (the expert-TP group's, when etp > 1,
-// are the experts' own: MoeShape).
+// Whether each TP rank routes its own sequence-parallel shard (docs/moe.md
+// section 1a): always with etp < tp (MoE parallel folding); with etp = tp > 1
+// too when Megatron-Core's alltoall dispatcher runs it under sequence
+// parallelism with ep > 1 (MoEAlltoAllTokenDispatcher exchanges the rank's
+// T / tp tokens over the EP group, then all-gathers them over the
+// expert-TP group, here the TP group). moe_alltoall_metadata is set exactly
+// for that dispatcher (the profile's moe_dispatcher alltoall). Other
+// dispatchers (DeepEP, auto), no sequence parallelism (every TP rank holds
+// all T tokens) and ep = 1 keep the layer's own TP (docs/moe.md section 3).
+bool routes_own_shard(const Dims& x) {
+    const int etp = x.o->expert_tp();
+    if (etp != x.o->tp) return true;
+    return etp > 1 && x.sp && x.o->ep > 1 && x.o->moe_alltoall_metadata;
+}
+
+// The dimensions the routed part of an MoE layer runs on: the layer's own
+// (the tokens gathered over the TP group before the router, the experts
+// split over tp), or, when a rank routes its own shard, T / tp tokens sent
+// to their experts over an EP group that spans TP ranks: no TP all-gather
+// before the router and no reduce-scatter after the combine (the
+// expert-TP group's, when etp > 1, are the experts' own: MoeShape).
 Dims routed_dims(const Dims& x) {
-    if (x.o->expert_tp() == x.o->tp) return x;
+    if (!routes_own_shard(x)) return x;
     Dims m = x;
     m.T = ceil_div(x.T, x.p);
     m.Ts = static_cast<double>(m.T);
@@ -54,7 +67,7 @@ struct MoeShape {
     std::vector<std::int64_t> local;  // tokens per local expert of the hot rank
     double a2a = 0;                   // combine (and dispatch backward) all-to-all bytes per rank (0 without EP)
     double to_experts = 0;            // dispatch (and combine backward): a2a, or FP8 with its scales
-    // Expert tensor parallelism 1 < etp < tp (docs/moe.md section 1a): the
+    // Folded expert tensor parallelism etp > 1 (docs/moe.md section 1a): the
     // all-gather over the expert-TP group after the exchange into the
     // experts and the reduce-scatter before the exchange out of them, both
     // of the hot rank's gathered tokens (full size); 0 otherwise.
@@ -63,8 +76,8 @@ struct MoeShape {
     std::int64_t etp = 1;      // the expert-TP ranks that share the hot rank's tokens (1 without the gather)
 };
 
-// With etp = 1 or tp the EP group of ep ranks routes T tokens a rank. With
-// 1 < etp < tp (Megatron-Core's MoEAlltoAllTokenDispatcher) each of the
+// With etp = 1, or the layer's own TP, the EP group of ep ranks routes T
+// tokens a rank. Folded with etp > 1 (Megatron-Core's MoEAlltoAllTokenDispatcher) each of the
 // etp x ep ranks of an EP group and its expert-TP peers routes its own
 // T_r = x.T tokens, and the all-gather over the expert-TP group hands every
 // shard of an expert the tokens of all etp x ep of them: the load is the
@@ -179,7 +192,7 @@ double gathered_probs_bytes(const Dims& x, const MoeShape& ms) {
     return tokens * kGateBytes;
 }
 
-// The expert-TP collectives of 1 < etp < tp (zero bytes otherwise): an
+// The expert-TP collectives of a folded etp > 1 (zero bytes otherwise): an
 // all-gather after the exchange into the experts, a reduce-scatter before
 // the exchange out of them.
 void gather_over_expert_tp(Operator& op, double bytes) {

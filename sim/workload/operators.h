@@ -85,10 +85,11 @@ struct OperatorOptions {
     // layer's tokens travel by all-to-all); moe says how tokens route.
     int ep = 1;
     // Expert tensor parallelism: each expert's matrices split over etp GPUs;
-    // 0 means etp = tp. With etp < tp each TP rank routes its own
-    // sequence-parallel shard of the tokens, and each expert is split over
-    // etp GPUs (whole with etp = 1) that gather their tokens (docs/moe.md
-    // section 1a).
+    // 0 means etp = tp. With etp < tp (and with etp = tp under the alltoall
+    // dispatcher with sequence parallelism and ep > 1) each TP rank routes
+    // its own sequence-parallel shard of the tokens, and each expert is
+    // split over etp GPUs (whole with etp = 1) that gather their tokens
+    // (docs/moe.md section 1a).
     int etp = 0;
     int expert_tp() const { return etp > 0 ? etp : tp; }
     MoeRouting moe;
