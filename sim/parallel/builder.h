@@ -82,6 +82,13 @@ struct IterationBatch {
     std::int64_t sampled = 0;
 };
 
+// overlap.two_batch in serving: the sequences of `batch`'s first half, in
+// its groups' order (SGLang's compute_split_seq_index over a ragged batch:
+// decode-only, n / 2 rounded down; otherwise the first k sequences whose new
+// tokens reach half the total rounded down, 1 <= k <= n - 1); 0 when n < 2
+// (no split). emit_serving.cpp.
+std::int64_t serving_two_batch_first_half(const IterationBatch& batch, bool decode_only);
+
 // The plan of one serving iteration under `base`'s resolved strategy (from
 // build_plan of the same scenario). One marker: the end of the iteration on
 // the last stage. `stage` >= 0: pipeline stage `stage`'s part alone (its

@@ -6,50 +6,128 @@
 #include "sim/core/error.h"
 #include "sim/parallel/emitter.h"
 
+#include <algorithm>
 #include <numeric>
 
 namespace sim::parallel {
 
 namespace {
 
-// The attention kernels of `shape` in layer `layer` (the fused attention
-// kernel: serving requires flash attention, checked by the caller).
-void append_attention(const config::ScenarioSpec& sc, std::int64_t layer, const workload::PassShape& shape,
+// The attention kernels of `shape` in layer `layer` of micro-batch `mb` (the
+// fused attention kernel: serving requires flash attention, checked by the
+// caller).
+void append_attention(const config::ScenarioSpec& sc, std::int64_t layer, int mb, const workload::PassShape& shape,
                       const workload::OperatorOptions& opt, std::vector<Operator>& ops) {
-    for (auto& op : workload::layer_forward(sc.model, layer, 0, shape, opt))
+    for (auto& op : workload::layer_forward(sc.model, layer, mb, shape, opt))
         if (op.kernel.kind == hw::KernelKind::attention) ops.push_back(std::move(op));
 }
 
-std::vector<Operator> iteration_ops(const Emitter& em, int vs, const IterationBatch& batch) {
-    const auto& sc = em.sc;
-    const auto& opt = em.opt;
+std::int64_t tokens_of(const std::vector<IterationGroup>& groups) {
     std::int64_t tokens = 0;
-    for (const auto& g : batch.groups) tokens += g.sequences * g.new_tokens;
-    // The flattened batch: one sequence of all the iteration's tokens whose
-    // K/V go to the cache (context > new_tokens); only its attention is
-    // replaced, by the groups' own kernels.
+    for (const auto& g : groups) tokens += g.sequences * g.new_tokens;
+    return tokens;
+}
+
+// Layers [first, stop) of `groups` as micro-batch `mb`, appended to `ops`.
+// The flattened batch: one sequence of all the groups' tokens whose K/V go
+// to the cache (context > new_tokens); only its attention is replaced, by
+// the groups' own kernels.
+void append_layers(const Emitter& em, int first, int stop, int mb, const std::vector<IterationGroup>& groups,
+                   std::vector<Operator>& ops) {
+    const std::int64_t tokens = tokens_of(groups);
     const workload::PassShape flat{1, tokens, tokens + 1};
-    std::vector<Operator> ops;
-    if (vs == 0) ops = workload::embedding_forward(sc.model, 0, flat, opt);
-    const auto range = em.vstages[vs];
-    for (int l = range.first; l < range.second; ++l) {
-        for (auto& op : workload::layer_forward(sc.model, l, 0, flat, opt)) {
+    for (int l = first; l < stop; ++l) {
+        for (auto& op : workload::layer_forward(em.sc.model, l, mb, flat, em.opt)) {
             if (op.kernel.kind != hw::KernelKind::attention) {
                 ops.push_back(std::move(op));
                 continue;
             }
-            for (const auto& g : batch.groups)
-                append_attention(sc, l, workload::PassShape{g.sequences, g.new_tokens, g.context}, opt, ops);
+            for (const auto& g : groups)
+                append_attention(em.sc, l, mb, workload::PassShape{g.sequences, g.new_tokens, g.context}, em.opt, ops);
         }
     }
-    if (vs + 1 == static_cast<int>(em.vstages.size()) && batch.sampled > 0) {
-        auto h = workload::head_forward(sc.model, 0, workload::PassShape{batch.sampled, 1, 2}, opt, false);
+}
+
+std::vector<Operator> head_ops(const Emitter& em, const IterationBatch& batch) {
+    if (batch.sampled == 0) return {};
+    return workload::head_forward(em.sc.model, 0, workload::PassShape{batch.sampled, 1, 2}, em.opt, false);
+}
+
+std::vector<Operator> iteration_ops(const Emitter& em, int vs, const IterationBatch& batch) {
+    std::vector<Operator> ops;
+    if (vs == 0) {
+        const std::int64_t tokens = tokens_of(batch.groups);
+        ops = workload::embedding_forward(em.sc.model, 0, workload::PassShape{1, tokens, tokens + 1}, em.opt);
+    }
+    const auto range = em.vstages[vs];
+    append_layers(em, range.first, range.second, 0, batch.groups, ops);
+    if (vs + 1 == static_cast<int>(em.vstages.size())) {
+        auto h = head_ops(em, batch);
         ops.insert(ops.end(), h.begin(), h.end());
     }
     return ops;
 }
 
+// The groups' first `k` sequences (in their canonical order) and the rest.
+void split_groups(const std::vector<IterationGroup>& groups, std::int64_t k, std::vector<IterationGroup>& a,
+                  std::vector<IterationGroup>& b) {
+    for (const auto& g : groups) {
+        const std::int64_t take = std::min(k, g.sequences);
+        if (take > 0) a.push_back(IterationGroup{take, g.new_tokens, g.context});
+        if (g.sequences > take) b.push_back(IterationGroup{g.sequences - take, g.new_tokens, g.context});
+        k -= take;
+    }
+}
+
+// overlap.two_batch (pp 1, docs/serving.md "Two-batch overlap"): the
+// embedding and the dense layers on the whole iteration, the MoE layers as
+// two halves split by SGLang's rule (serving_two_batch_first_half), the
+// head on the merged batch, as `run`'s inference pass (emit_two_batch.cpp).
+void emit_two_batch_iteration(Emitter& em, Phase ph, const IterationBatch& batch,
+                              std::vector<std::vector<std::uint32_t>>& entry, std::vector<std::uint32_t>& last) {
+    if (em.vstages.size() != 1) throw InternalError("overlap.two_batch in serving: one stage expected (pp 1)");
+    const std::int64_t k = serving_two_batch_first_half(batch, ph == Phase::decode);
+    const int first = em.vstages.front().first, stop = em.vstages.front().second;
+    const int first_moe = k == 0 ? stop : std::clamp(static_cast<int>(em.sc.model.first_dense_layers), first, stop);
+    const std::int64_t tokens = tokens_of(batch.groups);
+    std::vector<Operator> whole =
+        workload::embedding_forward(em.sc.model, 0, workload::PassShape{1, tokens, tokens + 1}, em.opt);
+    append_layers(em, first, first_moe, 0, batch.groups, whole);
+    em.emit_ops(0, whole, ph, 0, -1, entry, last);
+    if (first_moe < stop) {
+        std::vector<IterationGroup> ga, gb;
+        split_groups(batch.groups, k, ga, gb);
+        // Half B's tensors are other sequences: micro-batch index
+        // `microbatches`, which no whole pass uses (as in `run`).
+        std::vector<Operator> oa, ob;
+        append_layers(em, first_moe, stop, 0, ga, oa);
+        append_layers(em, first_moe, stop, em.rs.microbatches, gb, ob);
+        emit_two_halves(em, ph, 0, -1, std::move(oa), std::move(ob), entry, last);
+    }
+    em.emit_ops(0, head_ops(em, batch), ph, 0, -1, entry, last);
+}
+
 }  // namespace
+
+std::int64_t serving_two_batch_first_half(const IterationBatch& batch, bool decode_only) {
+    std::int64_t n = 0;
+    for (const auto& g : batch.groups) n += g.sequences;
+    if (n < 2) return 0;
+    if (decode_only) return n / 2;  // compute_split_seq_index: num_tokens // 2
+    // _split_array_by_half_sum over the sequences' new tokens: the first k
+    // whose running sum reaches floor(total / 2), at least 1, at most n - 1.
+    const std::int64_t half = tokens_of(batch.groups) / 2;
+    std::int64_t k = 0, sum = 0;
+    for (const auto& g : batch.groups) {
+        if (sum >= half) break;
+        // Sequences of this group still needed: ceil((half - sum) / new_tokens).
+        const std::int64_t need = g.new_tokens > 0 ? (half - sum + g.new_tokens - 1) / g.new_tokens : g.sequences;
+        const std::int64_t take = std::min(need, g.sequences);
+        k += take;
+        sum += take * g.new_tokens;
+    }
+    return std::clamp<std::int64_t>(k, 1, n - 1);
+}
 
 Plan build_iteration_plan(const config::ScenarioSpec& sc, const PlanBuild& base, const IterationBatch& batch,
                           int stage) {
@@ -78,14 +156,14 @@ Plan build_iteration_plan(const config::ScenarioSpec& sc, const PlanBuild& base,
     std::vector<std::vector<std::uint32_t>> entry(width);
     std::vector<std::uint32_t> last(width, kNone);
     const int nv = static_cast<int>(em.vstages.size());
-    std::int64_t tokens = 0;
-    for (const auto& g : batch.groups) tokens += g.sequences * g.new_tokens;
+    const std::int64_t tokens = tokens_of(batch.groups);
     for (int vs = 0; vs < nv; ++vs) {
         const int s = vs % rs.pp;
         // One stage alone: its own operators, no sends (the serving loop
         // moves the activations between stages as flows).
         if (stage >= 0 && vs != stage) continue;
-        em.emit_ops(s, iteration_ops(em, vs, batch), ph, 0, -1, entry, last);
+        if (rs.overlap.two_batch) emit_two_batch_iteration(em, ph, batch, entry, last);
+        else em.emit_ops(s, iteration_ops(em, vs, batch), ph, 0, -1, entry, last);
         if (stage < 0 && vs + 1 < nv)
             entry =
                 em.send(s, (vs + 1) % rs.pp,

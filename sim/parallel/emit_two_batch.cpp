@@ -52,11 +52,40 @@ void run_segment(Emitter& em, Half& h, Phase ph, int mb, int step) {
 
 }  // namespace
 
+void emit_two_halves(Emitter& em, Phase ph, int mb, int step, std::vector<Operator> a_ops, std::vector<Operator> b_ops,
+                     std::vector<std::vector<std::uint32_t>>& entry, std::vector<std::uint32_t>& last) {
+    const std::size_t width = em.members.front().size();
+    Half ha, hb;
+    ha.ops = std::move(a_ops);
+    hb.ops = std::move(b_ops);
+    for (Half* h : {&ha, &hb}) {
+        h->pending = entry;
+        h->last = last;
+    }
+    // SGLang's prefill strategy (tbo_delta_stages 0): stage k of half A,
+    // then stage k of half B (two_batch_overlap.py, _execute_two_batch_raw).
+    while (!ha.done() || !hb.done()) {
+        run_segment(em, ha, ph, mb, step);
+        run_segment(em, hb, ph, mb, step);
+    }
+    // What follows (the head) runs on the merged batch: after both halves.
+    for (std::size_t i = 0; i < width; ++i) {
+        entry[i] = ha.pending[i];
+        entry[i].insert(entry[i].end(), hb.pending[i].begin(), hb.pending[i].end());
+        for (const std::uint32_t t : {ha.last[i], hb.last[i]})
+            if (t != kNone) entry[i].push_back(t);
+        // The later of the two on the in-order compute stream (ids grow as
+        // tasks are added): the halves' end when nothing follows (a serving
+        // iteration that samples no token).
+        if (ha.last[i] != kNone && hb.last[i] != kNone) last[i] = std::max(ha.last[i], hb.last[i]);
+        else if (ha.last[i] != kNone || hb.last[i] != kNone) last[i] = ha.last[i] != kNone ? ha.last[i] : hb.last[i];
+    }
+}
+
 void emit_two_batch_pass(Emitter& em, Phase ph, int mb, const workload::PassShape& shape, int step,
                          const std::vector<Operator>& tail, std::vector<std::vector<std::uint32_t>>& entry,
                          std::vector<std::uint32_t>& last) {
     const auto& m = em.sc.model;
-    const std::size_t width = em.members.front().size();
     if (em.vstages.size() != 1) throw InternalError("overlap.two_batch: one stage expected (pp 1)");
     const std::int64_t a = two_batch_first_half(ph, shape.batch, shape.new_tokens);
     // Before the MoE layers (SGLang runs the first_k_dense_replace layers
@@ -76,30 +105,14 @@ void emit_two_batch_pass(Emitter& em, Phase ph, int mb, const workload::PassShap
         const int mb_b = em.rs.microbatches + mb;
         const workload::PassShape sa{a, shape.new_tokens, shape.context},
             sb{shape.batch - a, shape.new_tokens, shape.context};
-        Half ha, hb;
+        std::vector<Operator> oa, ob;
         for (int l = first_moe; l < stop; ++l) {
             auto fa = workload::layer_forward(m, l, mb, sa, em.opt);
             auto fb = workload::layer_forward(m, l, mb_b, sb, em.opt);
-            ha.ops.insert(ha.ops.end(), fa.begin(), fa.end());
-            hb.ops.insert(hb.ops.end(), fb.begin(), fb.end());
+            oa.insert(oa.end(), fa.begin(), fa.end());
+            ob.insert(ob.end(), fb.begin(), fb.end());
         }
-        for (Half* h : {&ha, &hb}) {
-            h->pending = entry;
-            h->last = last;
-        }
-        // SGLang's prefill strategy (tbo_delta_stages 0): stage k of half A,
-        // then stage k of half B (two_batch_overlap.py, _execute_two_batch_raw).
-        while (!ha.done() || !hb.done()) {
-            run_segment(em, ha, ph, mb, step);
-            run_segment(em, hb, ph, mb, step);
-        }
-        // The head runs on the merged batch: after both halves.
-        for (std::size_t i = 0; i < width; ++i) {
-            entry[i] = ha.pending[i];
-            entry[i].insert(entry[i].end(), hb.pending[i].begin(), hb.pending[i].end());
-            for (const std::uint32_t t : {ha.last[i], hb.last[i]})
-                if (t != kNone) entry[i].push_back(t);
-        }
+        emit_two_halves(em, ph, mb, step, std::move(oa), std::move(ob), entry, last);
     }
     std::vector<Operator> after = workload::head_forward(m, mb, shape, em.opt, false);
     after.insert(after.end(), tail.begin(), tail.end());

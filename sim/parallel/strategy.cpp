@@ -184,14 +184,20 @@ std::string check_attention_dp(const config::ScenarioSpec& sc, const config::Str
 // overlap.two_batch (docs/moe.md section 8a) is SGLang's two-batch overlap:
 // inference with an expert-parallel all-to-all to hide (SGLang refuses it
 // without an all-to-all backend: moe_a2a_backend 'none'). A named stack
-// must list it among its overlaps. Pipelines and serving are not modelled
-// with it. Returns why not, or "".
-std::string check_two_batch(const config::ScenarioSpec& sc, const ResolvedStrategy& rs) {
+// must list it among its overlaps. Pipelines are not modelled with it, nor
+// serving engines other than DP attention's. Returns why not, or "".
+std::string check_two_batch(const config::ScenarioSpec& sc, const config::StrategySpec& spec,
+                            const ResolvedStrategy& rs) {
     if (!rs.overlap.two_batch) return {};
     if (sc.workload.mode == Mode::training)
         return "overlap.two_batch is SGLang's inference overlap (--enable-two-batch-overlap); in training the "
                "exchange beside another micro-batch is overlap.moe_a2a";
-    if (sc.workload.serving) return "overlap.two_batch is modelled for `run`'s inference only, not in serving yet";
+    // Serving: an engine whose ranks step in lockstep through the MoE
+    // layers' all-to-alls, SGLang's DP-attention engine (docs/serving.md,
+    // "Two-batch overlap"); a TP replica's experts are not exchanged so.
+    if (sc.workload.serving && !spec.attention_dp)
+        return "overlap.two_batch in serving is modelled for data-parallel-attention engines (attention_dp: true, "
+               "SGLang's --enable-dp-attention with DeepEP) only";
     if (sc.model.experts == 0 || rs.ep < 2)
         return "overlap.two_batch hides the expert-parallel all-to-alls: it needs an MoE model and ep > 1 (SGLang "
                "refuses it with moe_a2a_backend 'none')";
@@ -303,7 +309,7 @@ Resolution try_resolve_degrees(const config::ScenarioSpec& sc, const config::Str
         return refused(
             "overlap.moe_a2a with pp > 1 needs schedule: interleaved-1f1b with virtual_stages >= 2 (Megatron-Core's "
             "combined 1F1B) or dualpipe; under 1F1B the pairs would serialise across stages");
-    if (auto why = check_two_batch(sc, rs); !why.empty()) return refused(std::move(why));
+    if (auto why = check_two_batch(sc, spec, rs); !why.empty()) return refused(std::move(why));
     if (rs.schedule->training_only() && sc.workload.mode != Mode::training)
         return refused(fmt::format("schedule {} orders a training step's forwards and backwards: training only",
                                    rs.schedule->name()));

@@ -1,8 +1,9 @@
 // The time of one serving iteration: the iteration's plan
 // (parallel::build_iteration_plan) run by the same executor, cost model and
 // software profile as `parasim run`, with a cache keyed by the exact batch
-// shape, the only input the plan depends on (docs/serving.md, "Iteration
-// cost and its cache").
+// shape, the only input the plan depends on that varies within a
+// simulation: the strategy (its overlap.two_batch included) is fixed per
+// instance (docs/serving.md, "Iteration cost and its cache").
 #pragma once
 
 #include "sim/config/scenario.h"

@@ -13,6 +13,15 @@
 
 namespace serve_test {
 
+// The engine's physics without the profile's fitted host times
+// (test_serving_host.cpp sets its own): hand-computed answers stay exact.
+inline void no_host_times(sim::config::ScenarioSpec& sc) {
+    sc.profile.serving_sequence_overhead = sim::Time{};
+    sc.profile.serving_request_overhead = sim::Time{};
+    sc.profile.serving_token_overhead = sim::Time{};
+    sc.profile.serving_request_latency = sim::Time{};
+}
+
 // A scenario whose workload.serving block is `serving` (YAML lines indented
 // by 4 spaces) on `gpus` GPUs of `cluster` with tensor parallelism `tp`
 // (gpus / tp replicas).
@@ -30,12 +39,7 @@ inline sim::config::ScenarioSpec scenario(const std::string& serving, const std:
     }
     auto sc = sim::config::load_scenario(path.string(), {});
     std::filesystem::remove(path);
-    // The engine's physics without the vLLM profile's fitted host times
-    // (test_serving_host.cpp sets its own): hand-computed answers stay exact.
-    sc.profile.serving_sequence_overhead = sim::Time{};
-    sc.profile.serving_request_overhead = sim::Time{};
-    sc.profile.serving_token_overhead = sim::Time{};
-    sc.profile.serving_request_latency = sim::Time{};
+    no_host_times(sc);
     return sc;
 }
 
