@@ -27,7 +27,8 @@ struct Guard {
 };
 
 void check_guards(std::initializer_list<Guard> guards) {
-    const std::string path = PARASIM_PUBLISHED_DATASET;
+    // The reference dataset lives beside the repository (../shared/validation).
+    const std::string path = std::string(sim::config::data_dir()) + "/../shared/validation/published.yaml";
     REQUIRE_MESSAGE(std::filesystem::exists(path), "the reference dataset is missing: " << path);
     sim::validate::ValidateOptions o;
     for (const auto& g : guards) o.kinds.push_back(g.kind);
