@@ -86,7 +86,7 @@ struct IterationBatch {
 // its groups' order (SGLang's compute_split_seq_index over a ragged batch:
 // decode-only, n / 2 rounded down; otherwise the first k sequences whose new
 // tokens reach half the total rounded down, 1 <= k <= n - 1); 0 when n < 2
-// (no split). emit_serving.cpp.
+// (no split). emit_two_batch.cpp.
 std::int64_t serving_two_batch_first_half(const IterationBatch& batch, bool decode_only);
 
 // The plan of one serving iteration under `base`'s resolved strategy (from

@@ -85,10 +85,9 @@ void split_groups(const std::vector<IterationGroup>& groups, std::int64_t k, std
 // head on the merged batch, as `run`'s inference pass (emit_two_batch.cpp).
 void emit_two_batch_iteration(Emitter& em, Phase ph, const IterationBatch& batch,
                               std::vector<std::vector<std::uint32_t>>& entry, std::vector<std::uint32_t>& last) {
-    if (em.vstages.size() != 1) throw InternalError("overlap.two_batch in serving: one stage expected (pp 1)");
     const std::int64_t k = serving_two_batch_first_half(batch, ph == Phase::decode);
     const int first = em.vstages.front().first, stop = em.vstages.front().second;
-    const int first_moe = k == 0 ? stop : std::clamp(static_cast<int>(em.sc.model.first_dense_layers), first, stop);
+    const int first_moe = two_batch_first_moe(em, k > 0);
     const std::int64_t tokens = tokens_of(batch.groups);
     std::vector<Operator> whole =
         workload::embedding_forward(em.sc.model, 0, workload::PassShape{1, tokens, tokens + 1}, em.opt);
@@ -108,26 +107,6 @@ void emit_two_batch_iteration(Emitter& em, Phase ph, const IterationBatch& batch
 }
 
 }  // namespace
-
-std::int64_t serving_two_batch_first_half(const IterationBatch& batch, bool decode_only) {
-    std::int64_t n = 0;
-    for (const auto& g : batch.groups) n += g.sequences;
-    if (n < 2) return 0;
-    if (decode_only) return n / 2;  // compute_split_seq_index: num_tokens // 2
-    // _split_array_by_half_sum over the sequences' new tokens: the first k
-    // whose running sum reaches floor(total / 2), at least 1, at most n - 1.
-    const std::int64_t half = tokens_of(batch.groups) / 2;
-    std::int64_t k = 0, sum = 0;
-    for (const auto& g : batch.groups) {
-        if (sum >= half) break;
-        // Sequences of this group still needed: ceil((half - sum) / new_tokens).
-        const std::int64_t need = g.new_tokens > 0 ? (half - sum + g.new_tokens - 1) / g.new_tokens : g.sequences;
-        const std::int64_t take = std::min(need, g.sequences);
-        k += take;
-        sum += take * g.new_tokens;
-    }
-    return std::clamp<std::int64_t>(k, 1, n - 1);
-}
 
 Plan build_iteration_plan(const config::ScenarioSpec& sc, const PlanBuild& base, const IterationBatch& batch,
                           int stage) {

@@ -4,25 +4,54 @@
 // expert-parallel all-to-alls into segments that alternate on the compute
 // stream, so each half's dispatch and combine (on the ep_comm stream) run
 // beside the other half's kernels, which lose the SMs the exchange holds.
+#include "sim/parallel/builder.h"
 #include "sim/parallel/emitter.h"
 
 #include "sim/core/checked.h"
 #include "sim/core/error.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace sim::parallel {
 
+std::int64_t serving_two_batch_first_half(const IterationBatch& batch, bool decode_only) {
+    std::int64_t n = 0, tokens = 0;
+    for (const auto& g : batch.groups) {
+        const auto t = checked_mul(g.sequences, g.new_tokens);
+        if (!t || *t > std::numeric_limits<std::int64_t>::max() - tokens)
+            throw InternalError("two-batch split: the batch's tokens overflow");
+        n += g.sequences;
+        tokens += *t;
+    }
+    if (n < 2) return 0;
+    if (decode_only) return n / 2;  // compute_split_seq_index: num_tokens // 2
+    // _split_array_by_half_sum over the sequences' new tokens: the first k
+    // whose running sum reaches floor(total / 2), at least 1, at most n - 1.
+    const std::int64_t half = tokens / 2;
+    std::int64_t k = 0, sum = 0;
+    for (const auto& g : batch.groups) {
+        if (sum >= half) break;
+        // Sequences of this group still needed: ceil((half - sum) / new_tokens).
+        const std::int64_t need = g.new_tokens > 0 ? (half - sum + g.new_tokens - 1) / g.new_tokens : g.sequences;
+        const std::int64_t take = std::min(need, g.sequences);
+        k += take;
+        sum += take * g.new_tokens;
+    }
+    return std::clamp<std::int64_t>(k, 1, n - 1);
+}
+
+// Equal prompts are one group of the ragged rule.
 std::int64_t two_batch_first_half(Phase ph, std::int64_t sequences, std::int64_t tokens) {
-    if (sequences < 2) return 0;
-    if (ph == Phase::decode) return sequences / 2;
-    // _split_array_by_half_sum over equal prompts: the smallest k with
-    // k x tokens >= floor(sequences x tokens / 2), at least 1, at most n - 1.
-    const auto total = checked_mul(sequences, tokens);
-    if (!total) throw InternalError("two-batch split: sequences x tokens overflows");
-    const std::int64_t half = *total / 2;
-    const std::int64_t k = tokens > 0 ? (half + tokens - 1) / tokens : 1;
-    return std::clamp<std::int64_t>(k, 1, sequences - 1);
+    IterationBatch one;
+    one.groups.push_back(IterationGroup{sequences, tokens, tokens});
+    return serving_two_batch_first_half(one, ph == Phase::decode);
+}
+
+int two_batch_first_moe(const Emitter& em, bool split) {
+    if (em.vstages.size() != 1) throw InternalError("overlap.two_batch: one stage expected (pp 1)");
+    const int first = em.vstages.front().first, stop = em.vstages.front().second;
+    return split ? std::clamp(static_cast<int>(em.sc.model.first_dense_layers), first, stop) : stop;
 }
 
 namespace {
@@ -86,14 +115,13 @@ void emit_two_batch_pass(Emitter& em, Phase ph, int mb, const workload::PassShap
                          const std::vector<Operator>& tail, std::vector<std::vector<std::uint32_t>>& entry,
                          std::vector<std::uint32_t>& last) {
     const auto& m = em.sc.model;
-    if (em.vstages.size() != 1) throw InternalError("overlap.two_batch: one stage expected (pp 1)");
     const std::int64_t a = two_batch_first_half(ph, shape.batch, shape.new_tokens);
     // Before the MoE layers (SGLang runs the first_k_dense_replace layers
     // on the whole batch, DeepseekV2Model.forward): the embedding and the
     // dense layers; with no split, the whole pass.
     std::vector<Operator> whole = workload::embedding_forward(m, mb, shape, em.opt);
     const int first = em.vstages.front().first, stop = em.vstages.front().second;
-    const int first_moe = a == 0 ? stop : std::clamp(static_cast<int>(m.first_dense_layers), first, stop);
+    const int first_moe = two_batch_first_moe(em, a > 0);
     for (int l = first; l < first_moe; ++l) {
         auto f = workload::layer_forward(m, l, mb, shape, em.opt);
         whole.insert(whole.end(), f.begin(), f.end());

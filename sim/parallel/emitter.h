@@ -623,4 +623,10 @@ void emit_two_halves(Emitter& em, Phase ph, int mb, int step, std::vector<Operat
 // no split (one sequence).
 std::int64_t two_batch_first_half(Phase ph, std::int64_t sequences, std::int64_t tokens);
 
+// The first layer the halves run apart under overlap.two_batch (pp 1: the
+// one stage's range): SGLang runs the dense first_k_dense_replace layers on
+// the whole batch (DeepseekV2Model.forward); the stage's end when the pass
+// is not split. emit_two_batch.cpp.
+int two_batch_first_moe(const Emitter& em, bool split);
+
 }  // namespace sim::parallel

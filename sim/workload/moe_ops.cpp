@@ -169,10 +169,13 @@ bool sorts_chunks(const Dims& x, const MoeShape& ms) {
 // exchange. Latency-bound collectives: a few bytes a token.
 bool sends_metadata(const Dims& x) { return x.o->moe_alltoall_metadata && x.o->ep > 1; }
 
-// Megatron-Core 0.9 applies the gate weights at the source rank after the
-// combine (moe_utils.py unpermute), so only the later dispatchers, which
-// apply them at the experts, exchange them.
-bool sends_probs(const Dims& x) { return sends_metadata(x) && !x.o->moe_permute_unfused; }
+// Whether the dispatcher moves the gate weights with the tokens (the
+// alltoall dispatcher). Megatron-Core 0.9 applies them at the source rank
+// after the combine (moe_utils.py unpermute), so only the later
+// dispatchers, which apply them at the experts, move them.
+bool carries_probs(const Dims& x) { return x.o->moe_alltoall_metadata && !x.o->moe_permute_unfused; }
+// ... and exchanges them over the EP group.
+bool sends_probs(const Dims& x) { return sends_metadata(x) && carries_probs(x); }
 
 // A rank receives 1 / etp of the hot rank's gathered tokens by its own all-to-all.
 Bytes probs_a2a_bytes(const MoeShape& ms) {
@@ -186,20 +189,25 @@ Bytes probs_a2a_bytes(const MoeShape& ms) {
 // dispatcher sends them (Megatron-Core gathers global_probs beside
 // global_input_tokens; one collective here, two there).
 double gathered_probs_bytes(const Dims& x, const MoeShape& ms) {
-    if (ms.etp <= 1 || !x.o->moe_alltoall_metadata || x.o->moe_permute_unfused) return 0;
+    if (ms.etp <= 1 || !carries_probs(x)) return 0;
     double tokens = 0;
     for (const std::int64_t n : ms.local) tokens += static_cast<double>(n);
     return tokens * kGateBytes;
 }
 
-// The expert-TP collectives of a folded etp > 1 (zero bytes otherwise): an
-// all-gather after the exchange into the experts, a reduce-scatter before
-// the exchange out of them.
+// The expert-TP all-gather of a folded etp > 1 after the exchange into the
+// experts (zero bytes otherwise: none).
 void gather_over_expert_tp(Operator& op, double bytes) {
     if (bytes > 0) op.etp_gather_bytes = Bytes::ceil(bytes);
 }
-void scatter_over_expert_tp(Operator& op, double bytes) {
-    if (bytes > 0) op.etp_scatter_bytes = Bytes::ceil(bytes);
+// The exchange out of the experts (combine, or dispatch backward) before
+// `op`, with the expert-TP reduce-scatter of a folded etp > 1 (`scatter`
+// bytes; zero otherwise) that precedes it
+// (Emitter::emit_ops issues the scatter, then the all-to-all, on the
+// operator that carries both).
+void exchange_back_before(Operator& op, const MoeShape& ms, double scatter) {
+    precede_by_all_to_all(op, ms.a2a);
+    if (scatter > 0) op.etp_scatter_bytes = Bytes::ceil(scatter);
 }
 
 // The all-gather's output: every EP rank's count for every expert.
@@ -349,8 +357,7 @@ void moe_forward(const Dims& layer, std::vector<Operator>& ops) {
         // and the buffer read and written), their product with the gate
         // weights; moe_combine below is the sum over each token's k copies.
         Operator zero = elementwise(x, "moe_unpermute_zero", 0, 0, routed, {});
-        precede_by_all_to_all(zero, ms.a2a);
-        scatter_over_expert_tp(zero, ms.scattered_out);
+        exchange_back_before(zero, ms, ms.scattered_out);
         ops.push_back(std::move(zero));
         ops.push_back(elementwise(x, "moe_unpermute_scatter", T * k * h, 2 * routed + idx, routed, std::move(combine)));
         ops.push_back(elementwise(x, "moe_unpermute_weight", T * k * h, routed + T * k * x.ab, routed, {}));
@@ -359,10 +366,7 @@ void moe_forward(const Dims& layer, std::vector<Operator>& ops) {
     }
     Operator op = elementwise(x, "moe_combine", (unfused ? 1 : 2) * T * k * h, routed + (unfused ? 0 : idx),
                               full_act(x), std::move(sum_uses));
-    if (!unfused) {
-        precede_by_all_to_all(op, ms.a2a);
-        scatter_over_expert_tp(op, ms.scattered_out);
-    }
+    if (!unfused) exchange_back_before(op, ms, ms.scattered_out);
     ops.push_back(std::move(op));
     // A stack that scales the routed output and adds the shared experts' in
     // kernels of their own (OperatorOptions::shared_expert_combine_kernels;
@@ -461,16 +465,12 @@ void moe_backward(const Dims& layer, std::vector<Operator>& ops) {
         // gradient, then the scatter-add of the copies' gradients into it,
         // which reads it as well.
         Operator zero = elementwise(x, "moe_dispatch_bwd_zero", 0, 0, full_act(x), {});
-        precede_by_all_to_all(zero, ms.a2a);
-        scatter_over_expert_tp(zero, ms.scattered_out + gathered_probs_bytes(x, ms));
+        exchange_back_before(zero, ms, ms.scattered_out + gathered_probs_bytes(x, ms));
         ops.push_back(std::move(zero));
     }
     Operator dispatch_bwd = elementwise(x, "moe_dispatch_bwd", T * k * h, routed + idx + (unfused ? full_act(x) : 0),
                                         full_act(x), std::move(db));
-    if (!unfused) {
-        precede_by_all_to_all(dispatch_bwd, ms.a2a);
-        scatter_over_expert_tp(dispatch_bwd, ms.scattered_out + gathered_probs_bytes(x, ms));
-    }
+    if (!unfused) exchange_back_before(dispatch_bwd, ms, ms.scattered_out + gathered_probs_bytes(x, ms));
     if (sends_probs(x)) dispatch_bwd.ep_probs_a2a_bytes = probs_a2a_bytes(ms);
     set_sync(x, dispatch_bwd, TpSync::after_column_input_grad, full_act(x));
     ops.push_back(std::move(dispatch_bwd));
