@@ -169,6 +169,12 @@ int cmd_list(const Args& args) {
                     host("of intake work per request", p.serving_request_overhead, p.serving_request_overhead_from),
                     host("of latency per request", p.serving_request_latency, p.serving_request_latency_from),
                     host("per output token", p.serving_token_overhead, p.serving_token_overhead_from));
+            if (!p.serving_kv_descriptor_post_from.kind.empty() || !p.serving_first_token_from.kind.empty())
+                fmt::print(
+                    "{:<16} disaggregated handover: {}, first token {}{}\n", "",
+                    host("per KV descriptor posted", p.serving_kv_descriptor_post, p.serving_kv_descriptor_post_from),
+                    p.serving_first_token_on_decode ? "from the decode engine's first step" : "when the cache lands",
+                    mark(p.serving_first_token_from));
         }
         return 0;
     }

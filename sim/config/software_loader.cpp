@@ -36,6 +36,8 @@ const std::vector<std::string> kMoeDispatchers = {"auto", "alltoall"};
 const std::vector<std::string> kMoePermutes = {"fused", "unfused"};
 const std::vector<std::string> kCrossEntropies = {"fused", "fp32_unfused"};
 const std::vector<std::string> kTpCommMethods = {"ring_exchange", "pipeline"};
+// Where a disaggregated request's first token comes from (serving.first_token).
+const std::vector<std::string> kFirstTokens = {"transfer", "decode_step"};
 const std::vector<std::string> kMlaDecodeWeights = {"per_head", "absorbed"};
 const std::vector<std::string> kMlaQkv = {"fused", "concat"};
 const std::vector<std::string> kMlaPrefillWorkspace = {"layer", "eager"};
@@ -301,6 +303,15 @@ SoftwareProfile load_profile(const Node& root, const std::string& expected_name,
         host_time("request_overhead", p.serving_request_overhead, p.serving_request_overhead_from);
         host_time("token_overhead", p.serving_token_overhead, p.serving_token_overhead_from);
         host_time("request_latency", p.serving_request_latency, p.serving_request_latency_from);
+        if (sv.optional("kv_descriptor_post")) {
+            const Node n = sourced(sv, "kv_descriptor_post", p.serving_kv_descriptor_post_from);
+            p.serving_kv_descriptor_post = n.as_time();
+            if (p.serving_kv_descriptor_post > Time::from_seconds_ceil(1e-3))
+                n.fail("posting one transfer descriptor for more than 1 ms is not plausible");
+        }
+        if (sv.optional("first_token"))
+            p.serving_first_token_on_decode =
+                sourced(sv, "first_token", p.serving_first_token_from).as_enum(kFirstTokens) == "decode_step";
         sv.finish();
     }
     if (states(r, "overlaps")) {

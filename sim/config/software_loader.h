@@ -318,6 +318,18 @@ struct SoftwareProfile {
     Time serving_sequence_overhead{}, serving_request_overhead{}, serving_token_overhead{}, serving_request_latency{};
     Provenance serving_sequence_overhead_from, serving_request_overhead_from, serving_token_overhead_from,
         serving_request_latency_from;
+    // Disaggregated serving's handover (docs/serving.md, "The handover's
+    // software"): kv_descriptor_post, the host time to post one transfer
+    // descriptor (one block of one layer's K or V, or MLA's latent), serial
+    // on each receiving GPU's worker before its flows start (0: not
+    // modelled); first_token (transfer | decode_step, the flag true for
+    // decode_step): the decode engine recomputes the last prompt token and
+    // that step samples the first token the client sees (vLLM's NIXL
+    // connector), instead of the first token reaching the client when the
+    // cache has landed.
+    Time serving_kv_descriptor_post{};
+    bool serving_first_token_on_decode = false;
+    Provenance serving_kv_descriptor_post_from, serving_first_token_from;
 };
 
 // Bytes per gradient element the data-parallel reduce carries under

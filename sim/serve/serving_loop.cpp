@@ -1,132 +1,20 @@
-// The serving event loop: arrivals, iterations and KV transfers on one
+// The serving event loop: arrivals, iterations and completion on one
 // Simulation (docs/serving.md, "The loop"); the host work around the steps
 // (request intake, token streaming) is the front end's (front_end.h).
+// Pipeline parallelism is in serving_loop_pp.cpp and the disaggregated
+// handover in serving_loop_handover.cpp (the state: serving_loop_impl.h).
 #include "sim/serve/serving_loop.h"
 
 #include "sim/core/error.h"
-#include "sim/core/simulation.h"
-#include "sim/net/flow_network.h"
-#include "sim/net/topology.h"
-#include "sim/serve/engine_state.h"
-#include "sim/serve/front_end.h"
 #include "sim/serve/router/i_router.h"
 #include "sim/serve/scheduler/i_scheduler.h"
+#include "sim/serve/serving_loop_impl.h"
 
 #include <algorithm>
-#include <deque>
-#include <memory>
 
 namespace sim::serve {
 
-namespace {
-
-enum class Role { both, prefill, decode };
-
-struct Replica {
-    EngineState st;
-    Role role = Role::both;
-    int first_gpu = 0, tp = 1;
-    // Data-parallel attention: the engine's first replica and its ranks
-    // (a replica on its own: itself and 1).
-    std::size_t engine = 0;
-    int ranks = 1;
-    IterationCost* cost = nullptr;
-    const KvPool* pool = nullptr;
-    bool busy = false, kick_pending = false;
-    bool prefix_cached = false;  // the shared prefix's blocks are held by this replica
-    Time start{}, busy_time{};
-    std::vector<Work> work;              // the iteration in flight
-    std::deque<std::uint32_t> incoming;  // decode: handed-off requests waiting for KV blocks here
-    std::deque<std::uint32_t> landed;    // decode: caches here, waiting for a place in the batch (max_batch)
-    ReplicaStats stats;
-    // Pipeline parallelism (pp > 1): up to pp batches in flight, each in a
-    // slot; each stage runs one batch at a time, in the order they reach it.
-    struct Slot {
-        std::vector<Work> work;
-        Time start{};
-        bool busy = false;
-        std::vector<Time> stage_time;  // its part on each stage
-        Bytes send{};                  // activations each TP rank sends across a boundary
-        int flows_left = 0;
-    };
-    std::vector<Slot> slots;
-    std::vector<char> stage_busy;
-    std::vector<std::vector<std::size_t>> stage_queue;  // slots waiting for the stage, in arrival order
-    std::vector<std::uint32_t> held;                    // scratch: running sequences in flight
-    int in_flight = 0;
-    Time busy_since{};
-};
-
-// A disaggregated request's KV cache between its prefill and decode replicas.
-struct Transfer {
-    Time prefill_done{}, start{};
-    std::int64_t src_blocks = 0;  // held on the prefill replica until the last byte arrives
-    int flows_left = 0;
-};
-
-class Loop {
-public:
-    Loop(const LoopSetup& setup, const std::vector<Request>& requests, ServeResult& res);
-    void run();
-
-private:
-    bool disaggregated() const { return setup_.prefill_replicas > 0; }
-    // Open-loop arrivals not yet delivered (each kicks its replica).
-    bool arrivals_pending() const { return !closed_ && arrived_ < requests_.size(); }
-    std::size_t route(std::size_t first, std::size_t count, std::uint64_t& routed);
-    void arrive(std::uint32_t id);
-    void kick(std::size_t r);
-    void start(std::size_t r);
-    void finish(std::size_t r);
-    bool schedule_work(Replica& rep);
-    void start_engine(std::size_t first);
-    void finish_engine(std::size_t first);
-    void settle(std::size_t r, const std::vector<Work>& work, Time started);
-    void start_pp(std::size_t r);
-    void enter_stage(std::size_t r, std::size_t k, int s);
-    void stage_done(std::size_t r, std::size_t k, int s);
-    void finish_pp(std::size_t r, std::size_t k);
-    int stage_gpu(const Replica& rep, int s, int i) const;
-    void complete(Replica& rep, std::uint32_t id, Time client);
-    void hand_off(std::uint32_t id);
-    void accept_transfers(std::size_t d);
-    void flow_done(std::uint32_t id);
-    void land(std::uint32_t id, std::size_t d);
-    void admit_landed(std::size_t d);
-    void keep_point(std::size_t r, const TimelinePoint& point);
-    Time swap_time(Replica& rep);
-    std::int64_t apply_prefix(std::uint32_t id);
-    void cache_prefix(Replica& rep, std::uint32_t id);
-
-    const LoopSetup& setup_;
-    const config::ServingSpec& sv_;
-    const std::vector<Request>& requests_;
-    ServeResult& res_;
-    Simulation sim_;
-    std::unique_ptr<net::Topology> topo_;  // disaggregated only
-    std::unique_ptr<net::FlowNetwork> net_;
-    std::vector<Sequence> seqs_;
-    std::vector<Replica> reps_;
-    std::vector<Time> arrival_, last_token_;
-    std::vector<char> in_flight_;  // pp > 1: the sequence is in a batch in flight
-    std::vector<Transfer> transfers_;
-    std::vector<std::int64_t> load_;  // route()'s scratch
-    std::vector<std::uint32_t> handoffs_;
-    parallel::IterationBatch batch_;
-    std::vector<parallel::IterationGroup> prefills_;
-    const bool closed_;
-    std::int64_t prefix_blocks_ = 0;  // whole blocks of the shared prefix (0: no prefix caching)
-    std::size_t released_ = 0, arrived_ = 0, done_ = 0;
-    std::uint64_t routed_front_ = 0, routed_decode_ = 0;
-    // The host work around the engine's steps: request intake, token
-    // streaming and the host time per step (front_end.h).
-    FrontEnd front_;
-    // Replica 0's timeline (simulator.h says how it thins).
-    std::vector<TimelinePoint> timeline_;
-    std::uint64_t stride_ = 1;
-    TimelinePoint last_point_;
-    double batch_sum_ = 0;
-};
+namespace loop_detail {
 
 Loop::Loop(const LoopSetup& setup, const std::vector<Request>& requests, ServeResult& res)
     : setup_(setup),
@@ -189,7 +77,10 @@ Loop::Loop(const LoopSetup& setup, const std::vector<Request>& requests, ServeRe
     if (disaggregated() || setup.pp > 1) {
         topo_ = std::make_unique<net::Topology>(setup.scenario.cluster, setup.scenario.gpus);
         net_ = std::make_unique<net::FlowNetwork>(sim_, *topo_);
-        if (disaggregated()) transfers_.resize(n);
+        if (disaggregated()) {
+            transfers_.resize(n);
+            posted_until_.assign(static_cast<std::size_t>(setup.scenario.gpus), Time{});
+        }
     }
     prefix_blocks_ = sv_.shared_prefix_tokens / res.pool.block_size;
     released_ = closed_ ? std::min<std::size_t>(n, static_cast<std::size_t>(sv_.concurrency)) : n;
@@ -425,108 +316,6 @@ void Loop::settle(std::size_t r, const std::vector<Work>& work, Time started) {
     for (const std::uint32_t id : handoffs_) hand_off(id);
 }
 
-// Pipeline parallelism (docs/serving.md, "Pipeline parallelism"; vLLM's
-// batch queue of pp batches): while a slot is free, the scheduler forms a
-// batch from the requests not in flight, which enters stage 0.
-void Loop::start_pp(std::size_t r) {
-    Replica& rep = reps_[r];
-    for (;;) {
-        std::size_t k = 0;
-        while (k < rep.slots.size() && rep.slots[k].busy) ++k;
-        if (k == rep.slots.size()) return;
-        Replica::Slot& b = rep.slots[k];
-        // A request in a batch in flight is not scheduled again until that
-        // batch ends: the scheduler sees the others only.
-        auto& running = rep.st.running;
-        rep.held.clear();
-        std::size_t kept = 0;
-        for (const std::uint32_t id : running) {
-            if (in_flight_[id]) rep.held.push_back(id);
-            else running[kept++] = id;
-        }
-        running.resize(kept);
-        for (int attempt = 0;; ++attempt) {
-            b.work.clear();
-            sv_.scheduler->schedule(rep.st, b.work);
-            if (!b.work.empty() || arrivals_pending() || attempt >= 2) break;
-        }
-        // Back in admission order.
-        const std::size_t mid = running.size();
-        running.insert(running.end(), rep.held.begin(), rep.held.end());
-        std::inplace_merge(running.begin(), running.begin() + static_cast<std::ptrdiff_t>(mid), running.end(),
-                           [&](std::uint32_t a, std::uint32_t c) { return seqs_[a].admitted < seqs_[c].admitted; });
-        if (b.work.empty()) return;
-        batch_shape(rep.st, b.work, sv_.decode_context_bucket, batch_, prefills_);
-        std::int64_t tokens = 0;
-        for (const auto& w : b.work) {
-            in_flight_[w.seq] = 1;
-            tokens += w.tokens;
-        }
-        for (std::size_t s = 0; s < b.stage_time.size(); ++s) b.stage_time[s] = setup_.stage_costs[s]->time(batch_);
-        // The engine's host time precedes the step (the first stage waits for it).
-        b.stage_time[0] += front_.step_host_time(b.work.size());
-        b.send = Bytes::ceil(static_cast<double>(tokens) * setup_.boundary_bytes_per_token);
-        b.start = sim_.now();
-        b.busy = true;
-        if (rep.in_flight++ == 0) rep.busy_since = b.start;
-        rep.busy = rep.in_flight == setup_.pp;
-        ++res_.iterations;
-        ++rep.stats.iterations;
-        enter_stage(r, k, 0);
-    }
-}
-
-// GPU of TP rank i of stage s (the strategy's placement, one replica).
-int Loop::stage_gpu(const Replica& rep, int s, int i) const {
-    return rep.first_gpu + (setup_.placement == parallel::Placement::pp_first ? i * setup_.pp + s : s * rep.tp + i);
-}
-
-void Loop::enter_stage(std::size_t r, std::size_t k, int s) {
-    Replica& rep = reps_[r];
-    const auto si = static_cast<std::size_t>(s);
-    if (rep.stage_busy[si]) {
-        rep.stage_queue[si].push_back(k);
-        return;
-    }
-    rep.stage_busy[si] = 1;
-    sim_.schedule_at(sim_.now() + rep.slots[k].stage_time[si], [this, r, k, s] { stage_done(r, k, s); });
-}
-
-// A stage is free for the next batch waiting for it; the batch's
-// activations go to the next stage as one flow per TP rank (rank i to rank
-// i) on the cluster's flow network, or the batch ends on the last stage.
-void Loop::stage_done(std::size_t r, std::size_t k, int s) {
-    Replica& rep = reps_[r];
-    const auto si = static_cast<std::size_t>(s);
-    rep.stage_busy[si] = 0;
-    if (!rep.stage_queue[si].empty()) {
-        const std::size_t next = rep.stage_queue[si].front();
-        rep.stage_queue[si].erase(rep.stage_queue[si].begin());
-        enter_stage(r, next, s);
-    }
-    if (s + 1 == setup_.pp) {
-        finish_pp(r, k);
-        return;
-    }
-    Replica::Slot& b = rep.slots[k];
-    b.flows_left = rep.tp;
-    for (int i = 0; i < rep.tp; ++i)
-        net_->start(stage_gpu(rep, s, i), stage_gpu(rep, s + 1, i), b.send, [this, r, k, s] {
-            if (--reps_[r].slots[k].flows_left == 0) enter_stage(r, k, s + 1);
-        });
-}
-
-void Loop::finish_pp(std::size_t r, std::size_t k) {
-    Replica& rep = reps_[r];
-    Replica::Slot& b = rep.slots[k];
-    for (const auto& w : b.work) in_flight_[w.seq] = 0;
-    settle(r, b.work, b.start);
-    b.busy = false;
-    if (--rep.in_flight == 0) rep.busy_time += sim_.now() - rep.busy_since;
-    rep.busy = false;
-    start(r);
-}
-
 // A request that has not started yet skips the whole blocks of the cached
 // prefix that its prompt covers, less its last token (which is always fed,
 // to sample from): they count as computed and as blocks it holds, owned by
@@ -566,102 +355,6 @@ void Loop::keep_point(std::size_t r, const TimelinePoint& point) {
     }
 }
 
-// The prefill replica keeps the request's KV blocks until its cache has
-// moved; the router picks the decode replica now, which reserves blocks for
-// the cache (first come first served) before the transfer starts.
-void Loop::hand_off(std::uint32_t id) {
-    Sequence& s = seqs_[id];
-    if (!setup_.prefilled) transfers_[id] = Transfer{sim_.now(), Time{}, s.blocks, 0};
-    s.blocks = 0;
-    s.output = requests_[id].output;
-    const auto first = static_cast<std::size_t>(setup_.prefill_replicas);
-    const std::size_t d = route(first, reps_.size() - first, setup_.prefilled ? routed_front_ : routed_decode_);
-    res_.records[id].decode_replica = static_cast<std::int32_t>(d);
-    if (setup_.prefilled) res_.records[id].replica = static_cast<std::int32_t>(d);
-    Replica& dec = reps_[d];
-    dec.st.outstanding += s.unfed() + s.output - s.generated;
-    ++dec.stats.requests;
-    dec.incoming.push_back(id);
-    accept_transfers(d);
-}
-
-// One flow per pair of tensor-parallel ranks whose KV heads overlap (rank
-// i to rank i when both pools have the same tp), on the cluster's links,
-// sharing them max-min fairly with every other transfer in flight.
-void Loop::accept_transfers(std::size_t d) {
-    Replica& dec = reps_[d];
-    admit_landed(d);
-    while (!dec.incoming.empty()) {
-        const std::uint32_t id = dec.incoming.front();
-        Sequence& s = seqs_[id];
-        const std::int64_t need = dec.st.kv.blocks_for(s.computed);
-        if (!dec.st.kv.take(need)) return;
-        dec.incoming.pop_front();
-        s.blocks = need;
-        if (setup_.prefilled) {  // the cache is already here
-            res_.records[id].kv_wait_s = (sim_.now() - arrival_[id]).seconds();
-            land(id, d);
-            continue;
-        }
-        Transfer& x = transfers_[id];
-        x.start = sim_.now();
-        res_.records[id].kv_wait_s = (x.start - x.prefill_done).seconds();
-        // Rank i of the prefill replica holds heads [i/tp_p, (i+1)/tp_p) of
-        // every layer's K and V, rank j of the decode replica needs
-        // [j/tp_d, (j+1)/tp_d): i sends j the overlap, in units of
-        // 1/(tp_p tp_d), of j's shard of computed x bytes_per_token.
-        const Replica& pre = reps_[static_cast<std::size_t>(res_.records[id].replica)];
-        const std::int64_t tp_p = pre.tp, tp_d = dec.tp;
-        const double shard = static_cast<double>(s.computed) * dec.pool->bytes_per_token;
-        x.flows_left = 0;
-        for (std::int64_t i = 0; i < tp_p; ++i)
-            for (std::int64_t j = 0; j < tp_d; ++j) {
-                const std::int64_t overlap = std::min((i + 1) * tp_d, (j + 1) * tp_p) - std::max(i * tp_d, j * tp_p);
-                if (overlap <= 0) continue;
-                const Bytes bytes = Bytes::ceil(shard * static_cast<double>(overlap) / static_cast<double>(tp_p));
-                ++x.flows_left;
-                net_->start(pre.first_gpu + static_cast<int>(i), dec.first_gpu + static_cast<int>(j), bytes,
-                            [this, id] { flow_done(id); });
-                res_.kv_bytes_moved += bytes.as_double();
-            }
-    }
-}
-
-void Loop::flow_done(std::uint32_t id) {
-    Transfer& x = transfers_[id];
-    if (--x.flows_left > 0) return;
-    const Time t = sim_.now();
-    RequestRecord& rec = res_.records[id];
-    const auto p = static_cast<std::size_t>(rec.replica);
-    const auto d = static_cast<std::size_t>(rec.decode_replica);
-    reps_[p].st.kv.give_back(x.src_blocks);
-    x.src_blocks = 0;
-    kick(p);  // its queue may have waited for these blocks
-    rec.kv_transfer_s = (t - x.start).seconds();
-    land(id, d);
-}
-
-// The cache is on decode replica d: the first token reaches the client, and
-// the request runs when the batch has room (max_batch; SGLang's decode queues
-// it while --max-running-requests run).
-void Loop::land(std::uint32_t id, std::size_t d) {
-    const Time t = sim_.now();
-    res_.records[id].first_token_s = t.seconds();
-    last_token_[id] = t;
-    reps_[d].landed.push_back(id);
-    admit_landed(d);
-    kick(d);
-}
-
-void Loop::admit_landed(std::size_t d) {
-    EngineState& st = reps_[d].st;
-    auto& q = reps_[d].landed;
-    while (!q.empty() && static_cast<std::int64_t>(st.running.size()) < st.max_batch) {
-        st.running.push_back(q.front());
-        q.pop_front();
-    }
-}
-
 void Loop::run() {
     const std::size_t n = requests_.size();
     if (closed_) {
@@ -690,10 +383,10 @@ void Loop::run() {
     }
 }
 
-}  // namespace
+}  // namespace loop_detail
 
 void run_serving_loop(const LoopSetup& setup, const std::vector<Request>& requests, ServeResult& res) {
-    Loop loop(setup, requests, res);
+    loop_detail::Loop loop(setup, requests, res);
     loop.run();
 }
 

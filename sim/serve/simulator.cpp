@@ -36,6 +36,8 @@ KvPool size_kv_pool(const config::ScenarioSpec& sc, const parallel::PlanBuild& b
         layer_bytes = std::ceil(layer_bytes / align) * align;
     p.bytes_per_token = static_cast<double>(sc.model.layers) * layer_bytes;
     p.block_size = sv.block_size;
+    const std::int64_t regions_per_layer = sc.model.is_mla() ? 1 : 2;
+    p.regions_per_block = sc.model.layers * regions_per_layer;
     // vLLM's profile takes what it holds outside PyTorch's allocator (NCCL,
     // the custom all-reduce's buffers) off the budget with the weights and
     // the activation peak (docs/moe.md section 7b).
@@ -60,6 +62,7 @@ KvPool size_kv_pool(const config::ScenarioSpec& sc, const parallel::PlanBuild& b
             p.memory = m;
             p.memory.kv_cache = 0;
             p.bytes_per_token = token_bytes;
+            p.regions_per_block = (range.second - range.first) * regions_per_layer;
             p.binding_stage = s;
         }
     }

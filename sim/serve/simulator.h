@@ -60,6 +60,9 @@ struct KvPool {
     double non_torch_bytes = 0;  // held outside the allocator (the profile's non_torch_memory), off the budget
     double bytes_per_token = 0;  // K and V of every layer of this GPU's shard
     std::int64_t blocks = 0, block_size = 0;
+    // Regions of one block on this GPU that a KV transfer moves separately:
+    // each layer's K and V (one latent for MLA), vLLM's NIXL descriptors.
+    std::int64_t regions_per_block = 0;
     int binding_stage = 0;  // pipeline parallel: the stage whose memory sets `blocks` (the others alike or larger)
 };
 

@@ -13,13 +13,16 @@
 
 namespace serve_test {
 
-// The engine's physics without the profile's fitted host times
-// (test_serving_host.cpp sets its own): hand-computed answers stay exact.
+// The engine's physics without the profile's fitted host times and its
+// disaggregated handover (test_serving_host.cpp and
+// test_serving_handover.cpp set their own): hand-computed answers stay exact.
 inline void no_host_times(sim::config::ScenarioSpec& sc) {
     sc.profile.serving_sequence_overhead = sim::Time{};
     sc.profile.serving_request_overhead = sim::Time{};
     sc.profile.serving_token_overhead = sim::Time{};
     sc.profile.serving_request_latency = sim::Time{};
+    sc.profile.serving_kv_descriptor_post = sim::Time{};
+    sc.profile.serving_first_token_on_decode = false;
 }
 
 // A scenario whose workload.serving block is `serving` (YAML lines indented

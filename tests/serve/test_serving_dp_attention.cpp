@@ -3,6 +3,7 @@
 // pool holds MLA's whole latent for its own requests only, so the engine holds dp
 // pools; the ranks step in lockstep, so a rank with a short request waits for the
 // rank with a long one; and the layouts SGLang does not run are refused.
+#include "serve_fixture.h"
 #include "sim/config/scenario.h"
 #include "sim/core/error.h"
 #include "sim/hw/cost_model.h"
@@ -53,10 +54,7 @@ config::ScenarioSpec scenario(int gpus, const std::string& strategy, const std::
     }
     auto sc = config::load_scenario(path.string(), {});
     std::filesystem::remove(path);
-    sc.profile.serving_sequence_overhead = Time{};
-    sc.profile.serving_request_overhead = Time{};
-    sc.profile.serving_token_overhead = Time{};
-    sc.profile.serving_request_latency = Time{};
+    serve_test::no_host_times(sc);
     return sc;
 }
 

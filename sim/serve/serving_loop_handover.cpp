@@ -1,0 +1,135 @@
+// The disaggregated handover (docs/serving.md, "Disaggregated prefill and
+// decode" and "The handover's software"): a prefill replica's request goes
+// to a decode replica, which reserves blocks, receives the cache as flows
+// after its worker posts the transfer's descriptors, and runs the request.
+#include "sim/core/checked.h"
+#include "sim/core/error.h"
+#include "sim/serve/serving_loop_impl.h"
+
+#include <algorithm>
+
+namespace sim::serve::loop_detail {
+
+// The prefill replica keeps the request's KV blocks until its cache has
+// moved; the router picks the decode replica now, which reserves blocks for
+// the cache (first come first served) before the transfer starts.
+void Loop::hand_off(std::uint32_t id) {
+    Sequence& s = seqs_[id];
+    if (!setup_.prefilled) transfers_[id] = Transfer{sim_.now(), Time{}, s.blocks, 0};
+    s.blocks = 0;
+    s.output = requests_[id].output;
+    const auto first = static_cast<std::size_t>(setup_.prefill_replicas);
+    const std::size_t d = route(first, reps_.size() - first, setup_.prefilled ? routed_front_ : routed_decode_);
+    res_.records[id].decode_replica = static_cast<std::int32_t>(d);
+    if (setup_.prefilled) res_.records[id].replica = static_cast<std::int32_t>(d);
+    Replica& dec = reps_[d];
+    dec.st.outstanding += s.unfed() + s.output - s.generated;
+    ++dec.stats.requests;
+    dec.incoming.push_back(id);
+    accept_transfers(d);
+}
+
+// One flow per pair of tensor-parallel ranks whose KV heads overlap (rank
+// i to rank i when both pools have the same tp), on the cluster's links,
+// sharing them max-min fairly with every other transfer in flight.
+void Loop::accept_transfers(std::size_t d) {
+    Replica& dec = reps_[d];
+    admit_landed(d);
+    while (!dec.incoming.empty()) {
+        const std::uint32_t id = dec.incoming.front();
+        Sequence& s = seqs_[id];
+        const std::int64_t need = dec.st.kv.blocks_for(s.computed);
+        if (!dec.st.kv.take(need)) return;
+        dec.incoming.pop_front();
+        s.blocks = need;
+        if (setup_.prefilled) {  // the cache is already here
+            res_.records[id].kv_wait_s = (sim_.now() - arrival_[id]).seconds();
+            land(id, d);
+            continue;
+        }
+        Transfer& x = transfers_[id];
+        x.start = sim_.now();
+        res_.records[id].kv_wait_s = (x.start - x.prefill_done).seconds();
+        // Rank i of the prefill replica holds heads [i/tp_p, (i+1)/tp_p) of
+        // every layer's K and V, rank j of the decode replica needs
+        // [j/tp_d, (j+1)/tp_d): i sends j the overlap, in units of
+        // 1/(tp_p tp_d), of j's shard of computed x bytes_per_token.
+        const Replica& pre = reps_[static_cast<std::size_t>(res_.records[id].replica)];
+        const std::int64_t tp_p = pre.tp, tp_d = dec.tp;
+        const double shard = static_cast<double>(s.computed) * dec.pool->bytes_per_token;
+        // Each pair's read is posted as one descriptor per block and region
+        // (docs/serving.md, "The handover's software"), serially by the
+        // receiving GPU's worker, which may still be posting earlier reads.
+        const auto post_ps = checked_mul(setup_.scenario.profile.serving_kv_descriptor_post.count_ps(),
+                                         dec.st.kv.blocks_for(s.computed), dec.pool->regions_per_block);
+        if (!post_ps) throw InternalError("serving: a KV transfer's descriptor posting time overflows");
+        const Time post = Time::ps(*post_ps);
+        x.flows_left = 0;
+        for (std::int64_t i = 0; i < tp_p; ++i)
+            for (std::int64_t j = 0; j < tp_d; ++j) {
+                const std::int64_t overlap = std::min((i + 1) * tp_d, (j + 1) * tp_p) - std::max(i * tp_d, j * tp_p);
+                if (overlap <= 0) continue;
+                const Bytes bytes = Bytes::ceil(shard * static_cast<double>(overlap) / static_cast<double>(tp_p));
+                ++x.flows_left;
+                const int src = pre.first_gpu + static_cast<int>(i), dst = dec.first_gpu + static_cast<int>(j);
+                res_.kv_bytes_moved += bytes.as_double();
+                if (post == Time{}) {
+                    net_->start(src, dst, bytes, [this, id] { flow_done(id); });
+                    continue;
+                }
+                Time& free = posted_until_[static_cast<std::size_t>(dst)];
+                free = std::max(free, sim_.now()) + post;
+                sim_.schedule_at(
+                    free, [this, id, src, dst, bytes] { net_->start(src, dst, bytes, [this, id] { flow_done(id); }); });
+            }
+    }
+}
+
+void Loop::flow_done(std::uint32_t id) {
+    Transfer& x = transfers_[id];
+    if (--x.flows_left > 0) return;
+    const Time t = sim_.now();
+    RequestRecord& rec = res_.records[id];
+    const auto p = static_cast<std::size_t>(rec.replica);
+    const auto d = static_cast<std::size_t>(rec.decode_replica);
+    reps_[p].st.kv.give_back(x.src_blocks);
+    x.src_blocks = 0;
+    kick(p);  // its queue may have waited for these blocks
+    rec.kv_transfer_s = (t - x.start).seconds();
+    land(id, d);
+}
+
+// The cache is on decode replica d: the first token reaches the client, and
+// the request runs when the batch has room (max_batch; SGLang's decode queues
+// it while --max-running-requests run).
+void Loop::land(std::uint32_t id, std::size_t d) {
+    const Time t = sim_.now();
+    if (!setup_.prefilled && setup_.scenario.profile.serving_first_token_on_decode) {
+        // The request waits to be scheduled like a new one whose prompt is
+        // cached but its last token: that token's step samples the first
+        // token the client sees (settle() records it).
+        Sequence& s = seqs_[id];
+        --s.computed;
+        s.generated = 0;
+        ++reps_[d].st.outstanding;
+        reps_[d].st.waiting.push_back(id);
+        kick(d);
+        return;
+    }
+    res_.records[id].first_token_s = t.seconds();
+    last_token_[id] = t;
+    reps_[d].landed.push_back(id);
+    admit_landed(d);
+    kick(d);
+}
+
+void Loop::admit_landed(std::size_t d) {
+    EngineState& st = reps_[d].st;
+    auto& q = reps_[d].landed;
+    while (!q.empty() && static_cast<std::int64_t>(st.running.size()) < st.max_batch) {
+        st.running.push_back(q.front());
+        q.pop_front();
+    }
+}
+
+}  // namespace sim::serve::loop_detail

@@ -1,0 +1,104 @@
+// The disaggregated handover's software (docs/serving.md, "The handover's
+// software") with answers by hand: the receiving worker posts one transfer
+// descriptor per block and region before a cache's flows start, serially
+// across the caches it receives; and with the first token on the decode
+// engine, the last prompt token is recomputed there and the first token the
+// client sees comes from that step.
+#include "serve_fixture.h"
+#include "sim/serve/serve_report.h"
+#include "sim/serve/simulator.h"
+#include "tests/test_util.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+TEST_SUITE_BEGIN("e2e");
+
+using namespace sim;
+
+namespace {
+
+// Llama 3 8B: 32 layers, each with K and V, so 64 regions a 16-token block.
+constexpr double kPost = 3.4e-6;  // seconds a descriptor
+
+serve_test::Served serve_handover(const std::string& block, int gpus, Time post, bool first_token_on_decode) {
+    auto sc = serve_test::scenario(block, "s", gpus);
+    sc.profile.serving_kv_descriptor_post = post;
+    sc.profile.serving_first_token_on_decode = first_token_on_decode;
+    serve_test::Served s{serve::simulate_serving(sc, sc.strategies.front(), {}), {}};
+    s.summary = serve::summarize(sc, s.result);
+    return s;
+}
+
+const std::string kOneAtATime =
+    "    arrivals: {process: fixed, rate: 0.5}\n"
+    "    prompt_tokens: {distribution: fixed, value: 1024}\n    output_tokens: {distribution: fixed, value: 64}\n"
+    "    requests: 3\n    disaggregation: {prefill_replicas: 1}\n";
+
+}  // namespace
+
+TEST_CASE("handover: a 1,024-token cache posts 64 blocks x 64 regions before its bytes move") {
+    const auto d = serve_handover(kOneAtATime, 2, Time::ns(3400), false);
+    REQUIRE(d.result.pool.regions_per_block == 64);
+    const double bytes = 1024.0 * 131072.0;
+    // 4,096 descriptors x 3.4 us = 13.926 ms, then the flow of
+    // docs/serving.md's hand check (two NVLink hops of 450 GB/s, 0.6 us each).
+    const double transfer = 4096 * kPost + bytes / 450e9 + 2 * 0.6e-6;
+    for (const auto& rec : d.result.records) {
+        CHECK(rec.kv_transfer_s == doctest::Approx(transfer).epsilon(1e-6));
+        CHECK(rec.first_token_s - rec.prefill_done_s == doctest::Approx(transfer).epsilon(1e-6));
+    }
+    // Without the term, the transfer is the flow alone (nothing else moves).
+    const auto none = serve_handover(kOneAtATime, 2, Time{}, false);
+    CHECK(none.result.records[0].kv_transfer_s == doctest::Approx(bytes / 450e9 + 2 * 0.6e-6).epsilon(1e-6));
+    CHECK(d.summary.ttft_ms.p50 == doctest::Approx(none.summary.ttft_ms.p50 + 4096 * kPost * 1e3).epsilon(1e-6));
+}
+
+TEST_CASE("handover: two caches into one GPU are posted one after the other") {
+    // Two prefill replicas hand a 2,048-token cache each to decode GPU 2 at
+    // the same instant: 128 blocks x 64 regions = 8,192 descriptors each,
+    // 27.85 ms; the first cache's flow (0.60 ms) ends before the second's
+    // posting does, so neither shares the link.
+    const auto trace = parasim_test::private_temp("serve-handover-pair.csv");
+    {
+        std::ofstream f(trace);
+        f << "arrival_s,prompt_tokens,output_tokens\n0,2048,8\n0,2048,8\n";
+    }
+    const auto d = serve_handover(
+        "    arrivals: {process: trace, file: " + trace.string() + "}\n    disaggregation: {prefill_replicas: 2}\n", 3,
+        Time::ns(3400), false);
+    std::filesystem::remove(trace);
+    const auto& r = d.result.records;
+    REQUIRE(r[0].decode_replica == 2);
+    REQUIRE(r[1].decode_replica == 2);
+    const double post = 8192 * kPost, flow = 2048.0 * 131072.0 / 450e9 + 2 * 0.6e-6;
+    CHECK(std::min(r[0].kv_transfer_s, r[1].kv_transfer_s) == doctest::Approx(post + flow).epsilon(1e-6));
+    CHECK(std::max(r[0].kv_transfer_s, r[1].kv_transfer_s) == doctest::Approx(2 * post + flow).epsilon(1e-6));
+}
+
+TEST_CASE("handover: with the first token on the decode engine, its recompute step comes before every token") {
+    // One request at a time: the decode engine runs one more step per
+    // request (the last prompt token, which samples the first output token),
+    // and every later token is the same decode step as when the first token
+    // came with the cache, one step later. So the request ends later by
+    // exactly the time from the cache's landing to its first token.
+    const auto seed = serve_handover(kOneAtATime, 2, Time{}, false);
+    const auto recompute = serve_handover(kOneAtATime, 2, Time{}, true);
+    REQUIRE(recompute.result.replica_stats.size() == 2);
+    CHECK(recompute.result.replica_stats[1].iterations == 3 * 64);
+    CHECK(seed.result.replica_stats[1].iterations == 3 * 63);
+    CHECK(recompute.result.tokens_fed == seed.result.tokens_fed + 3);
+    for (std::size_t i = 0; i < 3; ++i) {
+        const auto& a = recompute.result.records[i];
+        const auto& b = seed.result.records[i];
+        CHECK(a.prefill_done_s == doctest::Approx(b.prefill_done_s));
+        CHECK(a.kv_transfer_s == doctest::Approx(b.kv_transfer_s));
+        const double landed = a.prefill_done_s + a.kv_transfer_s;
+        const double step = a.first_token_s - landed;
+        CHECK(step > 1e-4);  // a 1-token step of an 8B model: a fraction of a millisecond or more
+        CHECK(a.finish_s - b.finish_s == doctest::Approx(step).epsilon(1e-6));
+    }
+}
