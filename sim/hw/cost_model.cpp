@@ -4,6 +4,8 @@
 // section numbers below refer to that file.
 #include "sim/hw/cost_model.h"
 
+#include "sim/hw/gemm_tiling.h"
+
 #include "sim/core/checked.h"
 #include "sim/core/error.h"
 
@@ -268,8 +270,13 @@ double gemm_time(double compute, double hbm, double l2, double overlap) {
 
 // §2: one tiling of C[m,n] += A[m,k] B[k,n] (x batch).
 GemmPlan evaluate_gemm_plan(const GpuSpec& gpu, const KernelDesc& kd, int tm, int tn, int s) {
+    return evaluate_gemm_plan(gpu, kd, tm, tn, s, 1, 1);
+}
+
+GemmPlan evaluate_gemm_plan(const GpuSpec& gpu, const KernelDesc& kd, int tm, int tn, int s, int cm, int cn) {
     check(has_gemm_shape(kd), "GEMM plan for a kernel without m, n, k and batch");
     check(tm > 0 && tn > 0 && s >= 1, "GEMM plan with an empty tile or split");
+    check(cm >= 1 && cn >= 1, "GEMM plan with an empty cluster");
     check(gpu.sm_count > 0, "GPU spec without SMs");
     const double peak = gpu.peak_of(kd.dtype).per_s;
     const double ceiling = gemm_ceiling(gpu, kd);
@@ -284,11 +291,13 @@ GemmPlan evaluate_gemm_plan(const GpuSpec& gpu, const KernelDesc& kd, int tm, in
     p.split_k = s;
     p.overlap = gpu.gemm_overlap;
     const std::int64_t tiles_m = ceil_div(m, tm), tiles_n = ceil_div(n, tn);
-    const std::int64_t out_tiles = count(kd, tiles_m, tiles_n);  // per batch element
-    p.tiles = count(kd, out_tiles, b, s);
+    // §2.7: a cluster's CTAs are scheduled together, so the tiles that run are whole
+    // clusters (the padding tiles read nothing and compute zeros).
+    const std::int64_t run_m = ceil_div(tiles_m, cm) * cm, run_n = ceil_div(tiles_n, cn) * cn;
+    p.tiles = count(kd, count(kd, run_m, run_n), b, s);
     p.waves = ceil_div(p.tiles, gpu.sm_count);
     p.wave_eff = static_cast<double>(p.tiles) / (static_cast<double>(p.waves) * sm);
-    p.fill_eff = md * nd / (static_cast<double>(tiles_m * tm) * static_cast<double>(tiles_n * tn));
+    p.fill_eff = md * nd / (static_cast<double>(count(kd, run_m, tm)) * static_cast<double>(count(kd, run_n, tn)));
     const std::int64_t k_split = ceil_div(k, s);
     const double ks = static_cast<double>(k_split);
     p.k_eff = kd_ / (ks * s) * ks / (ks + gpu.k0_of(kd.dtype));
@@ -314,10 +323,12 @@ GemmPlan evaluate_gemm_plan(const GpuSpec& gpu, const KernelDesc& kd, int tm, in
     double reads = footprint;
     if (footprint > l2_size) {
         // The output tiles one wave computes, as a block of rows_w x cols_w
-        // tiles about square in elements.
-        const double w_out = std::min(static_cast<double>(out_tiles), std::max(1.0, std::floor(sm / s)));
-        const double rows_w = std::clamp(std::round(std::sqrt(w_out * tn / tm)), 1.0, static_cast<double>(tiles_m));
-        const double cols_w = std::min(static_cast<double>(tiles_n), std::ceil(w_out / rows_w));
+        // tiles about square in elements (of the tiles that run: a cluster's
+        // padding tiles hold SMs too, §2.7).
+        const double run_tiles = static_cast<double>(run_m) * static_cast<double>(run_n);
+        const double w_out = std::min(run_tiles, std::max(1.0, std::floor(sm / s)));
+        const double rows_w = std::clamp(std::round(std::sqrt(w_out * tn / tm)), 1.0, static_cast<double>(run_m));
+        const double cols_w = std::min(static_cast<double>(run_n), std::ceil(w_out / rows_w));
         const double wave_set = (std::min(rows_w * tm, md) + std::min(cols_w * tn, nd)) * kd_ * e;
         if (wave_set <= l2_size) {
             // A wave's panels fit: one operand's block stays resident while
@@ -326,7 +337,7 @@ GemmPlan evaluate_gemm_plan(const GpuSpec& gpu, const KernelDesc& kd, int tm, in
                              b_bytes + a_bytes * std::ceil(static_cast<double>(tiles_n) / cols_w));
         } else {
             // They do not: every wave fetches its own panels.
-            reads = std::ceil(static_cast<double>(out_tiles) / w_out) * wave_set;
+            reads = std::ceil(run_tiles / w_out) * wave_set;
         }
         reads = std::clamp(reads, footprint, l2_reads);
     }
@@ -338,7 +349,28 @@ GemmPlan evaluate_gemm_plan(const GpuSpec& gpu, const KernelDesc& kd, int tm, in
     return p;
 }
 
+// §2.7: PyTorch's dispatch of CUTLASS's grouped FP8 kernel on Hopper (torch._scaled_grouped_mm
+// with fast accumulation; pytorch/pytorch@017943b7:aten/src/ATen/native/cuda/ScaledGroupMM.cu,
+// dispatch_fp8_grouped_gemm_on_tile_size), on the mean rows of a group: a small GEMM (m or n at
+// most 128) takes 64 x 128 tiles, a large one (two of m, n, k at least 2,048) 256 x 128, any other
+// 128 x 256; every one in clusters of 2 x 2 CTAs, whose multiples CUTLASS's group scheduler rounds
+// each group's tile counts up to (PersistentTileSchedulerSm90Group).
+std::optional<FixedTiling> fixed_tiling(const GpuSpec& gpu, const KernelDesc& kd) {
+    if (kd.kind != KernelKind::gemm || !kd.grouped || kd.dtype != DType::fp8 || kd.grouped_dense_ceiling ||
+        kd.ceiling > 0.0 || gpu.architecture != "hopper")
+        return std::nullopt;
+    constexpr std::int64_t kSmall = 128, kLarge = 2048;
+    constexpr int kCluster = 2;
+    const bool small = kd.m <= kSmall || kd.n <= kSmall;
+    const int large_dims = (kd.m >= kLarge) + (kd.n >= kLarge) + (kd.k >= kLarge);
+    if (small) return FixedTiling{64, 128, kCluster, kCluster};
+    if (large_dims >= 2) return FixedTiling{256, 128, kCluster, kCluster};
+    return FixedTiling{128, 256, kCluster, kCluster};
+}
+
 GemmPlan choose_gemm_plan(const GpuSpec& gpu, const KernelDesc& kd) {
+    if (const auto f = fixed_tiling(gpu, kd))
+        return evaluate_gemm_plan(gpu, kd, f->tile_m, f->tile_n, 1, f->cluster_m, f->cluster_n);
     GemmPlan best = evaluate_gemm_plan(gpu, kd, gpu.gemm_tile_m, gpu.gemm_tile_n, 1);
     // Fastest first; among equally fast plans (memory-bound GEMMs) the one
     // with the least compute time, then the earlier candidate.

@@ -5,6 +5,7 @@
 #include "sim/config/yaml_reader.h"
 #include "sim/core/error.h"
 #include "sim/hw/cost_model.h"
+#include "sim/hw/gemm_tiling.h"
 #include "tests/hw/hw_test_gpus.h"
 
 #include <doctest/doctest.h>
@@ -95,6 +96,82 @@ TEST_CASE("a grouped FP8 GEMM computes at efficiency.gemm_grouped_fp8, unless it
     k.grouped = true;
     k.dtype = DType::bf16;  // BF16 grouped GEMMs keep gemm.bf16 (0.803)
     CHECK(evaluate_gemm_plan(g, k, 128, 256, 1).efficiency == doctest::Approx(0.803));
+}
+
+namespace {
+// G experts of one grouped FP8 GEMM of m x n x k each (the cutlass family).
+KernelDesc grouped_fp8(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t groups) {
+    KernelDesc d = dense_gemm(m, n, k, DType::fp8);
+    d.batch = groups;
+    d.flops = Flops{static_cast<double>(groups) * d.flops.value};
+    d.grouped = true;
+    return d;
+}
+}  // namespace
+
+TEST_CASE("a cluster rounds each GEMM's tile counts up to whole clusters, and the padding computes") {
+    GpuSpec g = test::h100();
+    g.gemm_k0_fp8 = 0.0;  // k_eff 1
+    // m 100, n 300 in 64 x 128 tiles: 2 x 3 tiles; clusters of 2 x 2 run 2 x 4 of them.
+    const KernelDesc k = dense_gemm(100, 300, 4096, DType::fp8);
+    const GemmPlan plain = evaluate_gemm_plan(g, k, 64, 128, 1);
+    const GemmPlan clustered = evaluate_gemm_plan(g, k, 64, 128, 1, 2, 2);
+    CHECK(plain.tiles == 6);
+    CHECK(clustered.tiles == 8);
+    CHECK(plain.fill_eff == doctest::Approx(100.0 * 300.0 / (128.0 * 384.0)));      // 0.610
+    CHECK(clustered.fill_eff == doctest::Approx(100.0 * 300.0 / (128.0 * 512.0)));  // 0.458
+    CHECK(evaluate_gemm_plan(g, k, 64, 128, 1, 1, 1).tiles == plain.tiles);         // 1 x 1: no cluster
+}
+
+TEST_CASE("CUTLASS's grouped FP8 kernel runs PyTorch's tile in 2 x 2 clusters: 256 rows an expert cost 512") {
+    GpuSpec g = test::h100();  // hopper, 132 SMs
+    g.gemm_k0_fp8 = 0.0;
+    g.efficiency.gemm_grouped_fp8 = 0.6;
+    // DeepSeek-V3's up projection, 4 experts: n 4096 and k 7168 are both >= 2048, so from 129 rows
+    // a group it is "large": 256 x 128 tiles. 256 rows: 1 tile row, 2 with the cluster's padding;
+    // 32 tile columns; 4 x 2 x 32 = 256 CTAs in 2 waves of 132 (wave_eff 256 / 264), fill 256 / 512.
+    const KernelDesc k256 = grouped_fp8(256, 4096, 7168, 4);
+    const auto t = fixed_tiling(g, k256);
+    REQUIRE(t.has_value());
+    CHECK(t->tile_m == 256);
+    CHECK(t->tile_n == 128);
+    CHECK(t->cluster_m == 2);
+    CHECK(t->cluster_n == 2);
+    const GemmPlan p256 = choose_gemm_plan(g, k256);
+    CHECK(p256.tile_m == 256);
+    CHECK(p256.split_k == 1);
+    CHECK(p256.tiles == 256);
+    CHECK(p256.wave_eff == doctest::Approx(256.0 / 264.0));
+    CHECK(p256.fill_eff == doctest::Approx(0.5));
+    CHECK(p256.efficiency == doctest::Approx(0.6 * 256.0 / 264.0 * 0.5));  // 0.291
+    // 512 rows run the same 256 CTAs, full: twice the FLOPs in the same compute time.
+    const GemmPlan p512 = choose_gemm_plan(g, grouped_fp8(512, 4096, 7168, 4));
+    CHECK(p512.fill_eff == doctest::Approx(1.0));
+    CHECK(p512.compute_s == doctest::Approx(p256.compute_s));
+    // 2 x 4 x 256 x 4096 x 7168 FLOPs at 0.291 x 1978.9 TF: 104.45 us.
+    CHECK(p256.compute_s * 1e6 == doctest::Approx(104.45).epsilon(1e-3));
+    // Small (m or n <= 128): 64 x 128; neither small nor large: 128 x 256.
+    CHECK(fixed_tiling(g, grouped_fp8(128, 4096, 7168, 4))->tile_m == 64);
+    CHECK(fixed_tiling(g, grouped_fp8(4096, 128, 7168, 4))->tile_m == 64);
+    CHECK(fixed_tiling(g, grouped_fp8(256, 2048, 768, 4))->tile_n == 256);   // only n >= 2048
+    CHECK(fixed_tiling(g, grouped_fp8(2048, 2048, 768, 4))->tile_m == 256);  // m and n >= 2048
+    // Only that kernel: not DeepGEMM's family, not a stack's own FP8 kernel, not BF16, not off Hopper.
+    KernelDesc other = k256;
+    other.grouped_dense_ceiling = true;
+    CHECK_FALSE(fixed_tiling(g, other).has_value());
+    other = k256;
+    other.ceiling = 0.5;
+    CHECK_FALSE(fixed_tiling(g, other).has_value());
+    other = k256;
+    other.dtype = DType::bf16;
+    CHECK_FALSE(fixed_tiling(g, other).has_value());
+    other = k256;
+    other.grouped = false;
+    CHECK_FALSE(fixed_tiling(g, other).has_value());
+    GpuSpec b = g;
+    b.architecture = "blackwell";
+    CHECK_FALSE(fixed_tiling(b, k256).has_value());
+    CHECK(choose_gemm_plan(b, k256).fill_eff == doctest::Approx(1.0));  // searched: a tile that fits 256
 }
 
 TEST_CASE("k0_fp8 sets the pipeline loss of FP8 GEMMs only") {
