@@ -226,7 +226,7 @@ Resolution try_resolve_degrees(const config::ScenarioSpec& sc, const config::Str
     rs.sp = spec.sp;
     rs.zero = spec.zero;
     rs.schedule = spec.schedule;
-    rs.virtual_stages = spec.schedule->uses_virtual_stages() ? spec.virtual_stages : 1;
+    rs.virtual_stages = spec.schedule->virtual_stages_per_rank(spec.virtual_stages);
     rs.overlap = spec.overlap;
     if (rs.overlap.tp_comm && rs.tp > 1 && !rs.sp)
         return refused("overlap.tp_comm (userbuffers ring exchange) needs sp: true, as Megatron-LM requires");
@@ -287,8 +287,11 @@ Resolution try_resolve_degrees(const config::ScenarioSpec& sc, const config::Str
         return refused(fmt::format("{} x pp={} x dp={} = {}, but the scenario uses {} GPUs", tc_name, pp, dp,
                                    all ? fmt::format("{}", *all) : std::string("more than 2^63"), gpus));
     if (pp * rs.virtual_stages > m.layers)
-        return refused(
-            fmt::format("pp={} x virtual_stages={} exceeds the model's {} layers", pp, rs.virtual_stages, m.layers));
+        return refused(spec.schedule->uses_virtual_stages() || rs.virtual_stages == 1
+                           ? fmt::format("pp={} x virtual_stages={} exceeds the model's {} layers", pp,
+                                         rs.virtual_stages, m.layers)
+                           : fmt::format("{} cuts the model into {} x pp = {} chunks, more than its {} layers",
+                                         spec.schedule->name(), rs.virtual_stages, pp * rs.virtual_stages, m.layers));
     rs.pp = pp;
     rs.dp = dp;
     if (auto why = resolve_ep(sc, spec, rs); !why.empty()) return refused(std::move(why));
