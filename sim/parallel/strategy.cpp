@@ -313,7 +313,7 @@ Resolution try_resolve_degrees(const config::ScenarioSpec& sc, const config::Str
         !rs.schedule->names_pairs())
         return refused(
             "overlap.moe_a2a with pp > 1 needs schedule: interleaved-1f1b with virtual_stages >= 2 (Megatron-Core's "
-            "combined 1F1B) or dualpipe; under 1F1B the pairs would serialise across stages");
+            "combined 1F1B), dualpipe or dualpipev; under 1F1B the pairs would serialise across stages");
     if (auto why = check_two_batch(sc, spec, rs); !why.empty()) return refused(std::move(why));
     if (rs.schedule->training_only() && sc.workload.mode != Mode::training)
         return refused(fmt::format("schedule {} orders a training step's forwards and backwards: training only",

@@ -145,23 +145,39 @@ TEST_CASE("dualpipev: every micro-batch once each way per chunk; 2 pp + 1 chunks
     }
 }
 
-TEST_CASE("dualpipev: 4 ranks, 8 micro-batches, F = B = W = 4 ms: 48 + the README's (PP/2 - 1)(F&B + B - 3W)") {
-    // Each rank runs 2 chunks x 8 micro-batches x (F, input-gradient half,
-    // weight half), T = 4 ms each (one layer): 48T of work. The README's
-    // bubble with PP = 2 x 4 stages, B = 2T (a whole backward), F&B = 3T (no
-    // overlap modelled in this cost model): (8/2 - 1)(3T + 2T - 3T) = 6T.
+TEST_CASE("dualpipev: F = B = W = T: 6m T of work per rank + the README's (PP/2 - 1)(F&B + B - 3W) = 2(pp - 1)T") {
+    // Each rank runs 2 chunks x m micro-batches x (F, input-gradient half,
+    // weight half), T each: 6m T of work. The README's bubble with PP = 2pp
+    // stages, B = 2T (a whole backward), F&B = 3T (the pair's two items one
+    // after the other in this cost model): (pp - 1)(3T + 2T - 3T) = 2(pp -
+    // 1)T. pp 4 with 8 layers: one layer a chunk, T = 4 GEMMs = 4 ms, 54T;
+    // pp 2: two layers a chunk, T = 8 ms, 48T + 2T; pp 3 on 6 layers: T = 4
+    // ms, 48T + 4T; pp 4 with 9 micro-batches (odd): 54T + 6T.
+    struct Case {
+        std::vector<std::string> sets;
+        int t_gemms, work, bubble;
+    };
+    const Case cases[] = {{{}, 4, 48, 6},
+                          {{"gpus=2", "strategies[1].pp=2"}, 8, 48, 2},
+                          {{"gpus=3", "strategies[1].pp=3", "model.layers=6"}, 4, 48, 4},
+                          {{"workload.global_batch=9"}, 4, 54, 6}};
     const LayerGemmsOnly cm;
-    const auto sc = four_ranks("dualpipev");
-    const auto build = parallel::build_plan(sc, sc.strategies.at(1), cm, {});
-    const net::Topology topo(sc.cluster, sc.gpus);
-    exec::ExecOptions eo;
-    eo.comm_sms = 0;  // no SMs lent to the (instant) transfers: kernels keep 1 ms
-    eo.collectives = sc.collectives;
-    const auto ex = exec::execute(build.plan, sc.gpu, topo, cm, eo);
-    CHECK(ex.makespan.seconds() == doctest::Approx((48 + 6) * 4 * kGemm.seconds()).epsilon(1e-6));
-    // Deterministic: the same plan twice gives the same makespan to the picosecond.
-    const auto again = exec::execute(parallel::build_plan(sc, sc.strategies.at(1), cm, {}).plan, sc.gpu, topo, cm, eo);
-    CHECK(again.makespan == ex.makespan);
+    for (const auto& c : cases) {
+        const auto sc = four_ranks("dualpipev", c.sets);
+        const auto build = parallel::build_plan(sc, sc.strategies.at(1), cm, {});
+        const net::Topology topo(sc.cluster, sc.gpus);
+        exec::ExecOptions eo;
+        eo.comm_sms = 0;  // no SMs lent to the (instant) transfers: kernels keep 1 ms
+        eo.collectives = sc.collectives;
+        const auto ex = exec::execute(build.plan, sc.gpu, topo, cm, eo);
+        CAPTURE(sc.gpus);
+        CHECK(ex.makespan.seconds() ==
+              doctest::Approx((c.work + c.bubble) * c.t_gemms * kGemm.seconds()).epsilon(1e-6));
+        // Deterministic: the same plan built and run again, to the picosecond.
+        const auto again =
+            exec::execute(parallel::build_plan(sc, sc.strategies.at(1), cm, {}).plan, sc.gpu, topo, cm, eo);
+        CHECK(again.makespan == ex.makespan);
+    }
 }
 
 TEST_CASE("dualpipev: one model copy (1F1B's weights, half DualPipe's), 2 pp + 1 one-layer chunks of activations") {
