@@ -43,8 +43,9 @@ std::vector<LayerRange> uneven_split(const config::StrategySpec& spec, int layer
     const long rest = static_cast<long>(layers) - first - last;
     if (rest < 0 || (middle == 0 && rest != 0) || (middle > 0 && rest < static_cast<long>(middle) * v))
         refuse(spec, fmt::format("first_stage_layers={} + last_stage_layers={} leave {} of the model's {} layers for "
-                                 "{} middle {}s x {} virtual stages (each needs at least one)",
-                                 first, last, rest, layers, middle, unit, v));
+                                 "{} middle {}s{} (each needs at least one)",
+                                 first, last, rest, layers, middle, unit,
+                                 v > 1 ? fmt::format(" x {} virtual stages", v) : std::string()));
     PerIndex<int> rank_layers(pp);
     const auto middle_split = uniform_split(static_cast<int>(rest), std::max(middle, 1));
     std::size_t k = 0;  // the next middle rank's share
