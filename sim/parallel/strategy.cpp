@@ -226,7 +226,7 @@ Resolution try_resolve_degrees(const config::ScenarioSpec& sc, const config::Str
     rs.sp = spec.sp;
     rs.zero = spec.zero;
     rs.schedule = spec.schedule;
-    rs.virtual_stages = spec.schedule->uses_virtual_stages() ? spec.virtual_stages : 1;
+    rs.virtual_stages = spec.schedule->virtual_stages_per_rank(spec.virtual_stages);
     rs.overlap = spec.overlap;
     if (rs.overlap.tp_comm && rs.tp > 1 && !rs.sp)
         return refused("overlap.tp_comm (userbuffers ring exchange) needs sp: true, as Megatron-LM requires");
@@ -287,8 +287,11 @@ Resolution try_resolve_degrees(const config::ScenarioSpec& sc, const config::Str
         return refused(fmt::format("{} x pp={} x dp={} = {}, but the scenario uses {} GPUs", tc_name, pp, dp,
                                    all ? fmt::format("{}", *all) : std::string("more than 2^63"), gpus));
     if (pp * rs.virtual_stages > m.layers)
-        return refused(
-            fmt::format("pp={} x virtual_stages={} exceeds the model's {} layers", pp, rs.virtual_stages, m.layers));
+        return refused(spec.schedule->uses_virtual_stages() || rs.virtual_stages == 1
+                           ? fmt::format("pp={} x virtual_stages={} exceeds the model's {} layers", pp,
+                                         rs.virtual_stages, m.layers)
+                           : fmt::format("{} cuts the model into {} x pp = {} chunks, more than its {} layers",
+                                         spec.schedule->name(), rs.virtual_stages, pp * rs.virtual_stages, m.layers));
     rs.pp = pp;
     rs.dp = dp;
     if (auto why = resolve_ep(sc, spec, rs); !why.empty()) return refused(std::move(why));
@@ -310,7 +313,7 @@ Resolution try_resolve_degrees(const config::ScenarioSpec& sc, const config::Str
         !rs.schedule->names_pairs())
         return refused(
             "overlap.moe_a2a with pp > 1 needs schedule: interleaved-1f1b with virtual_stages >= 2 (Megatron-Core's "
-            "combined 1F1B) or dualpipe; under 1F1B the pairs would serialise across stages");
+            "combined 1F1B), dualpipe or dualpipev; under 1F1B the pairs would serialise across stages");
     if (auto why = check_two_batch(sc, spec, rs); !why.empty()) return refused(std::move(why));
     if (rs.schedule->training_only() && sc.workload.mode != Mode::training)
         return refused(fmt::format("schedule {} orders a training step's forwards and backwards: training only",

@@ -36,9 +36,9 @@ std::int64_t peak_outstanding(const std::vector<ScheduleItem>& items) {
 
 }  // namespace
 
-TEST_CASE("the schedule registry lists gpipe, 1f1b, interleaved-1f1b and dualpipe, each described") {
+TEST_CASE("the schedule registry lists gpipe, 1f1b, interleaved-1f1b, dualpipe and dualpipev, each described") {
     CHECK(parallel::pipeline_schedule_names() ==
-          std::vector<std::string>{"gpipe", "1f1b", "interleaved-1f1b", "dualpipe"});
+          std::vector<std::string>{"gpipe", "1f1b", "interleaved-1f1b", "dualpipe", "dualpipev"});
     for (const auto* s : parallel::pipeline_schedules()) {
         CHECK_FALSE(s->description().empty());
         CHECK(parallel::find_pipeline_schedule(s->name()) == s);
@@ -46,16 +46,22 @@ TEST_CASE("the schedule registry lists gpipe, 1f1b, interleaved-1f1b and dualpip
     CHECK(parallel::default_pipeline_schedule().name() == "1f1b");
     CHECK(parallel::pipeline_schedule("interleaved-1f1b").uses_virtual_stages());
     CHECK_FALSE(parallel::pipeline_schedule("gpipe").uses_virtual_stages());
-    // The plan search tries every schedule unless named, but DualPipe
-    // (bounded by its busiest rank only).
-    for (const auto* s : parallel::pipeline_schedules()) CHECK(s->searched_by_default() == (s->name() != "dualpipe"));
+    // The plan search tries every schedule unless named, but DualPipe and
+    // DualPipeV (bounded by their busiest rank only).
+    for (const auto* s : parallel::pipeline_schedules())
+        CHECK(s->searched_by_default() == (s->name() != "dualpipe" && s->name() != "dualpipev"));
+    // Virtual stages per rank: interleaved's asked count, DualPipeV's 2, else 1.
+    CHECK(parallel::pipeline_schedule("interleaved-1f1b").virtual_stages_per_rank(3) == 3);
+    CHECK(parallel::pipeline_schedule("dualpipe").virtual_stages_per_rank(3) == 1);
+    CHECK(parallel::pipeline_schedule("dualpipev").virtual_stages_per_rank(1) == 2);
 }
 
 TEST_CASE("looking up an unknown schedule fails and names the registered ones") {
     CHECK(parallel::find_pipeline_schedule("zero-bubble") == nullptr);
     CHECK_THROWS_WITH_AS(
         parallel::pipeline_schedule("zero-bubble"),
-        "unknown pipeline schedule 'zero-bubble' (registered: gpipe, 1f1b, interleaved-1f1b, dualpipe)", ModelError);
+        "unknown pipeline schedule 'zero-bubble' (registered: gpipe, 1f1b, interleaved-1f1b, dualpipe, dualpipev)",
+        ModelError);
 }
 
 TEST_CASE("1F1B with 4 stages and 8 micro-batches: warm-up p - s - 1 forwards, then alternate") {
@@ -94,7 +100,9 @@ TEST_CASE("every schedule runs each item once, backward after forward, and its i
     for (const auto* s : parallel::pipeline_schedules()) {
         for (const PipelineShape shape : {PipelineShape{1, 1, 2}, PipelineShape{4, 8, 2}, PipelineShape{3, 6, 3},
                                           PipelineShape{8, 2, 2}, PipelineShape{4, 16, 4}}) {
-            const int chunks = s->uses_virtual_stages() ? shape.virtual_stages : 1;
+            // Virtual stages per rank: the shape's for interleaved, 2 for
+            // DualPipeV (each micro-batch runs both its chunks), else 1.
+            const int chunks = s->virtual_stages_per_rank(shape.virtual_stages);
             const PipelineShape used{shape.stages, shape.microbatches, chunks};
             // Strategy resolution refuses interleaving unless pp divides the
             // micro-batches, and the shapes a schedule refuses itself.

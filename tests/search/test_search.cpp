@@ -311,6 +311,32 @@ TEST_CASE("the search skips what run refuses and what does not fit, with run's r
     CHECK(res.generated == res.equivalent + res.invalid + res.over_memory + res.pruned + res.simulated);
 }
 
+TEST_CASE("named in space.schedule, dualpipev is searched, bounded and can win where dualpipe cannot run") {
+    // pp 3: DualPipe needs an even pp (invalid); DualPipeV cuts gpt-1.3b's
+    // 24 layers into 6 chunks of 4, two a rank.
+    const ScenarioFile f(R"(name: search-dualpipev
+cluster: dgx-h100
+gpus: 3
+model: gpt-1.3b
+workload: {mode: training, dtype: bf16, seq_len: 1024, global_batch: 16, micro_batch: 1}
+strategies:
+  - {name: base, tp: 1, dp: auto}
+search:
+  space: {tp: [1], pp: [3], sp: [false], zero: [0], micro_batch: [1], recompute: [none],
+          schedule: [1f1b, dualpipe, dualpipev]}
+)",
+                         "dualpipev");
+    const auto res = search(f.load(), false, 1);
+    REQUIRE(res.outcomes.size() == 3);
+    CHECK(res.outcomes[1].verdict == sim::search::Verdict::invalid);
+    CHECK(res.outcomes[1].note.find("dualpipe needs an even pp") != std::string::npos);
+    REQUIRE(res.outcomes[2].verdict == sim::search::Verdict::simulated);
+    CHECK(res.outcomes[2].candidate.strategy.schedule->name() == "dualpipev");
+    CHECK(res.outcomes[2].bound_s * 1e3 <= *res.outcomes[2].metrics->iteration_ms);
+    REQUIRE(!res.ranked.empty());
+    CHECK(res.ranked.front() == 2);
+}
+
 TEST_CASE("hand-given stage layers that give the even split are the even plan's equivalent") {
     // gpt-1.3b has 24 layers: on pp 4 the even split is 6 per stage, so
     // first_stage_layers 6 is the same plan; 5 is another.

@@ -32,7 +32,10 @@ std::vector<LayerRange> uniform_split(int n, int parts) {
 // rank's short chunk comes first (it also runs the embedding), the last
 // rank's last (it runs the head), as Megatron-Core's
 // account_for_embedding/loss_in_pipeline_split builds them.
-std::vector<LayerRange> uneven_split(const config::StrategySpec& spec, int layers, int pp, int v) {
+// `unit` names what pp counts in the messages ("rank", or "virtual stage"
+// for DualPipeV's split of its 2 x pp virtual stages, v then 1).
+std::vector<LayerRange> uneven_split(const config::StrategySpec& spec, int layers, int pp, int v,
+                                     std::string_view unit = "rank") {
     const int first = spec.first_stage_layers, last = spec.last_stage_layers;
     if (pp < 2) refuse(spec, "first_stage_layers / last_stage_layers need pp >= 2");
     const int fixed = (first > 0) + (last > 0);
@@ -40,8 +43,9 @@ std::vector<LayerRange> uneven_split(const config::StrategySpec& spec, int layer
     const long rest = static_cast<long>(layers) - first - last;
     if (rest < 0 || (middle == 0 && rest != 0) || (middle > 0 && rest < static_cast<long>(middle) * v))
         refuse(spec, fmt::format("first_stage_layers={} + last_stage_layers={} leave {} of the model's {} layers for "
-                                 "{} middle ranks x {} virtual stages (each needs at least one)",
-                                 first, last, rest, layers, middle, v));
+                                 "{} middle {}s{} (each needs at least one)",
+                                 first, last, rest, layers, middle, unit,
+                                 v > 1 ? fmt::format(" x {} virtual stages", v) : std::string()));
     PerIndex<int> rank_layers(pp);
     const auto middle_split = uniform_split(static_cast<int>(rest), std::max(middle, 1));
     std::size_t k = 0;  // the next middle rank's share
@@ -53,7 +57,7 @@ std::vector<LayerRange> uneven_split(const config::StrategySpec& spec, int layer
             rank_layers[s] = b - a;
         }
         if (rank_layers[s] < v)
-            refuse(spec, fmt::format("pipeline rank {} holds {} layers, fewer than its {} virtual stages", s,
+            refuse(spec, fmt::format("pipeline {} {} holds {} layers, fewer than its {} virtual stages", unit, s,
                                      rank_layers[s], v));
     }
     std::vector<LayerRange> out;
@@ -80,15 +84,25 @@ public:
     std::vector<LayerRange> split(const config::ScenarioSpec& sc, const config::StrategySpec& spec,
                                   ResolvedStrategy& rs, const hw::CostModel&) const override {
         const int layers = static_cast<int>(sc.model.layers);
-        const std::vector<LayerRange> vstages = spec.first_stage_layers > 0 || spec.last_stage_layers > 0
-                                                    ? uneven_split(spec, layers, rs.pp, rs.virtual_stages)
-                                                    : uniform_split(layers, rs.pp * rs.virtual_stages);
-        // A rank's layers span its chunks (interleaved: chunk c of rank s is
-        // virtual stage c x pp + s).
+        const PipelineShape shape{rs.pp, rs.microbatches, rs.virtual_stages};
+        // Whether chunk c of rank s is virtual stage c x pp + s (interleaved).
+        // DualPipeV's ranks hold virtual stages s and 2pp - 1 - s instead:
+        // there first/last_stage_layers set the first and the last of its
+        // 2 x pp virtual stages (both on rank 0), the others split the rest.
+        bool by_rank = true;
+        for (int s = 0; s < rs.pp; ++s)
+            for (int c = 0; c < rs.virtual_stages; ++c)
+                by_rank = by_rank && rs.schedule->virtual_stage(shape, s, c) == c * rs.pp + s;
+        const std::vector<LayerRange> vstages =
+            spec.first_stage_layers > 0 || spec.last_stage_layers > 0
+                ? (by_rank ? uneven_split(spec, layers, rs.pp, rs.virtual_stages)
+                           : uneven_split(spec, layers, rs.pp * rs.virtual_stages, 1, "virtual stage"))
+                : uniform_split(layers, rs.pp * rs.virtual_stages);
+        // A rank's layers span its chunks, as the schedule places them.
         for (int s = 0; s < rs.pp; ++s) {
             int first = layers, last = 0;
-            for (int c = 0; c < rs.virtual_stages; ++c) {
-                const auto [a, b] = vstages[as_index(c * rs.pp + s)];
+            for (int c = 0; c < rs.schedule->chunks(shape); ++c) {
+                const auto [a, b] = vstages[as_index(rs.schedule->virtual_stage(shape, s, c))];
                 first = std::min(first, a);
                 last = std::max(last, b);
             }

@@ -5,26 +5,14 @@
 // (direction 0), chunk 1 is virtual stage pp - 1 - s, run by those that
 // enter at rank pp - 1 (direction 1). Half the micro-batches go each way
 // (direction d's k-th is micro-batch d x m/2 + k). Each rank runs the eight
-// steps of DualPipe.step, with "near" the direction that enters on its half
-// of the pipeline and "far" the other, h = min(s, pp - 1 - s), H = pp / 2:
-//   1. 2(H - h - 1) forwards near
-//   2. h + 1 times: forward near, forward far
-//   3. H - h - 1 times: input-gradient backward far, its weight gradient,
-//      forward far
-//   4. m/2 - pp + h + 1 times: (forward near & backward far), (forward far
-//      & backward near), each pair overlapped (the middle ranks run their
-//      very first pair unoverlapped)
-//   5. H - h - 1 times: backward far, (forward far & backward near)
-//   6. h + 1 times: backward far, backward near; from the middle of this
-//      step on, input-gradient only (the weight gradients wait)
-//   7. H - h - 1 times: a waiting weight gradient, then an input-gradient
-//      backward near
-//   8. h + 1 waiting weight gradients
-// Weight gradients run first in, first out (WeightGradStore is a queue).
+// steps of DualPipe.step (dual_steps.h) with h = min(s, pp - 1 - s),
+// H = pp / 2, m / 2 micro-batches per chunk, and "near" the direction that
+// enters on its half of the pipeline (so step 4 runs m/2 - pp + h + 1 times,
+// and the middle ranks run their very first pair unoverlapped).
+#include "sim/parallel/schedule/dual_steps.h"
 #include "sim/parallel/schedule/i_schedule.h"
 
 #include <algorithm>
-#include <deque>
 
 #include <fmt/format.h>
 
@@ -40,78 +28,18 @@ public:
                "zero-bubble weight gradients";
     }
     std::vector<ScheduleItem> items(const PipelineShape& shape, int stage) const override {
-        const int p = shape.stages, half = shape.microbatches / 2, big_h = p / 2;
-        const int h = std::min(stage, p - 1 - stage);
-        const int near = stage < big_h ? 0 : 1, far = 1 - near;
-        int fwd_done[2] = {0, 0}, bwd_done[2] = {0, 0};
-        std::deque<ScheduleItem> weights;  // input-gradient backwards whose weight gradient waits
-        std::vector<ScheduleItem> out;
-        const auto f = [&](int d, bool paired = false) {
-            out.push_back({true, d * half + fwd_done[d]++, d, BackwardPart::all, paired});
-        };
-        const auto b = [&](int d, bool zero_bubble = false) {
-            const ScheduleItem it{false, d * half + bwd_done[d]++, d,
-                                  zero_bubble ? BackwardPart::input : BackwardPart::all, false};
-            out.push_back(it);
-            if (zero_bubble) weights.push_back({false, it.mb, d, BackwardPart::weight, false});
-        };
-        const auto w = [&] {
-            out.push_back(weights.front());
-            weights.pop_front();
-        };
-        const auto fb = [&](int df, int db) {  // an overlapped pair: forward df with backward db
-            f(df, true);
-            b(db);
-        };
-        for (int i = 0; i < 2 * (big_h - h - 1); ++i) f(near);  // 1
-        for (int i = 0; i < h + 1; ++i) {                       // 2
-            f(near);
-            f(far);
-        }
-        for (int i = 0; i < big_h - h - 1; ++i) {  // 3
-            b(far, true);
-            w();
-            f(far);
-        }
-        for (int i = 0; i < half - p + h + 1; ++i) {  // 4
-            if (i == 0 && h == big_h - 1) {
-                f(near);
-                b(far);
-            } else {
-                fb(near, far);
-            }
-            fb(far, near);
-        }
-        for (int i = 0; i < big_h - h - 1; ++i) {  // 5
-            b(far);
-            fb(far, near);
-        }
-        bool zero_bubble = false;  // 6
-        for (int i = 0; i < h + 1; ++i) {
-            if (i == (h + 1) / 2 && h % 2 == 1) zero_bubble = true;
-            b(far, zero_bubble);
-            if (i == (h + 1) / 2 && h % 2 == 0) zero_bubble = true;
-            b(near, zero_bubble);
-        }
-        for (int i = 0; i < big_h - h - 1; ++i) {  // 7
-            w();
-            b(near, true);
-        }
-        while (!weights.empty()) w();  // 8: h + 1 of them
-        return out;
+        const int p = shape.stages, half = shape.microbatches / 2;
+        DualRank r;
+        r.h = std::min(stage, p - 1 - stage);
+        r.big_h = p / 2;
+        r.per_chunk = half;
+        r.near = stage < p / 2 ? 0 : 1;
+        r.first_mb[1] = half;  // direction d's k-th is micro-batch d x m/2 + k
+        return dual_steps(r);
     }
-    // The most forwards not yet freed by their (input-gradient) backward,
-    // counting a pair's forward before its backward (the forward's
-    // activations are made while the backward's are freed). Table 2 of the
-    // report gives pp + 1; the unit tests compare.
+    // Table 2 of the report gives pp + 1; the unit tests compare.
     std::int64_t chunks_in_flight(const PipelineShape& shape, int stage) const override {
-        std::int64_t held = 0, peak = 0;
-        for (const auto& it : items(shape, stage)) {
-            if (it.forward) ++held;
-            else if (it.part != BackwardPart::weight) --held;
-            peak = std::max(peak, held);
-        }
-        return peak;
+        return dual_steps_peak(items(shape, stage));
     }
     int chunks(const PipelineShape&) const override { return 2; }
     int virtual_stage(const PipelineShape& shape, int stage, int chunk) const override {

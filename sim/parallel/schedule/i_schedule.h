@@ -50,6 +50,11 @@ public:
     // Whether the schedule runs virtual_stages (>= 2) model chunks per rank;
     // the others run one and ignore the setting.
     virtual bool uses_virtual_stages() const { return false; }
+    // How many virtual stages per rank the model is cut into (pp x this in
+    // all), given the scenario's virtual_stages: that for a schedule that
+    // uses them, else 1 (DualPipe's two chunks are two copies of pp
+    // virtual stages); DualPipeV cuts one copy into 2 x pp.
+    virtual int virtual_stages_per_rank(int asked) const { return uses_virtual_stages() ? asked : 1; }
     // The items stage `stage` (0-based) runs, in order: every (micro-batch,
     // chunk) once forward and once backward.
     virtual std::vector<ScheduleItem> items(const PipelineShape& shape, int stage) const = 0;

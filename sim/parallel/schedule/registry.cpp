@@ -16,6 +16,7 @@ const IPipelineSchedule& gpipe();
 const IPipelineSchedule& one_f_one_b();
 const IPipelineSchedule& interleaved_one_f_one_b();
 const IPipelineSchedule& dualpipe();
+const IPipelineSchedule& dualpipev();
 }  // namespace sim::parallel::schedules
 
 namespace sim::parallel {
@@ -23,10 +24,8 @@ namespace sim::parallel {
 const std::vector<const IPipelineSchedule*>& pipeline_schedules() {
     // Function-local: built on first use, so no static-initialisation order.
     static const std::vector<const IPipelineSchedule*> all = {
-        &schedules::gpipe(),
-        &schedules::one_f_one_b(),
-        &schedules::interleaved_one_f_one_b(),
-        &schedules::dualpipe(),
+        &schedules::gpipe(),    &schedules::one_f_one_b(), &schedules::interleaved_one_f_one_b(),
+        &schedules::dualpipe(), &schedules::dualpipev(),
     };
     return all;
 }
