@@ -42,9 +42,12 @@ def main():
         print(f"per layer: mean {mean:.4f}, min {min(x for _, x in r):.4f}, max {worst[1]:.4f} (layer {worst[0]})")
         print(f"pooled: {busiest_over_mean(pooled, gpus):.4f}")
         return
-    print(f"# From {path.split('/')[-1]}: SGLang expert statistics (logical_count), LMSYS,")
-    print("# sgl-project/sglang issue #6017 attachment, as GeneratedRandomly/SGLang-reproduce@1d8dbc14 copies it")
-    print("# (attachment_ep_statistics/); converted by tools/sglang-expert-csv.py " + form + ".")
+    print(f"# source: {path.split('/')[-1]}, SGLang's expert statistics (logical_count) that LMSYS recorded")
+    print("# and attached to sgl-project/sglang issue #6017 (github.com/user-attachments/files/20036217),")
+    print("# read from GeneratedRandomly/SGLang-reproduce@1d8dbc14:attachment_ep_statistics/; converted by")
+    print(f"# tools/sglang-expert-csv.py {form} (docs/moe.md section 2). " +
+          ("Tokens per expert and layer; layers by the\n# model's 0-based layer index (dense layers, all zero, "
+           "have no rows)." if form == "per-layer" else "Each expert's tokens summed over the layers."))
     if form == "per-layer":
         print("layer,expert,tokens")
         for l, w in layers:

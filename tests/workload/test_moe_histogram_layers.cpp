@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/config/data_dir.h"
 #include "sim/config/expert_histogram.h"
 #include "sim/config/model_loader.h"
 #include "sim/core/error.h"
@@ -237,4 +238,37 @@ TEST_CASE("a per-layer histogram has at most 65 536 rows, one without the layer 
     std::string flat = "expert,tokens\n";
     for (int e = 0; e < 1001; ++e) flat += fmt::format("{},1\n", e);
     CHECK(error_of(flat).find("bad-layer-histogram.csv:1002:1: more than 1000 experts") == 0);
+}
+
+TEST_CASE(
+    "LMSYS's DeepSeek-V3 prefill statistics per layer: the straggler of 32 GPUs is 3.04x the mean, pooled 2.49x") {
+    // tests/data/expert-load (docs/moe.md section 2): the per-layer counts of
+    // prefill_in4096.json and their sum over the layers. EP 32 (8 experts a
+    // GPU, contiguous), 16 384 tokens a GPU, top 8: the mean GPU computes
+    // 131 072 copies. tools/sglang-expert-csv.py STATS x 32 gives the busiest
+    // over the mean GPU by layer: mean 3.0419, max 6.9091 (layer 53), and
+    // 2.4924 for the pooled counts; expert_load must agree to its rounding.
+    const std::string dir = std::string(sim::config::data_dir()) + "/tests/data/expert-load/";
+    const ModelSpec m = sim::config::load_model_file(sim::config::model_path("deepseek-v3"));
+    const MoeRouting layers = routing_of(dir + "deepseek-v3-prefill-in4096-layers.csv");
+    const MoeRouting pooled = routing_of(dir + "deepseek-v3-prefill-in4096-pooled.csv");
+    sim::config::check_expert_histogram(layers, m);
+    sim::config::check_expert_histogram(pooled, m);
+    CHECK(layers.histogram->layers.size() == 58);
+    const double mean_gpu = 16384.0 * 8;
+    double sum = 0, worst = 0;
+    std::int64_t worst_layer = -1;
+    for (std::int64_t l = m.first_dense_layers; l < m.layers; ++l) {
+        const double r = static_cast<double>(expert_load(256, 8, 32, 16384, layers, l).hot_tokens) / mean_gpu;
+        sum += r;
+        if (r > worst) {
+            worst = r;
+            worst_layer = l;
+        }
+    }
+    CHECK(sum / 58 == doctest::Approx(3.0419).epsilon(2e-4));
+    CHECK(worst == doctest::Approx(6.9091).epsilon(2e-4));
+    CHECK(worst_layer == 53);
+    CHECK(static_cast<double>(expert_load(256, 8, 32, 16384, pooled).hot_tokens) / mean_gpu ==
+          doctest::Approx(2.4924).epsilon(2e-4));
 }
