@@ -1,5 +1,6 @@
 // Reading and checking a measured router load, `routing: histogram(FILE)`
-// (docs/moe.md section 2): a CSV of tokens (or shares) per expert, read by
+// (docs/moe.md section 2): a CSV of tokens (or shares) per expert, or per MoE
+// layer and expert (a `layer` column), read by
 // the shared CSV reader (csv_reader.h) when the scenario or dataset is
 // loaded, and checked against the model's experts once the model is known.
 // Every bad row stops the run with file:line and the row.
