@@ -78,8 +78,11 @@ std::size_t read_csv(const std::string& path, const CsvFormat& format, const std
         }
         const std::size_t want = headers[header].size();
         if (commas + 1 != want) r.fail(fmt::format("expected {} fields, got {}", want, commas + 1));
-        if (count >= format.max_rows)
-            throw ConfigError(r.where, fmt::format("more than {} {}", format.max_rows, format.rows));
+        const bool own = header < format.header_max_rows.size() && header < format.header_rows.size();
+        const std::int64_t max_rows = own ? format.header_max_rows[header] : format.max_rows;
+        if (count >= max_rows)
+            throw ConfigError(r.where,
+                              fmt::format("more than {} {}", max_rows, own ? format.header_rows[header] : format.rows));
         ++count;
         row(r);
     }

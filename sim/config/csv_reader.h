@@ -26,10 +26,14 @@ struct CsvRow {
 
 // What a format asks of its table.
 struct CsvFormat {
-    std::vector<std::string> headers;  // the accepted headers, "a,b,c" each, all with the same field count
+    std::vector<std::string> headers;  // the accepted headers, "a,b,c" each (a row has its header's field count)
     std::string kind;                  // names the file in messages: "trace", "histogram"
     std::string rows;                  // names its rows: "requests", "experts"
     std::int64_t max_rows = 0;         // more data rows than this are refused at the first one past it
+    // When given, per header (in headers' order): its own row limit and name
+    // for its rows, instead of max_rows and rows.
+    std::vector<std::int64_t> header_max_rows = {};
+    std::vector<std::string> header_rows = {};
 };
 
 // Reads `path` and calls `row` for each data row, in file order. Returns the

@@ -11,6 +11,7 @@
 #include "sim/exec/comm_tuning.h"
 #include "sim/net/collective/i_collective.h"
 #include "sim/parallel/strategy.h"
+#include "sim/workload/moe.h"
 
 #include <algorithm>
 #include <cmath>
@@ -261,7 +262,8 @@ double iteration_lower_bound(const config::ScenarioSpec& sc, const config::Strat
     const auto shape = parallel::shapes_for(sc, rs.microbatch_sizes.front()).train;
     // A ModelSpec has at most two layer shapes: its first_dense_layers dense
     // ones, then the rest (MoE when the model has experts). One layer of each
-    // kind stands for all of that kind.
+    // kind stands for all of that kind, unless a per-layer expert histogram
+    // gives the MoE layers different loads (docs/moe.md section 2).
     const CommBound comm(sc, spec);
     const auto bound = [&](const std::vector<workload::Operator>& ops) {
         return ops_lower_bound(sc, rs, opt, spec.placement, ops, cm, comm);
@@ -273,14 +275,27 @@ double iteration_lower_bound(const config::ScenarioSpec& sc, const config::Strat
     };
     const auto dense = layer_bounds(0);
     const auto rest = dense_layers > 0 && dense_layers < sc.model.layers ? layer_bounds(dense_layers) : dense;
+    // A per-layer histogram gives each MoE layer its own load: each is timed.
+    std::vector<std::pair<double, double>> own;
+    if (workload::loads_differ_by_layer(opt.moe) && sc.model.experts > 0)
+        for (std::int64_t l = dense_layers; l < sc.model.layers; ++l) own.push_back(layer_bounds(l));
     const std::size_t nv = vstages.size();
     std::vector<double> fwd(nv), bwd(nv), stage_work(static_cast<std::size_t>(rs.pp), 0.0);
     for (std::size_t v = 0; v < nv; ++v) {
         const std::int64_t first = vstages[v].first, last = vstages[v].second;
         const auto n_dense = static_cast<double>(std::clamp(dense_layers, first, last) - first);
         const auto n_rest = static_cast<double>(last - first) - n_dense;
-        fwd[v] = dense.first * n_dense + rest.first * n_rest;
-        bwd[v] = dense.second * n_dense + rest.second * n_rest;
+        if (own.empty()) {
+            fwd[v] = dense.first * n_dense + rest.first * n_rest;
+            bwd[v] = dense.second * n_dense + rest.second * n_rest;
+            continue;
+        }
+        fwd[v] = dense.first * n_dense;
+        bwd[v] = dense.second * n_dense;
+        for (std::int64_t l = std::max(first, dense_layers); l < last; ++l) {
+            fwd[v] += own[static_cast<std::size_t>(l - dense_layers)].first;
+            bwd[v] += own[static_cast<std::size_t>(l - dense_layers)].second;
+        }
     }
     // The emitter (parallel/emit_training.cpp) runs the embedding's forward
     // and backward in every micro-batch's pass through virtual stage 0, and
@@ -434,11 +449,22 @@ InferenceBound inference_lower_bound(const config::ScenarioSpec& sc, const confi
         const double rest = dense_layers > 0 && dense_layers < model.layers
                                 ? bound(workload::layer_forward(model, dense_layers, 0, shape, opt))
                                 : dense;
+        // A per-layer histogram gives each MoE layer its own load: each is timed.
+        std::vector<double> own;
+        if (workload::loads_differ_by_layer(opt.moe) && model.experts > 0)
+            for (std::int64_t l = dense_layers; l < model.layers; ++l)
+                own.push_back(bound(workload::layer_forward(model, l, 0, shape, opt)));
         std::vector<double> out(nv);
         for (std::size_t v = 0; v < nv; ++v) {
             const std::int64_t first = vstages[v].first, last = vstages[v].second;
             const auto n_dense = static_cast<double>(std::clamp(dense_layers, first, last) - first);
-            out[v] = dense * n_dense + rest * (static_cast<double>(last - first) - n_dense);
+            if (own.empty()) {
+                out[v] = dense * n_dense + rest * (static_cast<double>(last - first) - n_dense);
+                continue;
+            }
+            out[v] = dense * n_dense;
+            for (std::int64_t l = std::max(first, dense_layers); l < last; ++l)
+                out[v] += own[static_cast<std::size_t>(l - dense_layers)];
         }
         out.front() += bound(workload::embedding_forward(model, 0, shape, opt));
         out.back() += bound(workload::head_forward(model, 0, shape, opt, false));

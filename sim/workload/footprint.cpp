@@ -143,18 +143,24 @@ Bytes layer_activation_bytes(const ModelSpec& m, const PassShape& shape, const O
         if (m.experts > 0 && opt.ep > 1 && !opt.moe.recompute_exchange) {
             const auto t = std::max<std::int64_t>(1, shape.batch * shape.new_tokens / opt.cp);
             const double to_experts = opt.fp8_dispatch ? kFp8DispatchBytesPerElement : ab;
-            kept =
-                as_d(expert_load(m.experts, m.top_k, opt.ep, t, opt.moe).hot_tokens) * h * to_experts + tokens * ab * h;
+            kept = as_d(worst_hot_tokens(m.experts, m.top_k, opt.ep, t, opt.moe, m.first_dense_layers,
+                                         m.layers + m.mtp_layers)) *
+                       h * to_experts +
+                   tokens * ab * h;
         }
         return whole_bytes(tokens * ab * h / sp + kept);
     }
     const double a_p = as_d(heads_per_shard(m, opt.tp)), g_p = as_d(kv_heads_per_shard(m, opt.tp));
     // MoE: each token's MLP tensors once per chosen expert; under expert
-    // parallelism, the tokens the straggler rank's experts receive.
+    // parallelism, the tokens the straggler rank's experts receive; with
+    // loads by layer (a per-layer histogram) the worst MoE layer's, for
+    // every layer (docs/moe.md section 2).
     double k = m.experts > 0 ? as_d(m.top_k) : 1.0;
     if (m.experts > 0 && opt.ep > 1) {
         const auto t = std::max<std::int64_t>(1, shape.batch * shape.new_tokens / opt.cp);
-        k = as_d(expert_load(m.experts, m.top_k, opt.ep, t, opt.moe).hot_tokens) / as_d(t);
+        k = as_d(worst_hot_tokens(m.experts, m.top_k, opt.ep, t, opt.moe, m.first_dense_layers,
+                                  m.layers + m.mtp_layers)) /
+            as_d(t);
     }
     // The parallel block stores one norm input and one norm output, which
     // both branches read.

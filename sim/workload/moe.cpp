@@ -141,7 +141,8 @@ std::vector<std::int64_t> shares(std::vector<double> weights, std::int64_t total
 
 }  // namespace
 
-ExpertLoad expert_load(std::int64_t experts, std::int64_t top_k, int ep, std::int64_t tokens, const MoeRouting& r) {
+ExpertLoad expert_load(std::int64_t experts, std::int64_t top_k, int ep, std::int64_t tokens, const MoeRouting& r,
+                       std::int64_t layer) {
     if (experts < 1 || top_k < 1 || top_k > experts)
         throw ModelError(fmt::format("MoE routing: top_k {} must be in [1, experts {}]", top_k, experts));
     if (ep < 1 || experts % ep != 0)
@@ -176,13 +177,14 @@ ExpertLoad expert_load(std::int64_t experts, std::int64_t top_k, int ep, std::in
         // The measured shares, applied as zipf's weights are (the config layer
         // has checked the file against the model; this guards other callers).
         const auto n = static_cast<std::size_t>(experts);
+        static const std::vector<double> none;
+        const std::vector<double>& weights = r.histogram ? r.histogram->weights(layer) : none;
         double sum = 0;
-        if (r.histogram)
-            for (const double w : r.histogram->weight) sum += w;
-        if (!r.histogram || r.histogram->weight.size() != n || !(sum > 0) || !std::isfinite(sum))
+        for (const double w : weights) sum += w;
+        if (weights.size() != n || !(sum > 0) || !std::isfinite(sum))
             throw ModelError(
                 fmt::format("MoE routing: the histogram does not give a load to each of the {} experts", experts));
-        l.per_expert = shares(r.histogram->weight, l.routed, group_tokens);
+        l.per_expert = shares(weights, l.routed, group_tokens);
     } else {
         std::vector<double> w(static_cast<std::size_t>(experts));
         for (std::size_t i = 0; i < w.size(); ++i) w[i] = std::pow(static_cast<double>(i + 1), -r.zipf_s);
@@ -211,6 +213,19 @@ ExpertLoad expert_load(std::int64_t experts, std::int64_t top_k, int ep, std::in
     const auto first = l.per_expert.begin() + l.hot_rank * local;
     l.hot_local.assign(first, first + local);
     return l;
+}
+
+bool loads_differ_by_layer(const MoeRouting& r) {
+    return r.kind == MoeRouting::Kind::histogram && r.histogram && r.histogram->per_layer;
+}
+
+std::int64_t worst_hot_tokens(std::int64_t experts, std::int64_t top_k, int ep, std::int64_t tokens,
+                              const MoeRouting& r, std::int64_t first, std::int64_t last) {
+    if (!loads_differ_by_layer(r) || last <= first) return expert_load(experts, top_k, ep, tokens, r).hot_tokens;
+    std::int64_t worst = 0;
+    for (std::int64_t l = first; l < last; ++l)
+        worst = std::max(worst, expert_load(experts, top_k, ep, tokens, r, l).hot_tokens);
+    return worst;
 }
 
 double all_to_all_bytes(const ExpertLoad& load, int ep, std::int64_t hidden, double bytes_per_element) {

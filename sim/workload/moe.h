@@ -6,24 +6,43 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace sim::workload {
 
-// A measured router load (`routing: histogram(FILE)`, docs/moe.md section 2):
-// the tokens (or shares) each expert received, by expert id, as read from a
-// CSV file by sim/config/expert_histogram.h, which checks it against the
-// model's experts. One histogram for every MoE layer.
-struct ExpertHistogram {
-    std::string file;            // the path as resolved beside the scenario or dataset
+// One table of a measured router load: each expert's tokens (or share) by
+// expert id, and for messages each expert's row, its file line (0: no row)
+// and text, and the table's last line.
+struct ExpertTable {
     std::vector<double> weight;  // by expert id: finite, >= 0
-    // For messages: each expert's row, its file line (0: no row) and text,
-    // and the file's last line.
     std::vector<int> line;
     std::vector<std::string> row;
     int last_line = 0;
+};
+
+// A measured router load (`routing: histogram(FILE)`, docs/moe.md section 2):
+// the tokens (or shares) each expert received, by expert id, as read from a
+// CSV file by sim/config/expert_histogram.h, which checks it against the
+// model's experts. Without a `layer` column one table serves every MoE
+// layer; with one, each MoE layer of the model has its own (by 0-based model
+// layer index), and a layer without rows (a multi-token-prediction layer)
+// takes the pooled table: the mean of the given layers' shares.
+// The table it derives from is, without a layer column, the file's rows;
+// with one, the pooled shares (line and row then empty). Its last_line is
+// the file's last line.
+struct ExpertHistogram : ExpertTable {
+    std::string file;                            // the path as resolved beside the scenario or dataset
+    bool per_layer = false;                      // the file has a layer column
+    std::map<std::int64_t, ExpertTable> layers;  // per_layer: the layers with rows, by model layer index
+    // The weights layer `layer` routes by (its own, or the pooled ones).
+    const std::vector<double>& weights(std::int64_t layer) const {
+        if (!per_layer) return weight;
+        const auto it = layers.find(layer);
+        return it == layers.end() ? weight : it->second.weight;
+    }
 };
 
 // How tokens choose experts (a scenario's workload.moe block).
@@ -87,7 +106,23 @@ double random_routing_hot_tokens(std::int64_t experts, std::int64_t top_k, int e
 
 // Throws ModelError when ep does not divide experts or top_k > experts, or
 // when a histogram does not give one weight per expert with a positive sum.
-ExpertLoad expert_load(std::int64_t experts, std::int64_t top_k, int ep, std::int64_t tokens, const MoeRouting& r);
+// `layer` (0-based model layer index) picks a per-layer histogram's table;
+// every other routing is the same for every layer. kPooledMoeLayer: the pooled
+// table (the loads of a layer without its own rows).
+inline constexpr std::int64_t kPooledMoeLayer = -1;
+ExpertLoad expert_load(std::int64_t experts, std::int64_t top_k, int ep, std::int64_t tokens, const MoeRouting& r,
+                       std::int64_t layer = kPooledMoeLayer);
+
+// Whether the routing gives MoE layers different loads (a histogram with a
+// layer column): then activation memory takes the worst layer, the plan
+// bound times each MoE layer, and the emitter each layer's own load.
+bool loads_differ_by_layer(const MoeRouting& r);
+
+// The most tokens the hot rank computes in any of the MoE layers
+// first .. last - 1 (expert_load(...).hot_tokens of each); one layer's when
+// the loads do not differ by layer.
+std::int64_t worst_hot_tokens(std::int64_t experts, std::int64_t top_k, int ep, std::int64_t tokens,
+                              const MoeRouting& r, std::int64_t first, std::int64_t last);
 
 // Bytes per rank of one dispatch (or combine) all-to-all, in the nccl-tests
 // convention the direct algorithm takes (the buffer a rank holds; each of

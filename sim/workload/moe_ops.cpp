@@ -85,7 +85,7 @@ struct MoeShape {
 // 1 / etp by its own all-to-all.
 MoeShape moe_shape(const Dims& x, bool folded) {
     const std::int64_t etp = folded ? x.o->expert_tp() : 1;
-    const ExpertLoad load = expert_load(x.m->experts, x.m->top_k, x.o->ep, etp * x.T, x.o->moe);
+    const ExpertLoad load = expert_load(x.m->experts, x.m->top_k, x.o->ep, etp * x.T, x.o->moe, x.layer);
     const double to_experts = x.o->fp8_dispatch ? kFp8DispatchBytesPerElement : x.ab;
     ExpertLoad received = load;
     received.hot_tokens = ceil_div(load.hot_tokens, etp);

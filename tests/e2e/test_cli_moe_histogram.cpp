@@ -63,3 +63,42 @@ TEST_CASE("parasim run with routing: histogram(FILE): flat is balanced, a hot ex
     CHECK(bad.err.find("h.csv:3:1: row '1,oops': 'oops' is not a finite number >= 0") != std::string::npos);
     std::filesystem::remove_all(dir);
 }
+
+namespace {
+
+// `layer,expert,tokens` for Mixtral's 32 MoE layers: expert 0 weighs `hot`
+// in layers below `hot_layers`, every other weight 1.
+std::string layer_rows(int hot, int hot_layers) {
+    std::string s = "layer,expert,tokens\n";
+    for (int l = 0; l < 32; ++l)
+        for (int e = 0; e < 8; ++e)
+            s += std::to_string(l) + "," + std::to_string(e) + "," +
+                 std::to_string(e == 0 && l < hot_layers ? hot : 1) + "\n";
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("parasim run with a per-layer histogram: flat is balanced to the byte, each hot layer adds its own time") {
+    using parasim_e2e::parasim;
+    const auto dir = parasim_e2e::scratch("moe-histogram-layers");
+    const auto run = [&](const std::string& routing, const std::string& rows) {
+        const auto r = parasim("run " + write_scenario(dir, routing, rows).string() + " --format json");
+        REQUIRE(r.code == 0);
+        return r.out;
+    };
+    const std::string balanced = run("balanced", rows(1));
+    CHECK(run("histogram(loads/h.csv)", layer_rows(1, 32)) == balanced);
+    // Every layer hot (8, 1, ..., 1: expert 0 capped at the group's 4096
+    // tokens, as the one-histogram case above) is the one histogram's run.
+    const std::string hot = run("histogram(loads/h.csv)", layer_rows(8, 32));
+    CHECK(hot == run("histogram(loads/h.csv)", rows(8)));
+    // Half the layers hot: each layer's exchanges and experts take their own
+    // load, so the prefill's excess over balanced is half the all-hot one's
+    // (the layers run one after another; replayed exchanges of one size are
+    // not taken for the other's).
+    const double flat = ttft_ms(balanced), all = ttft_ms(hot);
+    const double half = ttft_ms(run("histogram(loads/h.csv)", layer_rows(8, 16)));
+    CHECK(half - flat == doctest::Approx((all - flat) / 2).epsilon(0.01));
+    std::filesystem::remove_all(dir);
+}

@@ -265,6 +265,41 @@ TEST_CASE("ep is searched like any other degree, with run's rules") {
     CHECK(saw_ep8);
 }
 
+TEST_CASE("with a per-layer expert histogram each MoE layer is bounded by its own load") {
+    // kMoe's MoE layers 1 to 7, 8 experts: layer 1 (the one MoE layer that
+    // stood for all in the bound) sends 8/15 of its copies to expert 0, the
+    // others route flat. Bounding every MoE layer by layer 1 would put the
+    // bound of an ep > 1 plan above its simulated iteration.
+    const auto csv = parasim_test::private_temp("search-layers.csv");
+    {
+        std::ofstream out(csv);
+        out << "layer,expert,tokens\n";
+        for (int l = 1; l < 8; ++l)
+            for (int e = 0; e < 8; ++e) out << l << "," << e << "," << (l == 1 && e == 0 ? 8 : 1) << "\n";
+    }
+    // Experts 16 times wider (ffn 16384), so that the MoE layers' expert
+    // GEMMs weigh in the iteration.
+    const std::string text =
+        parasim_test::replace_once(parasim_test::replace_once(kMoe, "top_k: 2, ffn: 1024", "top_k: 2, ffn: 16384"),
+                                   "routing: balanced", "routing: histogram(" + csv.filename().string() + ")");
+    const ScenarioFile f(text, "moe-layers");
+    const auto sc = f.load();
+    const auto full = search(sc, false, 2);
+    const auto pruned = search(sc, true, 2);
+    REQUIRE(!full.ranked.empty());
+    CHECK(pruned.ranked.front() == full.ranked.front());
+    int with_ep = 0;
+    for (const auto& o : full.outcomes) {
+        if (!o.metrics || !o.metrics->iteration_ms) continue;
+        CAPTURE(o.candidate.strategy.name);
+        CHECK(o.bound_s * 1e3 <= *o.metrics->iteration_ms);
+        if (o.candidate.strategy.ep > 1) ++with_ep;
+    }
+    CHECK(with_ep > 0);
+    std::error_code ec;
+    fs::remove(csv, ec);
+}
+
 TEST_CASE("the search is the same for any thread count") {
     const ScenarioFile f(kGpt13, "threads");
     const auto sc = f.load();

@@ -165,10 +165,11 @@ TEST_CASE("an expert histogram file: rows in any order, comments, blank lines, e
 TEST_CASE("a bad expert histogram stops at its file:line with the row") {
     const std::string head = "expert,tokens\n";
     CHECK(error_of("expert,count\n0,1\n") ==
-          "bad-histogram.csv:1:1: expected the header 'expert,tokens' or 'expert,share', got 'expert,count'");
+          "bad-histogram.csv:1:1: expected the header 'expert,tokens', 'expert,share', 'layer,expert,tokens' or "
+          "'layer,expert,share', got 'expert,count'");
     CHECK(error_of("") ==
-          "bad-histogram.csv:1:1: empty histogram: expected the header 'expert,tokens' or "
-          "'expert,share' and rows");
+          "bad-histogram.csv:1:1: empty histogram: expected the header 'expert,tokens', 'expert,share', "
+          "'layer,expert,tokens' or 'layer,expert,share' and rows");
     CHECK(error_of("# only a comment\nexpert,tokens\n") ==
           "bad-histogram.csv:2:1: the histogram has a header but no experts");
     CHECK(error_of(head + "0,1\n1,x\n") ==
