@@ -460,6 +460,19 @@ TEST_CASE("attention_dp with tp 2: attention tensor-parallel inside each rank, t
     CHECK(r.records.size() == 4);
 }
 
+TEST_CASE("moe_dense_tp_size other than 1 is refused at its own line and column") {
+    try {
+        (void)scenario(2, kDp2 + "    moe_dense_tp_size: 8\n", kFewRequests);
+        FAIL("not refused");
+    } catch (const ConfigError& e) {
+        // At the value, after the key's 4-space indent and "moe_dense_tp_size: ".
+        const std::string what = e.what();
+        CHECK(what.find("moe_dense_tp_size: 8 is not one of 1") != std::string::npos);
+        CHECK(e.where().line > 0);
+        CHECK(e.where().column == 24);
+    }
+}
+
 TEST_CASE("attention_dp with tp 2 disaggregated is refused") {
     try {
         (void)disaggregated("0,64,4\n", "decode_dp: 2", kTp2Dp2);
