@@ -59,7 +59,8 @@ void read_training_shape(MapReader& r, WorkloadSpec& w);
 void read_inference_shape(MapReader& r, WorkloadSpec& w);
 
 // The parallelism keys both formats give alike, each optional, into a
-// StrategySpec or a validation ParallelismSpec: tp, cp, ep, etp, sp, attention_dp, zero,
+// StrategySpec or a validation ParallelismSpec: tp, cp, ep, etp, sp, attention_dp,
+// moe_dense_tp_size, enable_dp_lm_head, zero,
 // schedule, virtual_stages, overlap, first_stage_layers and
 // last_stage_layers. What depends on the format (pp and dp, defaults, the
 // schedule's rules) is the caller's.
@@ -71,6 +72,18 @@ void read_shared_parallelism(MapReader& r, Spec& s) {
     if (auto n = r.optional("etp")) s.etp = static_cast<int>(n->as_int(1, 1 << 20));
     if (auto n = r.optional("sp")) s.sp = n->as_bool();
     if (auto n = r.optional("attention_dp")) s.attention_dp = n->as_bool();
+    if (auto n = r.optional("moe_dense_tp_size")) {
+        // SGLang's --moe-dense-tp-size: 1 or left out (None, the engine's
+        // whole TP group); its server_args asserts the same.
+        const auto v = n->as_int(0, 1 << 20);
+        if (v != 1)
+            throw ConfigError(n->location(),
+                              fmt::format("moe_dense_tp_size: {} is not one of 1 (SGLang's --moe-dense-tp-size accepts "
+                                          "1, or none for the engine's whole TP group: leave the key out)",
+                                          v));
+        s.moe_dense_tp_size = 1;
+    }
+    if (auto n = r.optional("enable_dp_lm_head")) s.enable_dp_lm_head = n->as_bool();
     if (auto n = r.optional("zero")) s.zero = static_cast<int>(n->as_int(0, 3));
     if (auto n = r.optional("schedule")) s.schedule = &read_schedule(*n);
     if (auto n = r.optional("virtual_stages")) s.virtual_stages = static_cast<int>(n->as_int(1, 1024));

@@ -128,11 +128,18 @@ struct StrategySpec {
     // (MoE parallel folding, docs/moe.md section 1).
     int etp = 0;
     // Data-parallel attention (SGLang --enable-dp-attention with DeepEP):
-    // each of the dp ranks runs its own requests' attention and dense layers
-    // with the whole weights and its own KV cache; the MoE layers run EP over
-    // all of them. Inference and serving only, tp 1, pp 1, ep = dp (checked
-    // in parallel::try_resolve_degrees; docs/moe.md section 8).
+    // each of the dp ranks runs its own requests' attention (tensor-parallel
+    // over its tp GPUs) and its own KV cache; the MoE layers run EP over all
+    // tp x dp GPUs. Inference and serving only, pp 1, ep = tp x dp (checked
+    // in parallel::try_resolve_degrees; docs/moe.md sections 8, 8b).
     bool attention_dp = false;
+    // Under attention_dp, SGLang's --moe-dense-tp-size (0: left out, None:
+    // the dense MLPs gather every rank's tokens and run TP over the engine;
+    // 1: each rank its own tokens with the whole MLP) and
+    // --enable-dp-lm-head (false: the LM head gathered likewise; true: each
+    // rank's own, over its tp GPUs). docs/moe.md section 8b.
+    int moe_dense_tp_size = 0;
+    bool enable_dp_lm_head = false;
     // pp and dp: kUnset when the file does not say, kAuto for `auto`
     // (whatever makes tp x cp x pp x dp equal the GPU count); resolution rules in
     // docs/parallelism.md.

@@ -28,6 +28,9 @@ struct ResolvedStrategy {
     // Expert-data-parallel degree: tp x dp x cp / (etp x ep).
     int edp() const { return tp * dp * cp / (expert_tp() * ep); }
     bool sp = false;
+    // Data-parallel attention's dense MLPs and LM head gathered over the dp
+    // ranks (SGLang's default; 1: each rank's own). docs/moe.md section 8b.
+    int dp_dense_gather = 1, dp_head_gather = 1;
     int zero = 0;
     const IPipelineSchedule* schedule = &default_pipeline_schedule();
     int virtual_stages = 1;

@@ -144,6 +144,9 @@ struct Emitter {
     // The group kind of the EP groups' decode all-to-alls under a software
     // profile's `moe_a2a_decode` (the EP group's GPUs, its own algorithm).
     static constexpr int kDecodeEp = 6;
+    // Every GPU of the stage (tp x dp x cp), the group of data-parallel
+    // attention's gathered dense MLPs and LM head (docs/moe.md section 8b).
+    static constexpr int kEngine = 7;
     std::uint32_t group(int kind, int s, int idx) {
         const auto key = std::make_tuple(kind, s, idx);
         if (auto it = group_cache.find(key); it != group_cache.end()) return it->second;
@@ -176,7 +179,12 @@ struct Emitter {
         if (decode_ep)
             if (const auto* a = net::find_collective_algorithm(g.algorithm); a != nullptr && !a->holds_sms())
                 g.sms = -1;
-        if (kind == 0 || kind == 4) {
+        if (kind == kEngine) {
+            for (int d = 0; d < rs.dp; ++d)
+                for (int c = 0; c < rs.cp; ++c)
+                    for (int r = 0; r < rs.tp; ++r) g.gpus.push_back(real(d, s, c, r));
+            for (const auto& mem : members[s]) g.members.push_back(mem.local);
+        } else if (kind == 0 || kind == 4) {
             for (int i = 0; i < rs.tp; ++i) g.gpus.push_back(real(idx / rs.cp, s, idx % rs.cp, i));
         } else if (kind >= 2) {
             for (int i : fold_ranks(kind, idx)) {
@@ -257,6 +265,8 @@ struct Emitter {
             if (op.etp_gather_bytes.value > 0)
                 expert_collective(s, 5, net::CollectiveOp::all_gather, exchange_stream(), op.etp_gather_bytes, ph, mb,
                                   step, pending, last);
+            if (op.engine_before != workload::EngineSync::none)
+                engine_collective(s, op.engine_before, op.engine_before_bytes, ph, mb, step, pending, last);
             if (op.cp_step == 0) ring_in = last;  // K and V (and dO) are ready once the preceding task is
             if (op.cp_step > 0) ring_step(s, op.cp_ring_bytes, ph, mb, step, ring_in, pending);
             // One descriptor for every member: they run the same kernel on the same tensor ids (each GPU has its own L2).
@@ -290,6 +300,8 @@ struct Emitter {
                     tp_collective(s, cop, op.tp_sync_bytes, ph, mb, step, pending, last);
                 }
             }
+            if (op.engine_after != workload::EngineSync::none)
+                engine_collective(s, op.engine_after, op.engine_after_bytes, ph, mb, step, pending, last);
         }
     }
 
@@ -378,6 +390,33 @@ struct Emitter {
                     last[i] = id;
                 }
             }
+    }
+
+    // A collective over every GPU of the stage (data-parallel attention's
+    // gathered layout, docs/moe.md section 8b) on the TP stream, after every
+    // member's chain so far; the next kernel waits for it.
+    void engine_collective(int s, workload::EngineSync sync, Bytes bytes, Phase ph, int mb, int step,
+                           std::vector<std::vector<std::uint32_t>>& pending, std::vector<std::uint32_t>& last) {
+        const auto& mem = members[s];
+        Task t = base(ph, mb, -1, step);
+        t.kind = TaskKind::collective;
+        t.stream = StreamKind::tp_comm;
+        t.group = group(kEngine, s, 0);
+        t.op = sync == workload::EngineSync::all_gather       ? net::CollectiveOp::all_gather
+               : sync == workload::EngineSync::reduce_scatter ? net::CollectiveOp::reduce_scatter
+                                                              : net::CollectiveOp::all_reduce;
+        t.bytes = bytes;
+        std::vector<std::uint32_t> deps;
+        for (std::size_t i = 0; i < mem.size(); ++i) {
+            if (last[i] != kNone) deps.push_back(last[i]);
+            deps.insert(deps.end(), pending[i].begin(), pending[i].end());
+        }
+        t.gpu = plan.groups[t.group].members.front();
+        const auto id = plan.add(t, deps);
+        for (std::size_t i = 0; i < mem.size(); ++i) {
+            pending[i] = {id};
+            last[i] = id;
+        }
     }
 
     // The token dispatch or combine of an MoE layer: one all-to-all per EP

@@ -36,6 +36,8 @@ workload::OperatorOptions operator_options(const config::ScenarioSpec& sc, const
     o.cp = rs.cp;
     o.ep = rs.ep;
     o.etp = rs.etp;
+    o.dp_dense_gather = rs.dp_dense_gather;
+    o.dp_head_gather = rs.dp_head_gather;
     o.moe = sc.workload.moe;
     o.recompute_modules = sc.workload.recompute_modules;
     o.fp8_dispatch = sc.profile.moe_fp8_dispatch && sc.workload.precision.compute == hw::DType::fp8;
@@ -126,7 +128,7 @@ std::string resolve_ep(const config::ScenarioSpec& sc, const config::StrategySpe
     if (sc.workload.moe_where.line > 0 && m.experts == 0)
         throw ConfigError(sc.workload.moe_where, fmt::format("workload.moe: model '{}' is dense (no experts)", m.name));
     rs.ep = spec.ep;
-    rs.etp = spec.etp;
+    rs.etp = rs.etp > 0 ? rs.etp : spec.etp;  // attention_dp with tp > 1 has set 1
     const int etp = rs.expert_tp();
     if (spec.etp > 0 && m.experts == 0)
         return fmt::format("etp={}: model '{}' is dense (no experts to split)", spec.etp, m.name);
@@ -154,14 +156,20 @@ std::string resolve_ep(const config::ScenarioSpec& sc, const config::StrategySpe
     return {};
 }
 
-// Data-parallel attention (docs/moe.md section 8) is the layout SGLang runs
-// with --enable-dp-attention and DeepEP (--tp N --dp N --ep N): one attention
-// rank per GPU, the experts over all of them. Only that layout is modelled:
-// attention TP inside a DP rank (SGLang's dp < tp), pipeline stages, and an
-// EP group smaller than the engine are refused. Returns why not, or "".
+// Data-parallel attention (docs/moe.md sections 8, 8b) is the layout SGLang
+// runs with --enable-dp-attention and DeepEP (--tp T --dp D --ep T): D
+// attention ranks of T / D GPUs each (parasim's tp: attention TP inside a
+// rank, dp: the ranks), the experts over all T = tp x dp GPUs. Pipeline
+// stages and an EP group other than the engine are refused, and so are
+// SGLang's flags without attention_dp. Returns why not, or "".
 std::string check_attention_dp(const config::ScenarioSpec& sc, const config::StrategySpec& spec,
                                const ResolvedStrategy& rs) {
-    if (!spec.attention_dp) return {};
+    if (!spec.attention_dp) {
+        if (spec.moe_dense_tp_size > 0 || spec.enable_dp_lm_head)
+            return "moe_dense_tp_size and enable_dp_lm_head choose the dense layers' layout under data-parallel "
+                   "attention: they need attention_dp: true";
+        return {};
+    }
     if (sc.workload.mode == Mode::training)
         return "attention_dp is an inference and serving layout (SGLang --enable-dp-attention), not training's";
     if (sc.model.experts == 0)
@@ -169,17 +177,23 @@ std::string check_attention_dp(const config::ScenarioSpec& sc, const config::Str
             "attention_dp: model '{}' is dense; its dp ranks would never meet (they meet in the MoE "
             "layers' all-to-alls), which is plain data parallelism",
             sc.model.name);
-    if (rs.tp != 1)
-        return fmt::format(
-            "attention_dp with tp={}: attention tensor parallelism inside a DP rank (SGLang's --dp "
-            "smaller than --tp) is not modelled; give tp: 1",
-            rs.tp);
     if (rs.pp != 1) return fmt::format("attention_dp with pp={}: pipeline stages are not modelled with it", rs.pp);
-    if (rs.ep != rs.dp)
+    if (std::int64_t{rs.ep} != std::int64_t{rs.tp} * rs.dp)
         return fmt::format(
-            "attention_dp needs ep = dp (the MoE layers run EP over every attention rank, as SGLang's "
-            "DeepEP backend does with --ep-size = --tp); ep={}, dp={}",
-            rs.ep, rs.dp);
+            "attention_dp needs ep = tp x dp (the MoE layers run EP over every GPU of the engine, as SGLang's "
+            "DeepEP backend does with --ep-size = --tp); ep={}, tp x dp = {} x {}",
+            rs.ep, rs.tp, rs.dp);
+    const bool dense_layers = sc.model.first_dense_layers > 0;
+    if (rs.tp > 1 && spec.moe_dense_tp_size == 1 && dense_layers)
+        return fmt::format(
+            "attention_dp with tp={} and moe_dense_tp_size 1: SGLang then runs each dense MLP whole on each "
+            "attention-TP rank's 1/{} of the tokens, which is not modelled; leave moe_dense_tp_size out",
+            rs.tp, rs.tp);
+    if (spec.moe_dense_tp_size != 1 && dense_layers && sc.model.ffn % (std::int64_t{rs.tp} * rs.dp) != 0)
+        return fmt::format(
+            "attention_dp: the dense MLP's {} columns do not split over the engine's tp x dp = {} GPUs (SGLang's "
+            "default layout; moe_dense_tp_size: 1 keeps each rank's MLP whole)",
+            sc.model.ffn, std::int64_t{rs.tp} * rs.dp);
     return {};
 }
 
@@ -294,8 +308,21 @@ Resolution try_resolve_degrees(const config::ScenarioSpec& sc, const config::Str
                                          spec.schedule->name(), rs.virtual_stages, pp * rs.virtual_stages, m.layers));
     rs.pp = pp;
     rs.dp = dp;
+    if (spec.attention_dp && rs.tp > 1) {
+        // Attention TP inside a DP rank (docs/moe.md section 8b): the MoE
+        // layers take each attention-TP rank's share of its rank's tokens
+        // (SGLang's SCATTERED mode: a reduce-scatter after the attention,
+        // an all-gather before the next), which is sequence parallelism over
+        // the attention-TP group with whole experts (etp 1).
+        rs.sp = true;
+        rs.etp = 1;
+    }
     if (auto why = resolve_ep(sc, spec, rs); !why.empty()) return refused(std::move(why));
     if (auto why = check_attention_dp(sc, spec, rs); !why.empty()) return refused(std::move(why));
+    if (spec.attention_dp) {
+        rs.dp_dense_gather = spec.moe_dense_tp_size == 1 ? 1 : rs.dp;
+        rs.dp_head_gather = spec.enable_dp_lm_head ? 1 : rs.dp;
+    }
     // overlap.moe_a2a pairs a micro-batch's backward with another's forward
     // (docs/moe.md section 3e): there must be a backward and an exchange.
     if (rs.overlap.moe_a2a && sc.workload.mode != Mode::training)

@@ -132,23 +132,30 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
     const int tp = spec.tp;
     const int pp = std::max(spec.pp, 1);
     const int prefill = static_cast<int>(sv.prefill_replicas);
-    // Data-parallel attention: engines of `engine_dp` GPUs (the strategy's
-    // dp, or every GPU), one attention rank a GPU; the other rules (tp 1,
-    // pp 1, ep = dp) are the strategy's (parallel::try_resolve_degrees).
-    const int engine_dp = !spec.attention_dp ? 1 : spec.dp > 0 ? spec.dp : sc.gpus;
+    // Data-parallel attention: engines of `engine_dp` attention ranks (the
+    // strategy's dp, or every GPU), one rank of tp GPUs; the other rules
+    // (pp 1, ep = tp x dp) are the strategy's (parallel::try_resolve_degrees).
+    const int engine_dp = !spec.attention_dp ? 1 : spec.dp > 0 ? spec.dp : sc.gpus / std::max(tp, 1);
     // Disaggregated, the decode pool is replicas of decode_tp GPUs or, with
     // decode_dp, lockstep engines of decode_dp ranks of one GPU each.
     const int ddp = static_cast<int>(sv.decode_dp);
     const int dtp = ddp > 0 ? 1 : sv.decode_tp > 0 ? static_cast<int>(sv.decode_tp) : tp;
     if (spec.attention_dp) {
-        if (sc.gpus % engine_dp != 0 && prefill == 0)
-            throw ConfigError(spec.where, fmt::format("strategy '{}': attention_dp engines of dp {} GPUs do not divide "
-                                                      "the {} GPUs",
-                                                      spec.name, engine_dp, sc.gpus));
+        if (sc.gpus % (std::int64_t{engine_dp} * tp) != 0 && prefill == 0)
+            throw ConfigError(spec.where,
+                              fmt::format("strategy '{}': attention_dp engines of dp {} x tp {} GPUs do not "
+                                          "divide the {} GPUs",
+                                          spec.name, engine_dp, tp, sc.gpus));
         if (prefill > 0 && spec.dp <= 0)
             throw ConfigError(spec.where, fmt::format("strategy '{}': disaggregated with attention_dp, the prefill "
                                                       "engines' dp must be given (a number, not auto)",
                                                       spec.name));
+        if (prefill > 0 && tp > 1)
+            throw ConfigError(spec.where,
+                              fmt::format("strategy '{}': disaggregated with attention_dp and tp {} (attention "
+                                          "TP inside a rank) is not modelled: the KV flows go rank to rank, "
+                                          "one GPU each",
+                                          spec.name, tp));
     }
     if (ddp > 0 && sc.model.experts == 0)
         throw ConfigError(sv.disaggregation_where,

@@ -76,6 +76,8 @@ struct ParallelismSpec {
     int etp = 0;  // expert tensor parallel (a parasim extension of the format); 0: = tp
     bool sp = false;
     bool attention_dp = false;  // parasim's extension: data-parallel attention (docs/moe.md section 8)
+    int moe_dense_tp_size = 0;  // SGLang's flags under attention_dp (docs/moe.md section 8b)
+    bool enable_dp_lm_head = false;
     int zero = 0;
     const parallel::IPipelineSchedule* schedule = &parallel::default_pipeline_schedule();
     int virtual_stages = 1;

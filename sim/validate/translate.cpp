@@ -259,6 +259,8 @@ Setup translate(const Point& p, config::GpuCatalog& gpus, const ShippedClusters&
             st.dp = par.dp;
             st.sp = par.sp;
             st.attention_dp = par.attention_dp;
+            st.moe_dense_tp_size = par.moe_dense_tp_size;
+            st.enable_dp_lm_head = par.enable_dp_lm_head;
             st.zero = par.zero;
             st.schedule = par.schedule;
             st.virtual_stages = par.virtual_stages;
@@ -435,6 +437,8 @@ std::string scenario_yaml(const Point& p, const Setup& s) {
     if (st.ep > 1) y += fmt::format("    ep: {}\n", st.ep);
     if (st.etp > 0) y += fmt::format("    etp: {}\n", st.etp);
     if (st.attention_dp) y += "    attention_dp: true\n";
+    if (st.moe_dense_tp_size > 0) y += fmt::format("    moe_dense_tp_size: {}\n", st.moe_dense_tp_size);
+    if (st.enable_dp_lm_head) y += "    enable_dp_lm_head: true\n";
     if (st.placement == parallel::Placement::pp_last) y += "    placement: pp-last\n";
     y += fmt::format("    schedule: {}\n", st.schedule->name());
     if (st.virtual_stages > 1) y += fmt::format("    virtual_stages: {}\n", st.virtual_stages);

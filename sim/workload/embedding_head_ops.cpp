@@ -131,6 +131,29 @@ std::vector<Operator> head_forward(const ModelSpec& m, std::int64_t microbatch, 
                              {use(x.act(aslot::resid, m.layers), ns), use(x.weight(wslot::final_norm), x.norm_w),
                               use(x.act(aslot::final_norm), ns, true)}),
                  x.o->memory_bound.norm));
+    if (!training && opt.dp_head_gather > 1) {
+        // Data-parallel attention, SGLang's default LM head (docs/moe.md
+        // section 8b): every DP rank's last tokens gathered over the engine,
+        // the head vocabulary-parallel over all its GPUs, the logits
+        // all-gathered over it, each rank sampling its own tokens whole.
+        HeadDims g = hd;
+        g.x = dp_gathered_dims(x, opt.dp_head_gather);
+        g.tokens = hd.tokens * opt.dp_head_gather;
+        g.v_p = ceil_div(m.vocab, g.x.p);
+        ops.push_back(linear_forward(g.x, lm_head_linear(g)));
+        retarget_weight(m, ops.back());
+        set_engine_syncs(g.x, ops, ops.size() - 1);
+        ops.back().engine_before_bytes = Bytes::ceil(static_cast<double>(g.tokens) * h * x.ab);  // the last tokens
+        const double gathered_logits = static_cast<double>(g.tokens * g.v_p * g.x.p) * x.ab;
+        ops.back().engine_after = EngineSync::all_gather;
+        ops.back().engine_after_bytes = Bytes::ceil(gathered_logits);
+        const double t = static_cast<double>(hd.tokens), v = static_cast<double>(m.vocab);
+        const double logits = t * v * x.ab;
+        const std::uint64_t lid = x.act(aslot::logits);
+        ops.push_back(elementwise(x, "sampling", 2 * t * v, logits, t * 4.0,
+                                  {use(lid, logits), use(x.act(aslot::tokens), t * 4.0, true)}));
+        return ops;
+    }
     ops.push_back(linear_forward(x, lm_head_linear(hd)));
     retarget_weight(m, ops.back());
     const double t = static_cast<double>(hd.tokens), v = static_cast<double>(hd.v_p);

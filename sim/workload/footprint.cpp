@@ -74,7 +74,9 @@ double layer_params_per_shard(const ModelSpec& m, const OperatorOptions& opt, st
         const double shared = as_d(m.shared_experts) * mlp_params_per_shard(m, m.expert_ffn(), opt.tp);
         return attn + norms + layer_expert_params_per_shard(m, opt, layer) + h * as_d(m.experts) + shared;
     }
-    return attn + norms + mlp_params_per_shard(m, m.ffn, opt.tp);
+    // Under data-parallel attention's gathered layout the dense MLP is split
+    // over the engine's tp x dp GPUs (docs/moe.md section 8b).
+    return attn + norms + mlp_params_per_shard(m, m.ffn, opt.tp * std::max(1, opt.dp_dense_gather));
 }
 
 double layer_expert_params_per_shard(const ModelSpec& m, const OperatorOptions& opt, std::int64_t layer) {
@@ -95,7 +97,8 @@ Bytes embedding_weight_bytes(const ModelSpec& m, const OperatorOptions& opt) {
 }
 
 Bytes head_weight_bytes(const ModelSpec& m, const OperatorOptions& opt) {
-    const double matrix = m.tied_embeddings ? 0.0 : as_d(ceil_div(m.vocab, opt.tp)) * as_d(m.hidden);
+    const int shards = opt.tp * std::max(1, opt.dp_head_gather);  // the engine's GPUs when gathered (section 8b)
+    const double matrix = m.tied_embeddings ? 0.0 : as_d(ceil_div(m.vocab, shards)) * as_d(m.hidden);
     return whole_bytes((matrix + norm_params(m)) * hw::bytes_per_element(opt.precision.weights));
 }
 

@@ -172,6 +172,29 @@ void set_sync(const Dims& x, Operator& op, TpSync sync, double bytes) {
     op.tp_sync_bytes = Bytes::ceil(bytes);
 }
 
+Dims dp_gathered_dims(const Dims& x, int ranks) {
+    Dims g = x;
+    g.s.batch = x.s.batch * ranks;
+    g.T = x.T * ranks;
+    g.p = x.p * ranks;
+    g.f_p = ceil_div(x.m->ffn, g.p);
+    g.fup_p = g.swiglu ? 2 * g.f_p : g.f_p;
+    g.sp = false;
+    g.Ts = static_cast<double>(g.T);
+    return g;
+}
+
+void set_engine_syncs(const Dims& g, std::vector<Operator>& ops, std::size_t first) {
+    if (first >= ops.size()) return;
+    for (std::size_t k = first; k < ops.size(); ++k) ops[k].tp_sync = TpSync::none;
+    const bool sum_len = g.s.new_tokens > 1;
+    const Bytes full = Bytes::ceil(full_act(g));
+    ops[first].engine_before = sum_len ? EngineSync::all_reduce : EngineSync::all_gather;
+    ops[first].engine_before_bytes = full;
+    ops.back().engine_after = sum_len ? EngineSync::all_reduce : EngineSync::reduce_scatter;
+    ops.back().engine_after_bytes = full;
+}
+
 // ---- linears by tensor-parallel layout ---------------------------------------
 
 namespace {

@@ -170,6 +170,18 @@ Operator at_share(Operator op, double share);
 Operator gemm(std::string name, DType dt, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch,
               double read, double written, std::vector<TensorUse> tensors);
 void set_sync(const Dims& x, Operator& op, TpSync sync, double bytes);
+// Data-parallel attention's gathered layout (docs/moe.md section 8b): the
+// shapes of `x` once the `ranks` DP ranks' tokens are gathered (their
+// sequences side by side, every rank padded to this one's, SGLang's MAX_LEN
+// under the symmetric plan) and the layer runs tensor-parallel over all
+// x.p x ranks GPUs of the engine, without sequence parallelism.
+Dims dp_gathered_dims(const Dims& x, int ranks);
+// The collectives over the engine around ops[first..] run on `g`'s gathered
+// tokens: their own TP collectives removed, a gather before the first and a
+// scatter after the last, each of the gathered buffer's full size. A pass
+// that extends sequences (new_tokens > 1) pads to the sum (SUM_LEN) and
+// all-reduces both ways; a decode step all-gathers and reduce-scatters.
+void set_engine_syncs(const Dims& g, std::vector<Operator>& ops, std::size_t first);
 // Inference FP8 input quantization (docs/moe.md section 7b): a kernel that
 // reads `rows` x `width` activations of type `act` and writes them in FP8
 // with one FP32 scale per `group` elements of a row (vLLM's

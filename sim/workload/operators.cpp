@@ -295,6 +295,13 @@ void forward_ops(const Dims& x, std::vector<Operator>& ops) {
     }
     if (x.m->is_moe_layer(x.layer)) {
         moe_forward(x, ops);
+    } else if (x.o->dp_dense_gather > 1) {
+        // Data-parallel attention, SGLang's default dense layout (docs/moe.md
+        // section 8b): every DP rank's tokens gathered, the MLP over the engine.
+        const Dims g = dp_gathered_dims(x, x.o->dp_dense_gather);
+        const std::size_t first = ops.size();
+        mlp_forward(g, dense_mlp_ids(g), ops);
+        set_engine_syncs(g, ops, first);
     } else {
         mlp_forward(x, dense_mlp_ids(x), ops);
     }

@@ -92,6 +92,14 @@ struct OperatorOptions {
     // (docs/moe.md section 1a).
     int etp = 0;
     int expert_tp() const { return etp > 0 ? etp : tp; }
+    // Data-parallel attention (docs/moe.md section 8b): the DP ranks whose
+    // tokens the dense MLPs (dp_dense_gather) and the LM head
+    // (dp_head_gather) gather before running tensor-parallel over all tp x
+    // dp GPUs of the engine, SGLang's default; 1 = each rank its own tokens
+    // with the layer's weights over its tp GPUs (--moe-dense-tp-size 1,
+    // --enable-dp-lm-head).
+    int dp_dense_gather = 1;
+    int dp_head_gather = 1;
     MoeRouting moe;
     RecomputeModules recompute_modules;  // under Recompute::selective
     // The tokens going to the experts (dispatch, and the output gradients in
@@ -200,6 +208,12 @@ enum class TpSync {
     before_column_parallel    // SP only: all-gather of the input before a column-parallel GEMM
 };
 
+// A collective over every GPU of a data-parallel-attention engine (tp x dp:
+// SGLang's whole TP group), around the dense MLP and the LM head when they
+// gather the DP ranks' tokens (OperatorOptions::dp_dense_gather,
+// dp_head_gather; docs/moe.md section 8b).
+enum class EngineSync { none, all_gather, reduce_scatter, all_reduce };
+
 struct Operator {
     hw::KernelDesc kernel;
     TpSync tp_sync = TpSync::none;
@@ -229,6 +243,13 @@ struct Operator {
     // it before the EP all-to-all (bytes: its full input). Zero: none.
     Bytes etp_gather_bytes;
     Bytes etp_scatter_bytes;
+    // Data-parallel attention's gathered layout (docs/moe.md section 8b): a
+    // collective over the engine's GPUs before the kernel and one after it;
+    // bytes: the full gathered buffer of every DP rank's tokens.
+    EngineSync engine_before = EngineSync::none;
+    Bytes engine_before_bytes;
+    EngineSync engine_after = EngineSync::none;
+    Bytes engine_after_bytes;
     // Low-precision training: this GEMM's activation operand arrives already
     // quantized (the FP8-dispatched tokens of a routed expert's up
     // projection, quantized once per token before the exchange): no

@@ -109,14 +109,14 @@ TEST_CASE("sglang profile: the exchange beside compute, its evidence and bounds"
 TEST_CASE("validation points: an inference point may give overlap.two_batch, and no training overlap") {
     const std::string path = std::string(data_dir()) + "/tests/data/validation/moe-dp-attention.yaml";
     const std::string text = file_text(path);
-    const std::string from = "attention_dp: true, overlap: {two_batch: true}}";
+    const std::string from = "enable_dp_lm_head: true,\n      overlap: {two_batch: true}}";
     const auto parse = [](const std::string& t) { return validate::parse_dataset(load_string(t, "moe.yaml")); };
     // The shipped file's first point, the LMSYS prefill, is an inference point with the overlap LMSYS ran.
     const auto shipped = parse(text);
     REQUIRE(!shipped.points.empty());
     CHECK(shipped.points[0].parallelism.overlap.two_batch);
     const std::string err = parasim_test::config_error_of(
-        parse, parasim_test::replace_once(text, from, "attention_dp: true, overlap: {tp_comm: true}}"));
+        parse, parasim_test::replace_once(text, from, "enable_dp_lm_head: true, overlap: {tp_comm: true}}"));
     CHECK(err.find("moe.yaml:") != std::string::npos);
     CHECK(err.find("overlap.tp_comm applies to training points only") != std::string::npos);
 }

@@ -15,6 +15,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -145,8 +146,8 @@ TEST_CASE("attention_dp in a static batch: a rank caches its own sequences, the 
 TEST_CASE("attention_dp: the layouts SGLang does not run are refused at the strategy") {
     const auto refused = [](int gpus, const std::string& strategy, const std::string& mode, const std::string& why) {
         CAPTURE(strategy);
-        const auto sc = scenario(gpus, strategy, kFewRequests, mode);
         try {
+            const auto sc = scenario(gpus, strategy, kFewRequests, mode);
             if (mode == "serving") serve::simulate_serving(sc, sc.strategies.front(), {});
             else (void)parallel::resolve_degrees(sc, sc.strategies.front());
             FAIL("not refused");
@@ -154,8 +155,16 @@ TEST_CASE("attention_dp: the layouts SGLang does not run are refused at the stra
             CHECK(std::string(e.what()).find(why) != std::string::npos);
         }
     };
-    refused(4, "    tp: 2\n    dp: 2\n    ep: 2\n    attention_dp: true\n", "serving", "tp=2");
-    refused(2, "    tp: 1\n    dp: 2\n    ep: 1\n    attention_dp: true\n", "serving", "ep = dp");
+    refused(4, "    tp: 2\n    dp: 2\n    ep: 2\n    attention_dp: true\n", "serving", "ep = tp x dp");
+    refused(2, "    tp: 1\n    dp: 2\n    ep: 1\n    attention_dp: true\n", "serving", "ep = tp x dp");
+    refused(4, "    tp: 2\n    dp: 2\n    ep: 4\n    attention_dp: true\n", "training", "not training");
+    // SGLang's --moe-dense-tp-size takes 1 or nothing (server_args asserts it).
+    refused(2, kDp2 + "    moe_dense_tp_size: 2\n", "serving", "is not one of 1");
+    refused(2, "    tp: 2\n    moe_dense_tp_size: 1\n", "serving", "need attention_dp: true");
+    refused(2, "    tp: 2\n    enable_dp_lm_head: true\n", "serving", "need attention_dp: true");
+    // With attention TP, SGLang runs each dense MLP whole on 1/tp of a rank's tokens: not modelled.
+    refused(4, "    tp: 2\n    dp: 2\n    ep: 4\n    attention_dp: true\n    moe_dense_tp_size: 1\n", "serving",
+            "not modelled");
     refused(2, "    tp: 1\n    dp: 2\n    ep: 2\n    attention_dp: true\n", "training", "not training");
     refused(4, "    tp: 1\n    pp: 2\n    dp: 2\n    ep: 2\n    attention_dp: true\n", "inference", "pp=2");
 }
@@ -343,6 +352,132 @@ TEST_CASE("prefilled: refused with disaggregation and with a scheduler that is n
     };
     refused("    disaggregation: {prefill_replicas: 1, decode_dp: 1}\n    prefilled: true\n", "give one or the other");
     refused("    prefilled: true\n    scheduler: static\n", "iteration-level scheduler");
+}
+
+namespace {
+
+// The collectives of a plan that are not all-to-alls, as (phase, op, bytes,
+// GPUs of the group).
+struct Collective {
+    parallel::Phase phase;
+    net::CollectiveOp op;
+    double bytes;
+    std::size_t gpus;
+    bool operator==(const Collective& o) const {
+        return phase == o.phase && op == o.op && bytes == o.bytes && gpus == o.gpus;
+    }
+};
+std::vector<Collective> collectives(const parallel::Plan& p) {
+    std::vector<Collective> out;
+    for (const auto& t : p.tasks)
+        if (t.kind == parallel::TaskKind::collective && t.op != net::CollectiveOp::all_to_all) {
+            const Collective c{t.phase, t.op, t.bytes.as_double(), p.groups[t.group].gpus.size()};
+            if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+        }
+    return out;
+}
+bool has(const std::vector<Collective>& cs, const Collective& c) {
+    return std::find(cs.begin(), cs.end(), c) != cs.end();
+}
+
+const std::string kDp2Flags = kDp2 + "    moe_dense_tp_size: 1\n    enable_dp_lm_head: true\n";
+const std::string kTp2Dp2 = "    tp: 2\n    dp: 2\n    ep: 4\n    attention_dp: true\n";
+
+}  // namespace
+
+TEST_CASE(
+    "attention_dp, SGLang's default layout: the dense MLP and the LM head gather every rank's tokens and run "
+    "over the engine") {
+    // The static batch of 9 over dp 2 (5 sequences a rank, the plan's
+    // padding), 128-token prompts, hidden 1,024, vocab 4,096, BF16.
+    using net::CollectiveOp;
+    using parallel::Phase;
+    const auto cm = hw::make_cost_model("roofline");
+    const auto def = scenario(2, kDp2, "", "inference");
+    const auto lmsys = scenario(2, kDp2Flags, "", "inference");
+    const auto d = parallel::build_plan(def, def.strategies.front(), *cm, parallel::BuildOptions{});
+    const auto f = parallel::build_plan(lmsys, lmsys.strategies.front(), *cm, parallel::BuildOptions{});
+    // Weights a GPU: the dense MLP (SwiGLU, 1,024 x 2,048: 3 x 1,024 x 2,048
+    // parameters) and the head (4,096 x 1,024) split over the engine's 2 GPUs
+    // by default, whole under --moe-dense-tp-size 1 --enable-dp-lm-head:
+    // (3 x 1,024 x 2,048 + 4,096 x 1,024) / 2 x 2 bytes = 10,485,760 more.
+    CHECK(f.memory.breakdown.weights - d.memory.breakdown.weights == doctest::Approx(10485760.0));
+    CHECK(f.memory.breakdown.kv_cache == d.memory.breakdown.kv_cache);
+    const auto dc = collectives(d.plan), fc = collectives(f.plan);
+    // The LMSYS layout has none (tp 1: no TP collective, only the all-to-alls).
+    CHECK(fc.empty());
+    // Prefill (SGLang pads to the sum and all-reduces): 2 ranks x 5 x 128
+    // tokens x 1,024 x 2 bytes = 2,621,440 before and after the MLP; the
+    // head's last tokens, 10 x 1,024 x 2 = 20,480, then the logits
+    // all-gathered, 10 x 4,096 x 2 = 81,920.
+    CHECK(has(dc, {Phase::prefill, CollectiveOp::all_reduce, 2621440.0, 2}));
+    CHECK(has(dc, {Phase::prefill, CollectiveOp::all_reduce, 20480.0, 2}));
+    CHECK(has(dc, {Phase::prefill, CollectiveOp::all_gather, 81920.0, 2}));
+    // Decode (padded to the longest rank, MAX_LEN): 10 tokens gathered, 20,480
+    // bytes, scattered back after the MLP; the head the same and the logits.
+    CHECK(has(dc, {Phase::decode, CollectiveOp::all_gather, 20480.0, 2}));
+    CHECK(has(dc, {Phase::decode, CollectiveOp::reduce_scatter, 20480.0, 2}));
+    CHECK(has(dc, {Phase::decode, CollectiveOp::all_gather, 81920.0, 2}));
+    CHECK(dc.size() == 6);
+}
+
+TEST_CASE("attention_dp with tp 2: attention tensor-parallel inside each rank, the experts over all 4 GPUs") {
+    using net::CollectiveOp;
+    using parallel::Phase;
+    const auto cm = hw::make_cost_model("roofline");
+    const auto sc = scenario(4, kTp2Dp2, "", "inference");
+    const auto b = parallel::build_plan(sc, sc.strategies.front(), *cm, parallel::BuildOptions{});
+    // SGLang's SCATTERED MoE input: each attention-TP rank routes its share
+    // of its rank's tokens (sequence parallelism), each expert whole.
+    CHECK(b.strategy.sp);
+    CHECK(b.strategy.expert_tp() == 1);
+    CHECK(b.strategy.ep == 4);
+    CHECK(b.strategy.microbatch_sizes == std::vector<std::int64_t>{5});
+    // MLA's latent is not split over heads: each GPU of a rank caches all of
+    // it for the rank's 5 sequences, 2 x 5 x 136 x 320 = 435,200 bytes, as
+    // with tp 1.
+    CHECK(b.memory.breakdown.kv_cache == doctest::Approx(435200.0));
+    const auto c = collectives(b.plan);
+    // Inside the attention-TP group (2 GPUs), a decode step's 5 tokens:
+    // the output projection's reduce-scatter and the all-gather before the
+    // next layer's projections, 5 x 1,024 x 2 = 10,240 bytes.
+    CHECK(has(c, {Phase::decode, CollectiveOp::reduce_scatter, 10240.0, 2}));
+    CHECK(has(c, {Phase::decode, CollectiveOp::all_gather, 10240.0, 2}));
+    // Over the engine (4 GPUs): both ranks' 10 tokens, 20,480 bytes, and the
+    // logits 10 x 4,096 x 2 = 81,920.
+    CHECK(has(c, {Phase::decode, CollectiveOp::all_gather, 20480.0, 4}));
+    CHECK(has(c, {Phase::decode, CollectiveOp::reduce_scatter, 20480.0, 4}));
+    CHECK(has(c, {Phase::decode, CollectiveOp::all_gather, 81920.0, 4}));
+    // Serving: an engine of 2 ranks of 2 GPUs each; a rank's pool holds the
+    // whole latent, 640 bytes a token.
+    const auto sv = scenario(4, kTp2Dp2, kFewRequests);
+    const auto r = serve::simulate_serving(sv, sv.strategies.front(), {});
+    CHECK(r.attention_dp == 2);
+    CHECK(r.replicas == 2);
+    CHECK(r.pool.bytes_per_token == doctest::Approx(640.0));
+    CHECK(r.records.size() == 4);
+}
+
+TEST_CASE("moe_dense_tp_size other than 1 is refused at its own line and column") {
+    try {
+        (void)scenario(2, kDp2 + "    moe_dense_tp_size: 8\n", kFewRequests);
+        FAIL("not refused");
+    } catch (const ConfigError& e) {
+        // At the value, after the key's 4-space indent and "moe_dense_tp_size: ".
+        const std::string what = e.what();
+        CHECK(what.find("moe_dense_tp_size: 8 is not one of 1") != std::string::npos);
+        CHECK(e.where().line > 0);
+        CHECK(e.where().column == 24);
+    }
+}
+
+TEST_CASE("attention_dp with tp 2 disaggregated is refused") {
+    try {
+        (void)disaggregated("0,64,4\n", "decode_dp: 2", kTp2Dp2);
+        FAIL("not refused");
+    } catch (const ConfigError& e) {
+        CHECK(std::string(e.what()).find("is not modelled") != std::string::npos);
+    }
 }
 
 TEST_SUITE_END();

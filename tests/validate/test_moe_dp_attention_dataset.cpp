@@ -31,6 +31,9 @@ TEST_CASE("moe-dp-attention.yaml: DeepSeek-V3 under attention DP with EP over ev
         CHECK(p.parallelism.attention_dp);
         CHECK(p.parallelism.tp == 1);
         CHECK(p.parallelism.ep == p.parallelism.dp);
+        // LMSYS's --moe-dense-tp-size 1 --enable-dp-lm-head (docs/moe.md section 8b).
+        CHECK(p.parallelism.moe_dense_tp_size == 1);
+        CHECK(p.parallelism.enable_dp_lm_head);
         CHECK(p.hardware.gpus == p.parallelism.dp);
         CHECK(p.model.mla() != nullptr);
         CHECK(!p.source.empty());
