@@ -128,7 +128,20 @@ void read_moe(const Node& node, WorkloadSpec& w) {
     if (auto n = r.optional("capacity_factor")) w.moe.capacity_factor = n->as_number(0.01, 1024.0);
     if (auto n = r.optional("grouped_gemm")) w.moe.grouped_gemm = n->as_bool();
     if (auto n = r.optional("recompute_exchange")) w.moe.recompute_exchange = n->as_bool();
+    if (auto n = r.optional("dispatcher")) {
+        // A run names the dispatcher its recipe sets (moe_token_dispatcher_type); auto is the profile's own.
+        w.moe_dispatcher = n->as_enum({"alltoall", "allgather"});
+        w.moe_dispatcher_where = n->location();
+    }
     r.finish();
+}
+
+void apply_moe_dispatcher(const WorkloadSpec& w, SoftwareProfile& p) {
+    if (w.moe_dispatcher.empty()) return;
+    p.moe_dispatcher = w.moe_dispatcher;
+    p.moe_dispatcher_from = Provenance{"source", "the run's workload.moe.dispatcher"};
+    if (auto why = moe_dispatcher_conflict(p); !why.empty())
+        throw ConfigError(w.moe_dispatcher_where, "workload.moe.dispatcher: " + why + " (software '" + p.name + "')");
 }
 
 workload::Precision read_precision(MapReader& r, bool weight_dtype) {

@@ -36,10 +36,14 @@ void read_stage_layers(MapReader& r, int& first, int& last);
 // compute dtype (fp32 for tf32), the KV cache to the weights'.
 workload::Precision read_precision(MapReader& r, bool weight_dtype);
 // `moe: {routing: balanced | random | zipf(S) | histogram(FILE), capacity_factor: X,
-// grouped_gemm: B, recompute_exchange: B}` (docs/moe.md), each optional; sets
+// grouped_gemm: B, recompute_exchange: B, dispatcher: alltoall | allgather}` (docs/moe.md), each optional; sets
 // w.moe_where. A histogram FILE is read here, beside the file holding `node`;
 // check_expert_histogram checks it against the model.
 void read_moe(const Node& node, WorkloadSpec& w);
+// The run's `moe.dispatcher`, when given, replaces the profile's moe_dispatcher
+// (its evidence: the run's file); an error at the key when the profile's other
+// MoE keys contradict it (moe_dispatcher_conflict).
+void apply_moe_dispatcher(const WorkloadSpec& w, SoftwareProfile& p);
 // `recompute: none | selective | full`.
 workload::Recompute read_recompute(const Node& n);
 // `recompute_modules: [core_attn, mla_up_proj]`, under recompute: selective only.

@@ -368,6 +368,7 @@ ScenarioSpec load_scenario(const std::string& path, const std::vector<Override>&
 
     const Node workload_node = r.required("workload");
     s.workload = read_workload(workload_node);
+    apply_moe_dispatcher(s.workload, s.profile);
     check_recompute_modules(s.workload.recompute_modules, s.model, workload_node);
     check_expert_histogram(s.workload.moe, s.model);
     {

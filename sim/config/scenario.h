@@ -52,6 +52,11 @@ struct WorkloadSpec {
     // grouped GEMM (docs/moe.md); moe_where locates the block (unset when absent).
     workload::MoeRouting moe;
     SourceLocation moe_where;
+    // `moe.dispatcher`: the run's token dispatcher (alltoall, allgather), in
+    // place of the software profile's moe_dispatcher (empty: the profile's;
+    // docs/moe.md section 3l); moe_dispatcher_where locates the key.
+    std::string moe_dispatcher;
+    SourceLocation moe_dispatcher_where;
     // `mode: serving`: requests arriving over time (docs/serving.md). The
     // mode is inference underneath; batch, prompt_tokens and output_tokens
     // then describe the largest iteration (max_tokens_per_iteration tokens of

@@ -32,7 +32,7 @@ const std::vector<std::string> kOverlapNames = [] {
 }();
 const std::vector<std::string> kGradReduceDtypes = {"weights", "fp32", "fp32_if_bf16"};
 const std::vector<std::string> kGradSyncs = {"last_microbatch", "every_microbatch"};
-const std::vector<std::string> kMoeDispatchers = {"auto", "alltoall"};
+const std::vector<std::string> kMoeDispatchers = {"auto", "alltoall", "allgather"};
 const std::vector<std::string> kMoePermutes = {"fused", "unfused"};
 const std::vector<std::string> kCrossEntropies = {"fused", "fp32_unfused"};
 const std::vector<std::string> kTpCommMethods = {"ring_exchange", "pipeline"};
@@ -131,8 +131,6 @@ SoftwareProfile load_profile(const Node& root, const std::string& expected_name,
         p.fuse_elementwise = sourced(r, "fuse_elementwise", p.fuse_elementwise_from).as_bool();
     if (r.has("moe_fp8_dispatch"))
         p.moe_fp8_dispatch = sourced(r, "moe_fp8_dispatch", p.moe_fp8_dispatch_from).as_bool();
-    if (r.has("moe_dispatcher"))
-        p.moe_dispatcher = sourced(r, "moe_dispatcher", p.moe_dispatcher_from).as_enum(kMoeDispatchers);
     if (r.has("moe_permute"))
         p.moe_permute_unfused = sourced(r, "moe_permute", p.moe_permute_from).as_enum(kMoePermutes) == "unfused";
     if (r.has("decode_attention_issue")) {
@@ -189,6 +187,12 @@ SoftwareProfile load_profile(const Node& root, const std::string& expected_name,
         names.insert(names.begin(), "auto");
         p.moe_a2a_decode = sourced(r, "moe_a2a_decode", p.moe_a2a_decode_from).as_enum(names);
         p.moe_fp8_dispatch_decode = p.moe_a2a_decode == "deepep-ll";
+    }
+    // After the exchange keys it contradicts (moe_dispatcher_conflict).
+    if (r.has("moe_dispatcher")) {
+        const Node n = sourced(r, "moe_dispatcher", p.moe_dispatcher_from);
+        p.moe_dispatcher = n.as_enum(kMoeDispatchers);
+        if (auto why = moe_dispatcher_conflict(p); !why.empty()) n.fail(why);
     }
     if (r.has("mla_decode_weights"))
         p.mla_absorbed_weights =
@@ -328,6 +332,20 @@ SoftwareProfile load_profile(const Node& root, const std::string& expected_name,
 }
 
 }  // namespace
+
+std::string moe_dispatcher_conflict(const SoftwareProfile& p) {
+    if (p.moe_dispatcher != "allgather") return {};
+    if (p.moe_a2a_decode != "auto")
+        return fmt::format(
+            "allgather has no all-to-all for moe_a2a_decode {} to run (Megatron-Core's "
+            "MoEAllGatherTokenDispatcher all-gathers the tokens over the etp x ep ranks; DeepEP runs behind the flex "
+            "dispatcher)",
+            p.moe_a2a_decode);
+    if (p.moe_fp8_dispatch)
+        return "allgather gathers the tokens in the activations' type: moe_fp8_dispatch is DeepEP's "
+               "FP8 all-to-all";
+    return {};
+}
 
 SoftwareProfile load_software_profile(const Node& root, const std::string& expected_name, const std::string& dir) {
     std::vector<std::string> chain;

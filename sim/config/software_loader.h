@@ -62,8 +62,12 @@ struct SoftwareProfile {
     // 3a): "auto" (any registered all-to-all, DeepEP's node-deduplicating
     // exchange included where it is faster) or "alltoall" (a plain
     // all-to-all of every routed copy: Megatron-Core's MoEAlltoAllTokenDispatcher
-    // on NCCL, which does not deduplicate a token's copies per node).
-    // Optional key, default "auto".
+    // on NCCL, which does not deduplicate a token's copies per node) or
+    // "allgather" (Megatron-Core's MoEAllGatherTokenDispatcher: no
+    // all-to-all; the tokens, gate weights and routing map all-gathered over
+    // the etp x ep ranks and the experts' output reduce-scattered over them,
+    // docs/moe.md section 3l). Optional key, default "auto"; a scenario's
+    // workload.moe.dispatcher replaces it for one run.
     std::string moe_dispatcher = "auto";
     Provenance moe_dispatcher_from;
     // How the stack permutes the routed tokens and applies their gate weights
@@ -346,6 +350,11 @@ inline constexpr const char* kDefaultSoftware = "default";
 // read from (a profile with a base and no folder is an error).
 SoftwareProfile load_software_profile(const Node& root, const std::string& expected_name, const std::string& dir = "");
 SoftwareProfile load_software_file(const std::string& path);
+// Why the profile's moe_dispatcher cannot run with its other MoE keys (empty
+// when it can): the allgather dispatcher has no all-to-all for DeepEP's
+// decode kernels (moe_a2a_decode) or an FP8 dispatch (moe_fp8_dispatch) to
+// replace (docs/moe.md section 3l).
+std::string moe_dispatcher_conflict(const SoftwareProfile& p);
 
 // data_dir() + "/topologies/software".
 std::string default_software_dir();

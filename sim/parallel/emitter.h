@@ -120,11 +120,13 @@ struct Emitter {
         return {i % etp, (i / etp) % rs.ep, i / (etp * rs.ep)};
     }
     std::uint32_t edp_group(int s, int et, int e) { return group(3, s, et * rs.ep + e); }
-    // The index of the EP (kind 2), EDP (kind 3) or expert-TP (kind 5)
-    // group a rank belongs to.
+    // The index of the EP (kind 2), EDP (kind 3), expert-TP (kind 5) or
+    // expert-TP x EP (kind kTpEp: the same f, the allgather dispatcher's
+    // tp_ep_group, docs/moe.md section 3l) group a rank belongs to.
     int fold_index(int kind, const ExpertRank& f) const {
         if (kind == 2) return f.etp * rs.edp() + f.edp;
         if (kind == 3) return f.etp * rs.ep + f.ep;
+        if (kind == kTpEp) return f.edp;
         return f.ep + rs.ep * f.edp;
     }
     // The stage ranks i of an EP (kind 2, index et x edp + f), EDP (kind 3,
@@ -137,16 +139,17 @@ struct Emitter {
             for (int e = 0; e < rs.ep; ++e) i.push_back(idx / edp + etp * (e + rs.ep * (idx % edp)));
         else if (kind == 3)
             for (int f = 0; f < edp; ++f) i.push_back(idx / rs.ep + etp * (idx % rs.ep + rs.ep * f));
+        else if (kind == kTpEp)
+            for (int j = 0; j < etp * rs.ep; ++j) i.push_back(j + etp * rs.ep * idx);
         else
             for (int et = 0; et < etp; ++et) i.push_back(et + etp * idx);
         return i;
     }
-    // The group kind of the EP groups' decode all-to-alls under a software
-    // profile's `moe_a2a_decode` (the EP group's GPUs, its own algorithm).
-    static constexpr int kDecodeEp = 6;
+    static constexpr int kDecodeEp = 6;  // the EP group's decode all-to-alls, on `moe_a2a_decode`'s algorithm
     // Every GPU of the stage (tp x dp x cp), the group of data-parallel
     // attention's gathered dense MLPs and LM head (docs/moe.md section 8b).
     static constexpr int kEngine = 7;
+    static constexpr int kTpEp = 8;  // the etp x ep ranks of one EDP index: tp_ep_group (docs/moe.md section 3l)
     std::uint32_t group(int kind, int s, int idx) {
         const auto key = std::make_tuple(kind, s, idx);
         if (auto it = group_cache.find(key); it != group_cache.end()) return it->second;
@@ -267,6 +270,10 @@ struct Emitter {
                                   step, pending, last);
             if (op.engine_before != workload::EngineSync::none)
                 engine_collective(s, op.engine_before, op.engine_before_bytes, ph, mb, step, pending, last);
+            for (const Bytes b : {op.tpep_meta_gather_bytes, op.tpep_gather_bytes})
+                if (b.value > 0)
+                    expert_collective(s, kTpEp, net::CollectiveOp::all_gather, exchange_stream(), b, ph, mb, step,
+                                      pending, last);
             if (op.cp_step == 0) ring_in = last;  // K and V (and dO) are ready once the preceding task is
             if (op.cp_step > 0) ring_step(s, op.cp_ring_bytes, ph, mb, step, ring_in, pending);
             // One descriptor for every member: they run the same kernel on the same tensor ids (each GPU has its own L2).
@@ -280,6 +287,9 @@ struct Emitter {
                 last[i] = plan.add(t, pending[i]);
                 pending[i].clear();
             }
+            if (op.tpep_scatter_bytes.value > 0)
+                expert_collective(s, kTpEp, net::CollectiveOp::reduce_scatter, exchange_stream(), op.tpep_scatter_bytes,
+                                  ph, mb, step, pending, last);
             if (!deferred.empty() && op.is_weight_grad) {
                 // The weight-gradient GEMM ran beside the all-reduce; what
                 // follows waits for both.
@@ -445,7 +455,7 @@ struct Emitter {
         expert_collective(s, 2, cop, stream, bytes, ph, mb, step, pending, last);
     }
 
-    // The same over each group of kind `kind` (fold_index: 2 EP, 5 expert-TP)
+    // The same over each group of kind `kind` (fold_index: 2 EP, 5 expert-TP, 7 expert-TP x EP)
     // that has simulated members, in group index order.
     void expert_collective(int s, int kind, net::CollectiveOp cop, StreamKind stream, Bytes bytes, Phase ph, int mb,
                            int step, std::vector<std::vector<std::uint32_t>>& pending,

@@ -44,6 +44,7 @@ workload::OperatorOptions operator_options(const config::ScenarioSpec& sc, const
     o.fp8_dispatch_decode = sc.profile.moe_fp8_dispatch_decode;
     o.moe_sort_chunks = sc.profile.moe_dispatcher == "alltoall";
     o.moe_alltoall_metadata = sc.profile.moe_dispatcher == "alltoall";
+    o.moe_allgather = sc.profile.moe_dispatcher == "allgather";
     o.moe_permute_unfused = sc.profile.moe_permute_unfused;
     o.decode_attention_issue = sc.profile.decode_attention_issue;
     o.cross_entropy_fp32_unfused = sc.profile.cross_entropy_fp32_unfused;
@@ -138,6 +139,16 @@ std::string resolve_ep(const config::ScenarioSpec& sc, const config::StrategySpe
             "etp={} < tp={} needs sp: true (each TP rank routes its own sequence-parallel shard; "
             "Megatron-Core refuses MoE with TP but without sequence parallelism)",
             etp, rs.tp);
+    // Megatron-Core's MoELayer.forward raises in training with TP > 1 and no
+    // sequence parallelism, whatever the dispatcher (moe_layer.py); a
+    // profile naming one of its dispatchers runs that code.
+    const std::string& dispatcher = sc.profile.moe_dispatcher;
+    if (m.experts > 0 && rs.tp > 1 && !rs.sp && sc.workload.mode == Mode::training &&
+        (dispatcher == "alltoall" || dispatcher == "allgather"))
+        return fmt::format(
+            "tp={} without sp: Megatron-Core's MoE layer refuses tensor parallelism without sequence parallelism "
+            "in training (moe_dispatcher {}); set sp: true",
+            rs.tp, dispatcher);
     if (rs.ep == 1) return {};
     if (m.experts == 0) return fmt::format("ep={}: model '{}' is dense (no experts to split)", rs.ep, m.name);
     if (m.experts % rs.ep != 0) return fmt::format("ep={} does not divide the model's {} experts", rs.ep, m.experts);
@@ -329,6 +340,14 @@ Resolution try_resolve_degrees(const config::ScenarioSpec& sc, const config::Str
         return refused("overlap.moe_a2a pairs a backward with a forward: training only");
     if (rs.overlap.moe_a2a && rs.ep < 2)
         return refused("overlap.moe_a2a hides the expert-parallel all-to-alls: it needs ep > 1");
+    // Megatron-Core refuses --overlap-moe-expert-parallel-comm under the
+    // allgather dispatcher (transformer_config.py: alltoall or flex only);
+    // SGLang's two-batch overlap splits a pass at all-to-alls it has none of.
+    if ((rs.overlap.moe_a2a || rs.overlap.two_batch) && sc.profile.moe_dispatcher == "allgather")
+        return refused(
+            fmt::format("overlap.{} overlaps the expert-parallel all-to-alls, which the allgather "
+                        "dispatcher does not run (moe_dispatcher allgather, docs/moe.md section 3l)",
+                        rs.overlap.moe_a2a ? "moe_a2a" : "two_batch"));
     // Under plain 1F1B with pp > 1 a pair on stage s needs the forward that
     // stage s - 1 runs in its own pair, which waits for stage s's previous
     // backward: the pairs serialise across stages (measured: slower than no

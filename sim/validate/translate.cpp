@@ -4,6 +4,7 @@
 
 #include "sim/config/calibration_loader.h"
 #include "sim/config/cluster_loader.h"
+#include "sim/config/run_details.h"
 #include "sim/workload/moe.h"
 #include "sim/workload/operators.h"
 
@@ -250,6 +251,7 @@ Setup translate(const Point& p, config::GpuCatalog& gpus, const ShippedClusters&
             sc.workload = p.workload;
             sc.software = p.software;
             sc.profile = config::software_profile(p.software.name, p.software.version, software_dir);
+            config::apply_moe_dispatcher(sc.workload, sc.profile);
             sc.workload.fuse_elementwise = sc.profile.fuse_elementwise;
             config::StrategySpec& st = s.strategy;
             st.name = "as-published";
@@ -409,6 +411,7 @@ std::string scenario_yaml(const Point& p, const Setup& s) {
         y += fmt::format("  moe: {{routing: {}, grouped_gemm: {}, recompute_exchange: {}", routing,
                          yes(w.moe.grouped_gemm), yes(w.moe.recompute_exchange));
         if (w.moe.capacity_factor > 0) y += fmt::format(", capacity_factor: {}", w.moe.capacity_factor);
+        if (!w.moe_dispatcher.empty()) y += ", dispatcher: " + w.moe_dispatcher;
         y += "}\n";
     }
     if (training) {

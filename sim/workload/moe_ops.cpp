@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/workload/moe_allgather_ops.h"
 #include "sim/workload/op_builders.h"
 
 namespace sim::workload::ops {
@@ -30,31 +31,35 @@ Dims expert_dims(const Dims& x, std::int64_t ffn, std::int64_t split) {
 // The routed experts' split: etp (= x.p, the layer's tp, when etp = tp).
 Dims routed_expert_dims(const Dims& x) { return expert_dims(x, x.m->expert_ffn(), x.o->expert_tp()); }
 
-// Whether each TP rank routes its own sequence-parallel shard (docs/moe.md
-// section 1a): always with etp < tp (MoE parallel folding); with etp = tp > 1
-// too when Megatron-Core's alltoall dispatcher runs it under sequence
-// parallelism with ep > 1 (MoEAlltoAllTokenDispatcher exchanges the rank's
-// T / tp tokens over the EP group, then all-gathers them over the
-// expert-TP group, here the TP group). moe_alltoall_metadata is set exactly
-// for that dispatcher (the profile's moe_dispatcher alltoall). Other
-// dispatchers (DeepEP, auto), no sequence parallelism (every TP rank holds
-// all T tokens) and ep = 1 keep the layer's own TP (docs/moe.md section 3).
+// Whether each TP rank routes its own tokens (docs/moe.md section 1a): always
+// with etp < tp (MoE parallel folding) and under the allgather dispatcher
+// (section 3l); with etp = tp > 1 too when Megatron-Core's alltoall
+// dispatcher runs it with ep > 1 (MoEAlltoAllTokenDispatcher exchanges the
+// rank's tokens over the EP group, then all-gathers them over the
+// expert-TP group, here the TP group): its sequence-parallel shard, or,
+// without sequence parallelism, all T tokens, which its TP peers hold too,
+// so the gather hands each expert shard tp copies of each (MoeShape::etp).
+// moe_alltoall_metadata is set exactly for that dispatcher (the profile's
+// moe_dispatcher alltoall). Other dispatchers (DeepEP, auto) and ep = 1 keep
+// the layer's own TP (docs/moe.md section 3).
 bool routes_own_shard(const Dims& x) {
     const int etp = x.o->expert_tp();
-    if (etp != x.o->tp) return true;
-    return etp > 1 && x.sp && x.o->ep > 1 && x.o->moe_alltoall_metadata;
+    if (etp != x.o->tp || x.o->moe_allgather) return true;
+    return etp > 1 && x.o->ep > 1 && x.o->moe_alltoall_metadata;
 }
 
 // The dimensions the routed part of an MoE layer runs on: the layer's own
 // (the tokens gathered over the TP group before the router, the experts
-// split over tp), or, when a rank routes its own shard, T / tp tokens sent
-// to their experts over an EP group that spans TP ranks: no TP all-gather
-// before the router and no reduce-scatter after the combine (the
-// expert-TP group's, when etp > 1, are the experts' own: MoeShape).
+// split over tp), or, when a rank routes its own tokens, its T / tp under
+// sequence parallelism (else T) sent to their experts over an EP group
+// that spans TP ranks: no TP all-gather before the router and no
+// reduce-scatter or all-reduce after the combine (the expert-TP group's,
+// when etp > 1, are the experts' own: MoeShape; the allgather dispatcher's
+// are over etp x ep ranks: AllGatherShape).
 Dims routed_dims(const Dims& x) {
     if (!routes_own_shard(x)) return x;
     Dims m = x;
-    m.T = ceil_div(x.T, x.p);
+    m.T = x.sp ? ceil_div(x.T, x.p) : x.T;
     m.Ts = static_cast<double>(m.T);
     m.p = 1;
     m.sp = false;
@@ -83,9 +88,16 @@ struct MoeShape {
 // shard of an expert the tokens of all etp x ep of them: the load is the
 // EP group's with etp x T_r tokens a rank, of which each rank received
 // 1 / etp by its own all-to-all.
-MoeShape moe_shape(const Dims& x, bool folded) {
+// Without sequence parallelism (`sp` false) the etp peers route the same
+// T_r = T tokens: the EP group routes ep x T distinct ones, each rank
+// receives the hot rank's whole load, and the gather hands every shard etp
+// copies of it (`copies`).
+MoeShape moe_shape(const Dims& x, bool folded, bool sp) {
     const std::int64_t etp = folded ? x.o->expert_tp() : 1;
-    const ExpertLoad load = expert_load(x.m->experts, x.m->top_k, x.o->ep, etp * x.T, x.o->moe, x.layer);
+    const std::int64_t copies = folded && !sp ? etp : 1;
+    ExpertLoad load = expert_load(x.m->experts, x.m->top_k, x.o->ep, (etp / copies) * x.T, x.o->moe, x.layer);
+    for (std::int64_t& n : load.hot_local) n *= copies;
+    load.hot_tokens *= copies;
     const double to_experts = x.o->fp8_dispatch ? kFp8DispatchBytesPerElement : x.ab;
     ExpertLoad received = load;
     received.hot_tokens = ceil_div(load.hot_tokens, etp);
@@ -258,6 +270,22 @@ Linear router_linear(const Dims& x) {
     return l;
 }
 
+// The router's backward: the top-k's, the stack's further routing kernels,
+// and the router GEMM's input and weight gradients.
+void append_router_backward(const Dims& x, std::vector<Operator>& ops) {
+    const double T = static_cast<double>(x.T), k = static_cast<double>(x.m->top_k);
+    const double e_bytes = T * static_cast<double>(x.m->experts) * x.ab;
+    ops.push_back(elementwise(x, "router_topk_bwd", 2 * kSoftmaxFlops * T * static_cast<double>(x.m->experts),
+                              e_bytes + T * k * 4.0, e_bytes,
+                              {use(x.act(aslot::router), e_bytes), use(flagged(x.act(aslot::topk), kGrad), T * k * 4.0),
+                               use(flagged(x.act(aslot::router), kGrad), e_bytes, true)}));
+    append_router_kernels(x, "moe_router_bwd_step_", x.o->moe_router_bwd_kernels, ops);
+    const Linear router = router_linear(x);
+    ops.push_back(linear_dgrad(x, router));
+    ops.back().kernel.bytes_read += Bytes::ceil(full_act(x));  // beta = 1: reads the gradient it adds to
+    ops.push_back(linear_wgrad(x, router));
+}
+
 }  // namespace
 
 // Under expert parallelism the permuted tokens go to the EP rank holding
@@ -268,7 +296,10 @@ void moe_forward(const Dims& layer, std::vector<Operator>& ops) {
     // tensor parallelism (Megatron-Core's SharedExpertMLP uses the TP group).
     const Dims x = routed_dims(layer);
     const bool folded = x.p != layer.p;
-    const MoeShape ms = moe_shape(x, folded);
+    const bool ag = x.o->moe_allgather;
+    const AllGatherShape g = ag ? allgather_shape(x, layer.sp) : AllGatherShape{};
+    MoeShape ms = ag ? MoeShape{} : moe_shape(x, folded, layer.sp);
+    if (ag) ms.local = g.local;
     const Dims xe = routed_expert_dims(x);
     const double T = static_cast<double>(x.T), k = static_cast<double>(x.m->top_k);
     const double E = static_cast<double>(x.m->experts), h = static_cast<double>(x.h);
@@ -314,7 +345,20 @@ void moe_forward(const Dims& layer, std::vector<Operator>& ops) {
         ops.push_back(elementwise(x, "moe_dispatch_quant", T * h, full_act(x), q,
                                   {use(gathered_if_sp(x, x.act(aslot::norm2)), full_act(x))}));
     }
-    ops.push_back(elementwise(x, "moe_dispatch", 0, full_act(x) + idx, T * k * h * x.ab, std::move(dispatch)));
+    if (ag) {
+        // Gathered over the etp x ep ranks before the selection: the routing
+        // map and gate weights of every expert (one collective here, two in
+        // the code), then the tokens.
+        dispatch.erase(dispatch.begin(), dispatch.begin() + 2);  // reads the gathered rows, not the own tokens
+        ops.push_back(allgather_permute(x, g, std::move(dispatch)));
+        if (g.group > 1) {
+            const double rows = static_cast<double>(g.rows);
+            ops.back().tpep_meta_gather_bytes = Bytes::ceil(rows * E * (1.0 + x.ab));
+            ops.back().tpep_gather_bytes = Bytes::ceil(rows * h * x.ab);
+        }
+    } else {
+        ops.push_back(elementwise(x, "moe_dispatch", 0, full_act(x) + idx, T * k * h * x.ab, std::move(dispatch)));
+    }
     if (sends_metadata(x)) {
         ops.back().ep_count_gather_bytes = count_gather_bytes(x);
         // Dropless, the dispatcher copies the counts to the host and waits
@@ -347,6 +391,17 @@ void moe_forward(const Dims& layer, std::vector<Operator>& ops) {
         gather_over_expert_tp(ops[first_expert], ms.gathered_in + gathered_probs_bytes(x, ms));
     }
     if (sorts) ops.push_back(sort_chunks(x, xe, ms, "moe_unsort_chunks", 0, [](const MlpIds& i) { return i.out; }));
+    if (ag) {
+        // Every gathered row's output, reduce-scattered back to its owner
+        // over the etp x ep ranks (summing the expert-TP partial sums and a
+        // token's experts on other EP ranks); the shared experts' output is
+        // added after.
+        combine.push_back(use(x.act(aslot::down), static_cast<double>(g.rows) * h * x.ab, true));
+        ops.push_back(allgather_unpermute(x, g, std::move(combine)));
+        if (g.group > 1) ops.back().tpep_scatter_bytes = Bytes::ceil(static_cast<double>(g.rows) * h * x.ab);
+        if (x.m->shared_experts > 0) ops.push_back(allgather_add_shared(x, "moe_ag_add_shared"));
+        return;
+    }
     const double routed = T * k * h * x.ab;  // every routed copy of a token, tokens x k x hidden
     const bool unfused = x.o->moe_permute_unfused;
     std::vector<TensorUse> sum_uses{use(partial_if_tp(x, x.act(aslot::down)), full_act(x), true)};
@@ -382,7 +437,10 @@ void moe_forward(const Dims& layer, std::vector<Operator>& ops) {
 void moe_backward(const Dims& layer, std::vector<Operator>& ops) {
     const Dims x = routed_dims(layer);  // as in moe_forward
     const bool folded = x.p != layer.p;
-    const MoeShape ms = moe_shape(x, folded);
+    const bool ag = x.o->moe_allgather;
+    const AllGatherShape g = ag ? allgather_shape(x, layer.sp) : AllGatherShape{};
+    MoeShape ms = ag ? MoeShape{} : moe_shape(x, folded, layer.sp);
+    if (ag) ms.local = g.local;
     const Dims xe = routed_expert_dims(x);
     const double T = static_cast<double>(x.T), k = static_cast<double>(x.m->top_k);
     const double E = static_cast<double>(x.m->experts), h = static_cast<double>(x.h);
@@ -411,7 +469,13 @@ void moe_backward(const Dims& layer, std::vector<Operator>& ops) {
     cb.push_back(use(flagged(x.act(aslot::topk), kGrad), T * k * 4.0, true));
     const double routed = T * k * h * x.ab;  // as in moe_forward
     const bool unfused = x.o->moe_permute_unfused;
-    if (unfused) {
+    if (ag) {
+        // The output gradient of every gathered row, all-gathered over the
+        // etp x ep ranks (the reduce-scatter's backward), then the selected rows'.
+        cb.erase(cb.begin() + 1);  // no routing indices: the map is the gathered one
+        ops.push_back(allgather_unpermute_bwd(x, g, std::move(cb)));
+        if (g.group > 1) ops.back().tpep_gather_bytes = Bytes::ceil(static_cast<double>(g.rows) * h * x.ab);
+    } else if (unfused) {
         // Megatron-Core 0.9's unpermute backward (autograd of the forward's
         // product, sum and moe_scatter): the gradient broadcast over the k
         // copies times the gate weights, the same times the saved weighted
@@ -454,6 +518,17 @@ void moe_backward(const Dims& layer, std::vector<Operator>& ops) {
         precede_by_all_to_all(ops[first_expert], ms.to_experts);
         gather_over_expert_tp(ops[first_expert], ms.gathered_in);
     }
+    if (ag) {
+        // The gradients of the gathered rows and gate weights, reduce-scattered
+        // over the etp x ep ranks (the gathers' backward: one collective here,
+        // two in the code), then the shared experts' input gradient added.
+        db.push_back(use(flagged(x.act(aslot::norm2), kGrad), full_act(x), true));
+        ops.push_back(allgather_permute_bwd(x, g, std::move(db)));
+        if (g.group > 1) ops.back().tpep_scatter_bytes = Bytes::ceil(static_cast<double>(g.rows) * (h + E) * x.ab);
+        if (x.m->shared_experts > 0) ops.push_back(allgather_add_shared(x, "moe_ag_add_shared_bwd"));
+        append_router_backward(x, ops);
+        return;
+    }
     if (sorts)
         ops.push_back(sort_chunks(x, xe, ms, "moe_sort_chunks_bwd", kGateBytes,
                                   [](const MlpIds& i) { return flagged(i.in, kGrad); }));
@@ -474,15 +549,7 @@ void moe_backward(const Dims& layer, std::vector<Operator>& ops) {
     if (sends_probs(x)) dispatch_bwd.ep_probs_a2a_bytes = probs_a2a_bytes(ms);
     set_sync(x, dispatch_bwd, TpSync::after_column_input_grad, full_act(x));
     ops.push_back(std::move(dispatch_bwd));
-    const double e_bytes = T * E * x.ab;
-    ops.push_back(elementwise(x, "router_topk_bwd", 2 * kSoftmaxFlops * T * E, e_bytes + T * k * 4.0, e_bytes,
-                              {use(x.act(aslot::router), e_bytes), use(flagged(x.act(aslot::topk), kGrad), T * k * 4.0),
-                               use(flagged(x.act(aslot::router), kGrad), e_bytes, true)}));
-    append_router_kernels(x, "moe_router_bwd_step_", x.o->moe_router_bwd_kernels, ops);
-    const Linear router = router_linear(x);
-    ops.push_back(linear_dgrad(x, router));
-    ops.back().kernel.bytes_read += Bytes::ceil(full_act(x));  // beta = 1: reads the gradient it adds to
-    ops.push_back(linear_wgrad(x, router));
+    append_router_backward(x, ops);
 }
 
 }  // namespace sim::workload::ops

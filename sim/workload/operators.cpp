@@ -364,6 +364,9 @@ void backward_ops(const Dims& x, std::vector<Operator>& ops, Recompute recompute
                 op.ep_count_gather_bytes = Bytes{0};
                 op.etp_gather_bytes = Bytes{0};  // the gathered tokens are what is kept
                 op.etp_scatter_bytes = Bytes{0};
+                op.tpep_meta_gather_bytes = Bytes{0};
+                op.tpep_gather_bytes = Bytes{0};
+                op.tpep_scatter_bytes = Bytes{0};
             }
             ops.push_back(std::move(op));
         }

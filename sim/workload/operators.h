@@ -121,6 +121,12 @@ struct OperatorOptions {
     // its backward), and, when dropless (no capacity factor), the all-gather
     // of every rank's tokens per expert before the permutation.
     bool moe_alltoall_metadata = false;
+    // Megatron-Core's MoEAllGatherTokenDispatcher (SoftwareProfile::
+    // moe_dispatcher allgather; docs/moe.md section 3l): no all-to-all; each
+    // rank routes its own tokens, all-gathers every rank's tokens, gate
+    // weights and routing map over the etp x ep ranks, selects those of its
+    // local experts, and reduce-scatters the experts' output over them.
+    bool moe_allgather = false;
     // Megatron-Core 0.9's unfused permutation (SoftwareProfile::
     // moe_permute_unfused): the combine and both backward passes run as
     // several PyTorch kernels over the routed copies, and the gate weights
@@ -250,6 +256,14 @@ struct Operator {
     Bytes engine_before_bytes;
     EngineSync engine_after = EngineSync::none;
     Bytes engine_after_bytes;
+    // The allgather dispatcher (OperatorOptions::moe_allgather): all-gathers
+    // over the etp x ep ranks before the kernel (the routing map and gate
+    // weights, then the tokens or the output gradients; bytes: the full
+    // output), and a reduce-scatter over them after it (bytes: its full
+    // input). Zero: none.
+    Bytes tpep_meta_gather_bytes;
+    Bytes tpep_gather_bytes;
+    Bytes tpep_scatter_bytes;
     // Low-precision training: this GEMM's activation operand arrives already
     // quantized (the FP8-dispatched tokens of a routed expert's up
     // projection, quantized once per token before the exchange): no
