@@ -3,6 +3,7 @@
 // activations of Table 2 of the DeepSeek-V3 report, the iteration time of a
 // 4-rank pipeline worked out by hand from that order, the doubled weights,
 // the overlapped pairs, and the refusals.
+#include "dual_pipe_support.h"
 #include "sim/config/data_dir.h"
 #include "sim/config/scenario.h"
 #include "sim/core/error.h"
@@ -20,49 +21,12 @@
 TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md)
 
 using namespace sim;
-using parallel::BackwardPart;
+using namespace dual_pipe_test;
 using parallel::PipelineShape;
-using parallel::ScheduleItem;
 
 namespace {
 
 const parallel::IPipelineSchedule& dualpipe() { return parallel::pipeline_schedule("dualpipe"); }
-
-// Forward, backward (whole, input-gradient half, weight-gradient half) of
-// micro-batch mb on chunk c; P: a forward that runs paired with the next item.
-ScheduleItem F(int mb, int c) { return {true, mb, c}; }
-ScheduleItem P(int mb, int c) { return {true, mb, c, BackwardPart::all, true}; }
-ScheduleItem B(int mb, int c) { return {false, mb, c}; }
-ScheduleItem Bi(int mb, int c) { return {false, mb, c, BackwardPart::input}; }
-ScheduleItem W(int mb, int c) { return {false, mb, c, BackwardPart::weight}; }
-
-config::ScenarioSpec scenario(const std::string& path, const std::vector<std::string>& sets) {
-    std::vector<config::Override> ov;
-    for (const auto& s : sets) ov.push_back(config::parse_override(s));
-    return config::load_scenario(path, ov);
-}
-
-// The layers' GEMMs (every one above 100 GFLOP in the scenario below) take
-// 1 ms each; every other kernel (attention, norms, the 128-word head and
-// embedding, the optimizer) takes no time. So each item's time is its GEMM
-// count: a forward or either half of a backward of 2 layers is 2 x 4 GEMMs.
-constexpr Time kGemm = Time::ps(1'000'000'000);
-class LayerGemmsOnly final : public hw::CostModel {
-public:
-    std::string name() const override { return "layer-gemms-only"; }
-    hw::KernelCost cost(const hw::GpuSpec&, const hw::KernelDesc& k, const hw::L2Residency&) const override {
-        hw::KernelCost c;
-        if (k.kind == hw::KernelKind::gemm && k.flops.value >= 1e11) c.compute_time = c.duration = kGemm;
-        return c;
-    }
-};
-
-// 4 ranks of 2 equal layers, 8 micro-batches, links too fast to matter.
-config::ScenarioSpec four_ranks(const std::string& schedule) {
-    return scenario(std::string(sim::config::data_dir()) + "/tests/data/scenarios/pipeline-4stage-training.yaml",
-                    {"strategies[1].schedule=" + schedule, "workload.recompute=none",
-                     "cluster.links.nvlink.bandwidth=1000000 TB/s", "cluster.links.nvlink.latency=0 us"});
-}
 
 }  // namespace
 

@@ -3,6 +3,7 @@
 // 4 ranks and 8 micro-batches, the README's PP + 1 activations and its
 // bubble for F = B = W, one model copy's weights (not DualPipe's two), the
 // V layout of the chunks, determinism, and the refusals.
+#include "dual_pipe_support.h"
 #include "sim/config/data_dir.h"
 #include "sim/config/scenario.h"
 #include "sim/core/error.h"
@@ -20,50 +21,12 @@
 TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md)
 
 using namespace sim;
-using parallel::BackwardPart;
+using namespace dual_pipe_test;
 using parallel::PipelineShape;
-using parallel::ScheduleItem;
 
 namespace {
 
 const parallel::IPipelineSchedule& dualpipev() { return parallel::pipeline_schedule("dualpipev"); }
-
-// Forward, backward (whole, input-gradient half, weight-gradient half) of
-// micro-batch mb on chunk c; P: a forward that runs paired with the next item.
-ScheduleItem F(int mb, int c) { return {true, mb, c}; }
-ScheduleItem P(int mb, int c) { return {true, mb, c, BackwardPart::all, true}; }
-ScheduleItem B(int mb, int c) { return {false, mb, c}; }
-ScheduleItem Bi(int mb, int c) { return {false, mb, c, BackwardPart::input}; }
-ScheduleItem W(int mb, int c) { return {false, mb, c, BackwardPart::weight}; }
-
-config::ScenarioSpec scenario(const std::string& path, const std::vector<std::string>& sets) {
-    std::vector<config::Override> ov;
-    for (const auto& s : sets) ov.push_back(config::parse_override(s));
-    return config::load_scenario(path, ov);
-}
-
-// The layers' GEMMs (every one above 100 GFLOP in the scenario below) take
-// 1 ms each; every other kernel takes no time. A forward or either half of a
-// backward of one layer is 4 GEMMs.
-constexpr Time kGemm = Time::ps(1'000'000'000);
-class LayerGemmsOnly final : public hw::CostModel {
-public:
-    std::string name() const override { return "layer-gemms-only"; }
-    hw::KernelCost cost(const hw::GpuSpec&, const hw::KernelDesc& k, const hw::L2Residency&) const override {
-        hw::KernelCost c;
-        if (k.kind == hw::KernelKind::gemm && k.flops.value >= 1e11) c.compute_time = c.duration = kGemm;
-        return c;
-    }
-};
-
-// 4 ranks, 8 equal layers, 8 micro-batches, links too fast to matter.
-config::ScenarioSpec four_ranks(const std::string& schedule, std::vector<std::string> extra = {}) {
-    std::vector<std::string> sets = {"strategies[1].schedule=" + schedule, "workload.recompute=none",
-                                     "cluster.links.nvlink.bandwidth=1000000 TB/s",
-                                     "cluster.links.nvlink.latency=0 us"};
-    sets.insert(sets.end(), extra.begin(), extra.end());
-    return scenario(std::string(sim::config::data_dir()) + "/tests/data/scenarios/pipeline-4stage-training.yaml", sets);
-}
 
 }  // namespace
 
