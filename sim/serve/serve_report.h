@@ -33,8 +33,8 @@ struct ServeSummary {
     // of arrivals) at or above kOverloadSlope: the queue grows without bound.
     double queue_slope = 0;
     bool overloaded = false;
-    // Disaggregated: each measured request's KV transfer (first byte to last)
-    // and its wait for decode blocks, and the transfer's share of TTFT,
+    // Disaggregated: each measured request's KV transfer (its descriptors
+    // posted, then first byte to last) and its wait for decode blocks, and the transfer's share of TTFT,
     // sum of transfer times / sum of TTFTs.
     Percentiles kv_transfer_ms, kv_wait_ms;
     double kv_transfer_share = 0;

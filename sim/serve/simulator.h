@@ -29,7 +29,7 @@ struct RequestRecord {
     std::int32_t replica = 0;            // where it was routed (its prefill replica when disaggregated)
     std::int32_t decode_replica = -1;    // disaggregated: where it decoded (-1: not)
     double prefill_done_s = -1;          // disaggregated: end of the prefill that sampled its first token
-    double kv_transfer_s = 0;            // disaggregated: its KV transfer, first byte to last
+    double kv_transfer_s = 0;            // disaggregated: its KV transfer, descriptors posted, then first byte to last
     double kv_wait_s = 0;                // disaggregated: prefill end to transfer start (decode blocks short)
     std::int64_t prefix_hit_tokens = 0;  // prompt tokens found in the replica's prefix cache
 };
