@@ -43,6 +43,22 @@ std::uint32_t EngineState::preempt_latest() {
     return victim;
 }
 
+bool EngineState::drop_latest_queued_cache() {
+    for (auto it = waiting.rbegin(); it != waiting.rend(); ++it) {
+        Sequence& s = seqs[*it];
+        if (s.blocks <= s.shared_blocks) continue;
+        kv.give_back(s.blocks - s.shared_blocks);
+        s.blocks = s.shared_blocks;
+        const std::int64_t keep = s.shared_blocks * kv.block_size();
+        outstanding += s.computed - keep;
+        s.computed = keep;
+        ++s.preemptions;
+        ++preemptions;
+        return true;
+    }
+    return false;
+}
+
 void EngineState::schedule_decodes(std::vector<Work>& out) {
     // Oldest first: a sequence admitted earlier keeps its blocks, and the
     // latest admitted gives them up (vLLM's recompute policy).

@@ -68,6 +68,13 @@ struct EngineState {
     // readmitted; by swap its cache goes to host memory (swapped_out) and
     // comes back when it is readmitted. Returns the sequence preempted.
     std::uint32_t preempt_latest();
+    // A queue that nothing running will ever drain: with no sequence
+    // running, the front waits for blocks that queued sequences hold (a
+    // disaggregated decode engine's received caches, queued for their
+    // first-token step). The latest queued holder drops its cache, as
+    // preemption by recompute does, so that the front can run. False when
+    // no queued sequence holds blocks of its own.
+    bool drop_latest_queued_cache();
     // Makes room for one more token of every running decode, preempting the
     // latest admitted sequences while blocks are short; appends a work item
     // of 1 token for each decode that stays.

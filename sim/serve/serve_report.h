@@ -29,8 +29,10 @@ struct ServeSummary {
     std::optional<double> slo_attainment;  // their share
     double mean_batch = 0;                 // sequences per iteration, averaged over every iteration
     double peak_kv_use = 0;                // largest share of the KV pool in use
-    // Queueing delay grows with arrival time (least-squares slope, s per s
-    // of arrivals) at or above kOverloadSlope: the queue grows without bound.
+    // The wait grows with arrival time (least-squares slope, s per s of
+    // arrivals) at or above kOverloadSlope: the queue grows without bound.
+    // The wait is the queueing delay, plus, disaggregated, the wait for the
+    // decode pool's blocks (RequestRecord::kv_wait_s).
     double queue_slope = 0;
     bool overloaded = false;
     // Disaggregated: each measured request's KV transfer (its descriptors

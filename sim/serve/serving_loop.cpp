@@ -157,13 +157,19 @@ void Loop::start(std::size_t r) {
 
 // The replica's scheduler pass; false when nothing can run. Then the next
 // arrival (or a transfer's end) kicks the replica again. A schedule that
-// preempted everything is retried at once; a replica still stuck when the
-// run ends is an InternalError.
+// preempted everything is retried at once. With nothing running, no later
+// event frees blocks for the queue's front, so queued caches are dropped,
+// latest first, until it runs (EngineState::drop_latest_queued_cache); a
+// replica still stuck when the run ends is an InternalError.
 bool Loop::schedule_work(Replica& rep) {
     for (int attempt = 0;; ++attempt) {
         rep.work.clear();
         sv_.scheduler->schedule(rep.st, rep.work);
         if (!rep.work.empty()) return true;
+        if (rep.st.running.empty() && !rep.st.waiting.empty() && rep.st.drop_latest_queued_cache()) {
+            attempt = 0;
+            continue;
+        }
         if (arrivals_pending() || attempt >= 2) return false;
     }
 }

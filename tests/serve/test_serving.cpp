@@ -83,6 +83,41 @@ TEST_CASE("a sequence grows block by block, and preemption by recompute returns 
     CHECK(st.waiting.front() == 1);
 }
 
+TEST_CASE("with nothing running, queued caches are dropped latest first until the queue's front fits") {
+    // A disaggregated decode engine's queue: sequence 0, preempted, needs 3
+    // blocks for its recompute (40 tokens); sequences 1 and 2 hold the 2
+    // blocks each of their received caches (17 of 18 prompt tokens computed,
+    // waiting for their first-token step). The pool has 5 blocks, 1 free.
+    serve::EngineState st;
+    st.kv = serve::BlockManager(5, 16);
+    std::vector<serve::Sequence> seqs(3);
+    st.seqs = seqs;
+    st.seqs[0].prompt = 40;
+    for (const std::uint32_t id : {1u, 2u}) {
+        st.seqs[id].prompt = 18;
+        st.seqs[id].computed = 17;
+        st.seqs[id].blocks = 2;
+    }
+    REQUIRE(st.kv.take(4));
+    st.waiting = {0, 1, 2};
+    CHECK_FALSE(st.grow(0, 40));
+    // The latest queued holder (2) drops its cache: 3 free, and it will
+    // prefill its 18 tokens again.
+    REQUIRE(st.drop_latest_queued_cache());
+    CHECK(st.kv.free() == 3);
+    CHECK(st.seqs[2].blocks == 0);
+    CHECK(st.seqs[2].unfed() == 18);
+    CHECK(st.seqs[1].blocks == 2);
+    CHECK(st.preemptions == 1);
+    CHECK(st.grow(0, 40));
+    st.admit_front();
+    // Then 1; then nobody queued holds blocks of its own.
+    REQUIRE(st.drop_latest_queued_cache());
+    CHECK(st.seqs[1].unfed() == 18);
+    CHECK_FALSE(st.drop_latest_queued_cache());
+    CHECK(st.kv.free() == 2);
+}
+
 TEST_CASE("the KV pool is the memory left after weights and workspace, in blocks") {
     const auto sc = serve_test::scenario(
         "    arrivals: {process: fixed, rate: 1}\n    prompt_tokens: {distribution: fixed, value: 100}\n"

@@ -102,3 +102,23 @@ TEST_CASE("handover: with the first token on the decode engine, its recompute st
         CHECK(a.finish_s - b.finish_s == doctest::Approx(step).epsilon(1e-6));
     }
 }
+
+TEST_CASE("handover: a decode engine whose pool is held by queued caches drops them and finishes every request") {
+    // Caches land faster than one decode slot drains them, so the decode
+    // pool (849 blocks) fills with received caches queued for their
+    // first-token step; a decode that then preempts the running request
+    // puts it at the queue's front with nothing running, and only dropping
+    // queued caches lets it run again (before: "made no progress").
+    const auto d = serve_handover(
+        "    arrivals: {process: poisson, rate: 10}\n"
+        "    prompt_tokens: {distribution: lognormal, mean: 600, sigma: 0.8, max: 4096}\n"
+        "    output_tokens: {distribution: lognormal, mean: 200, sigma: 0.8, max: 2048}\n"
+        "    requests: 40\n    seed: 1\n    max_batch: 1\n    gpu_memory_utilization: 0.22\n"
+        "    disaggregation: {prefill_replicas: 1}\n",
+        2, Time{}, true);
+    REQUIRE(d.result.replica_stats.size() == 2);
+    CHECK(d.result.replica_stats[1].preemptions > 0);
+    for (const auto& rec : d.result.records) CHECK(rec.finish_s >= rec.first_token_s);
+    CHECK(d.summary.overloaded);  // the backlog waits for decode blocks, not in the prefill queue
+    CHECK(d.summary.queue_ms.p99 < 1000);
+}
