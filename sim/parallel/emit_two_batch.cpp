@@ -4,6 +4,7 @@
 // expert-parallel all-to-alls into segments that alternate on the compute
 // stream, so each half's dispatch and combine (on the ep_comm stream) run
 // beside the other half's kernels, which lose the SMs the exchange holds.
+#include "sim/parallel/emit_two_batch.h"
 #include "sim/parallel/builder.h"
 #include "sim/parallel/emitter.h"
 

@@ -8,6 +8,7 @@
 // every kernel after it, of both halves. Prefill keeps the alternation of
 // emit_two_batch.cpp.
 #include "sim/parallel/builder.h"
+#include "sim/parallel/emit_two_batch.h"
 #include "sim/parallel/emitter.h"
 
 #include "sim/core/error.h"

@@ -678,27 +678,14 @@ void emit_two_batch_pass(Emitter& em, Phase ph, int mb, const workload::PassShap
 // The two halves' operators (`a_layers`, `b_layers`: each half's MoE layers,
 // one list a layer) on stage 0 in SGLang's stage order for the phase: in
 // prefill cut at their all-to-alls into segments that alternate on the
-// compute stream, A's first; in decode emit_two_halves_decode's. After it
+// compute stream, A's first; in decode SGLang's decode order
+// (emit_two_batch_decode.cpp). After it
 // `entry` holds both halves' ends, so what follows runs on the merged batch.
 // Shared by `run`'s passes and serving's iterations (emit_serving.cpp).
 // emit_two_batch.cpp.
 void emit_two_halves(Emitter& em, Phase ph, int mb, int step, const std::vector<std::vector<Operator>>& a_layers,
                      const std::vector<std::vector<Operator>>& b_layers, std::vector<std::vector<std::uint32_t>>& entry,
                      std::vector<std::uint32_t>& last);
-
-// A decode step's halves in SGLang's decode order (its DeepSeek decode
-// strategy, tbo_delta_stages 2): each MoE layer five stages, half A two
-// stages ahead of half B; each exchange issued at its `_a` operation and
-// waited for at its `_b` (docs/moe.md section 8a). emit_two_batch_decode.cpp.
-void emit_two_halves_decode(Emitter& em, int mb, int step, const std::vector<std::vector<Operator>>& a_layers,
-                            const std::vector<std::vector<Operator>>& b_layers,
-                            std::vector<std::vector<std::uint32_t>>& entry, std::vector<std::uint32_t>& last);
-
-// The halves' ends joined: `entry` waits for both halves' chains and
-// `last` is the later of their last tasks (emit_two_batch.cpp).
-void join_two_halves(const std::vector<std::vector<std::uint32_t>>& a_pending, const std::vector<std::uint32_t>& a_last,
-                     const std::vector<std::vector<std::uint32_t>>& b_pending, const std::vector<std::uint32_t>& b_last,
-                     std::vector<std::vector<std::uint32_t>>& entry, std::vector<std::uint32_t>& last);
 
 // SGLang's split of a pass's `sequences` (of `tokens` new tokens each) into
 // two halves (two_batch_overlap.py, compute_split_seq_index): prefill, the
