@@ -98,10 +98,12 @@ void emit_two_batch_iteration(Emitter& em, Phase ph, const IterationBatch& batch
         split_groups(batch.groups, k, ga, gb);
         // Half B's tensors are other sequences: micro-batch index
         // `microbatches`, which no whole pass uses (as in `run`).
-        std::vector<Operator> oa, ob;
-        append_layers(em, first_moe, stop, 0, ga, oa);
-        append_layers(em, first_moe, stop, em.rs.microbatches, gb, ob);
-        emit_two_halves(em, ph, 0, -1, std::move(oa), std::move(ob), entry, last);
+        std::vector<std::vector<Operator>> oa(static_cast<std::size_t>(stop - first_moe)), ob(oa.size());
+        for (int l = first_moe; l < stop; ++l) {
+            append_layers(em, l, l + 1, 0, ga, oa[static_cast<std::size_t>(l - first_moe)]);
+            append_layers(em, l, l + 1, em.rs.microbatches, gb, ob[static_cast<std::size_t>(l - first_moe)]);
+        }
+        emit_two_halves(em, ph, 0, -1, oa, ob, entry, last);
     }
     em.emit_ops(0, head_ops(em, batch), ph, 0, -1, entry, last);
 }

@@ -4,6 +4,7 @@
 // expert-parallel all-to-alls into segments that alternate on the compute
 // stream, so each half's dispatch and combine (on the ep_comm stream) run
 // beside the other half's kernels, which lose the SMs the exchange holds.
+#include "sim/parallel/emit_two_batch.h"
 #include "sim/parallel/builder.h"
 #include "sim/parallel/emitter.h"
 
@@ -81,12 +82,34 @@ void run_segment(Emitter& em, Half& h, Phase ph, int mb, int step) {
 
 }  // namespace
 
-void emit_two_halves(Emitter& em, Phase ph, int mb, int step, std::vector<Operator> a_ops, std::vector<Operator> b_ops,
+void join_two_halves(const std::vector<std::vector<std::uint32_t>>& a_pending, const std::vector<std::uint32_t>& a_last,
+                     const std::vector<std::vector<std::uint32_t>>& b_pending, const std::vector<std::uint32_t>& b_last,
                      std::vector<std::vector<std::uint32_t>>& entry, std::vector<std::uint32_t>& last) {
-    const std::size_t width = em.members.front().size();
+    for (std::size_t i = 0; i < entry.size(); ++i) {
+        entry[i] = a_pending[i];
+        entry[i].insert(entry[i].end(), b_pending[i].begin(), b_pending[i].end());
+        for (const std::uint32_t t : {a_last[i], b_last[i]})
+            if (t != kNone) entry[i].push_back(t);
+        // The later of the two on the in-order compute stream (ids grow as
+        // tasks are added): the halves' end when nothing follows (a serving
+        // iteration that samples no token).
+        if (a_last[i] != kNone && b_last[i] != kNone) last[i] = std::max(a_last[i], b_last[i]);
+        else if (a_last[i] != kNone || b_last[i] != kNone) last[i] = a_last[i] != kNone ? a_last[i] : b_last[i];
+    }
+}
+
+void emit_two_halves(Emitter& em, Phase ph, int mb, int step, const std::vector<std::vector<Operator>>& a_layers,
+                     const std::vector<std::vector<Operator>>& b_layers, std::vector<std::vector<std::uint32_t>>& entry,
+                     std::vector<std::uint32_t>& last) {
+    // SGLang picks the stage order by the forward mode (operations_strategy.py):
+    // decode runs its own (emit_two_batch_decode.cpp).
+    if (ph == Phase::decode) {
+        emit_two_halves_decode(em, mb, step, a_layers, b_layers, entry, last);
+        return;
+    }
     Half ha, hb;
-    ha.ops = std::move(a_ops);
-    hb.ops = std::move(b_ops);
+    for (const auto& l : a_layers) ha.ops.insert(ha.ops.end(), l.begin(), l.end());
+    for (const auto& l : b_layers) hb.ops.insert(hb.ops.end(), l.begin(), l.end());
     for (Half* h : {&ha, &hb}) {
         h->pending = entry;
         h->last = last;
@@ -98,17 +121,7 @@ void emit_two_halves(Emitter& em, Phase ph, int mb, int step, std::vector<Operat
         run_segment(em, hb, ph, mb, step);
     }
     // What follows (the head) runs on the merged batch: after both halves.
-    for (std::size_t i = 0; i < width; ++i) {
-        entry[i] = ha.pending[i];
-        entry[i].insert(entry[i].end(), hb.pending[i].begin(), hb.pending[i].end());
-        for (const std::uint32_t t : {ha.last[i], hb.last[i]})
-            if (t != kNone) entry[i].push_back(t);
-        // The later of the two on the in-order compute stream (ids grow as
-        // tasks are added): the halves' end when nothing follows (a serving
-        // iteration that samples no token).
-        if (ha.last[i] != kNone && hb.last[i] != kNone) last[i] = std::max(ha.last[i], hb.last[i]);
-        else if (ha.last[i] != kNone || hb.last[i] != kNone) last[i] = ha.last[i] != kNone ? ha.last[i] : hb.last[i];
-    }
+    join_two_halves(ha.pending, ha.last, hb.pending, hb.last, entry, last);
 }
 
 void emit_two_batch_pass(Emitter& em, Phase ph, int mb, const workload::PassShape& shape, int step,
@@ -133,14 +146,12 @@ void emit_two_batch_pass(Emitter& em, Phase ph, int mb, const workload::PassShap
         const int mb_b = em.rs.microbatches + mb;
         const workload::PassShape sa{a, shape.new_tokens, shape.context},
             sb{shape.batch - a, shape.new_tokens, shape.context};
-        std::vector<Operator> oa, ob;
+        std::vector<std::vector<Operator>> oa, ob;
         for (int l = first_moe; l < stop; ++l) {
-            auto fa = workload::layer_forward(m, l, mb, sa, em.opt);
-            auto fb = workload::layer_forward(m, l, mb_b, sb, em.opt);
-            oa.insert(oa.end(), fa.begin(), fa.end());
-            ob.insert(ob.end(), fb.begin(), fb.end());
+            oa.push_back(workload::layer_forward(m, l, mb, sa, em.opt));
+            ob.push_back(workload::layer_forward(m, l, mb_b, sb, em.opt));
         }
-        emit_two_halves(em, ph, mb, step, std::move(oa), std::move(ob), entry, last);
+        emit_two_halves(em, ph, mb, step, oa, ob, entry, last);
     }
     std::vector<Operator> after = workload::head_forward(m, mb, shape, em.opt, false);
     after.insert(after.end(), tail.begin(), tail.end());

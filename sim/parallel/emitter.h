@@ -675,13 +675,17 @@ void emit_two_batch_pass(Emitter& em, Phase ph, int mb, const workload::PassShap
                          const std::vector<Operator>& tail, std::vector<std::vector<std::uint32_t>>& entry,
                          std::vector<std::uint32_t>& last);
 
-// The two halves' operators (`a_ops`, `b_ops`: the MoE layers of each half)
-// on stage 0, cut at their all-to-alls into segments that alternate on the
-// compute stream, A's first; after it `entry` holds both halves' ends, so
-// what follows runs on the merged batch. Shared by `run`'s passes and
-// serving's iterations (emit_serving.cpp). emit_two_batch.cpp.
-void emit_two_halves(Emitter& em, Phase ph, int mb, int step, std::vector<Operator> a_ops, std::vector<Operator> b_ops,
-                     std::vector<std::vector<std::uint32_t>>& entry, std::vector<std::uint32_t>& last);
+// The two halves' operators (`a_layers`, `b_layers`: each half's MoE layers,
+// one list a layer) on stage 0 in SGLang's stage order for the phase: in
+// prefill cut at their all-to-alls into segments that alternate on the
+// compute stream, A's first; in decode SGLang's decode order
+// (emit_two_batch_decode.cpp). After it
+// `entry` holds both halves' ends, so what follows runs on the merged batch.
+// Shared by `run`'s passes and serving's iterations (emit_serving.cpp).
+// emit_two_batch.cpp.
+void emit_two_halves(Emitter& em, Phase ph, int mb, int step, const std::vector<std::vector<Operator>>& a_layers,
+                     const std::vector<std::vector<Operator>>& b_layers, std::vector<std::vector<std::uint32_t>>& entry,
+                     std::vector<std::uint32_t>& last);
 
 // SGLang's split of a pass's `sequences` (of `tokens` new tokens each) into
 // two halves (two_batch_overlap.py, compute_split_seq_index): prefill, the
