@@ -169,6 +169,10 @@ ServingSpec read_serving(const Node& node, const std::string& scenario_file) {
                                                              "parallelism inside a DP rank is not supported), not {}",
                                                              s.decode_dp, s.decode_tp));
         }
+        if (auto c = d.optional("connector"))
+            s.kv_connector = c->as_enum({"nixl", "p2p-nccl"}) == "nixl" ? ServingSpec::KvConnector::nixl
+                                                                        : ServingSpec::KvConnector::p2p_nccl;
+        if (auto c = d.optional("dispatch")) s.serial_dispatch = c->as_enum({"concurrent", "serial"}) == "serial";
         d.finish();
     }
     if (auto n = r.optional("prefilled")) {

@@ -71,6 +71,19 @@ struct ServingSpec {
     // attention (tp 1, dp = ep = decode_dp; docs/serving.md, "Disaggregated
     // prefill and decode"); 0: replicas of decode_tp.
     std::int64_t decode_dp = 0;
+    // How a decode replica receives a cache (vLLM's kv_connector; docs/serving.md,
+    // "The handover's software"): the NixlConnector reads it with one descriptor
+    // per block and region, posted at the profile's kv_descriptor_post each; the
+    // P2pNcclConnector has the prefill worker push each layer's K and V of the
+    // request as one NCCL send, so no descriptor is posted (its bytes still move).
+    enum class KvConnector { nixl, p2p_nccl };
+    KvConnector kv_connector = KvConnector::nixl;
+    // How the proxy gives a request to its decode instance: concurrently with
+    // the prefill (the decode instance has it when the prefill ends), or
+    // serially (vLLM's demo proxies: only once the prefill instance has
+    // answered, so the request then passes the decode instance's own front
+    // end, its intake and latency, before its cache is read or scheduled).
+    bool serial_dispatch = false;
     // A decode server measured alone (LMSYS's and DeepSeek's decode
     // profiles): every request arrives with its prompt's KV cache in place
     // and its first token sampled, its prefill run outside the simulated

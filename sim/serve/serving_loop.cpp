@@ -80,6 +80,7 @@ Loop::Loop(const LoopSetup& setup, const std::vector<Request>& requests, ServeRe
         if (disaggregated()) {
             transfers_.resize(n);
             posted_until_.assign(static_cast<std::size_t>(setup.scenario.gpus), Time{});
+            if (sv_.serial_dispatch) intake_until_.assign(reps_.size(), Time{});
         }
     }
     prefix_blocks_ = sv_.shared_prefix_tokens / res.pool.block_size;

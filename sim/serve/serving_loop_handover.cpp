@@ -1,7 +1,9 @@
 // The disaggregated handover (docs/serving.md, "Disaggregated prefill and
 // decode" and "The handover's software"): a prefill replica's request goes
-// to a decode replica, which reserves blocks, receives the cache as flows
-// after its worker posts the transfer's descriptors, and runs the request.
+// to a decode replica (through that engine's own front end first where the
+// proxy dispatches serially), which reserves blocks, receives the cache as
+// flows after its worker posts the transfer's descriptors (none with vLLM's
+// P2pNcclConnector), and runs the request.
 #include "sim/core/checked.h"
 #include "sim/core/error.h"
 #include "sim/serve/serving_loop_impl.h"
@@ -25,6 +27,22 @@ void Loop::hand_off(std::uint32_t id) {
     Replica& dec = reps_[d];
     dec.st.outstanding += s.unfed() + s.output - s.generated;
     ++dec.stats.requests;
+    if (sv_.serial_dispatch && !setup_.prefilled) {
+        // The proxy sends the request on only now: the decode engine's own API
+        // server takes it in (request_overhead of work, one request after
+        // another) and hands it to its engine request_latency later, and only
+        // then is its cache read and the request scheduled (docs/serving.md,
+        // "Validation of disaggregation").
+        const auto& profile = setup_.scenario.profile;
+        Time& intake = intake_until_[dec.engine];
+        intake = std::max(intake, sim_.now()) + profile.serving_request_overhead;
+        sim_.schedule_at(intake + profile.serving_request_latency, [this, id, d] {
+            transfers_[id].handed = sim_.now();
+            reps_[d].incoming.push_back(id);
+            accept_transfers(d);
+        });
+        return;
+    }
     dec.incoming.push_back(id);
     accept_transfers(d);
 }
@@ -49,7 +67,7 @@ void Loop::accept_transfers(std::size_t d) {
         }
         Transfer& x = transfers_[id];
         x.start = sim_.now();
-        res_.records[id].kv_wait_s = (x.start - x.prefill_done).seconds();
+        res_.records[id].kv_wait_s = (x.start - x.handed).seconds();
         // Rank i of the prefill replica holds heads [i/tp_p, (i+1)/tp_p) of
         // every layer's K and V, rank j of the decode replica needs
         // [j/tp_d, (j+1)/tp_d): i sends j the overlap, in units of
@@ -59,9 +77,13 @@ void Loop::accept_transfers(std::size_t d) {
         const double shard = static_cast<double>(s.computed) * dec.pool->bytes_per_token;
         // Each pair's read is posted as one descriptor per block and region
         // (docs/serving.md, "The handover's software"), serially by the
-        // receiving GPU's worker, which may still be posting earlier reads.
-        const auto post_ps = checked_mul(setup_.scenario.profile.serving_kv_descriptor_post.count_ps(),
-                                         dec.st.kv.blocks_for(s.computed), dec.pool->regions_per_block);
+        // receiving GPU's worker, which may still be posting earlier reads;
+        // vLLM's P2pNcclConnector posts none (one NCCL send a layer).
+        const Time post_each = sv_.kv_connector == config::ServingSpec::KvConnector::nixl
+                                   ? setup_.scenario.profile.serving_kv_descriptor_post
+                                   : Time{};
+        const auto post_ps =
+            checked_mul(post_each.count_ps(), dec.st.kv.blocks_for(s.computed), dec.pool->regions_per_block);
         if (!post_ps) throw InternalError("serving: a KV transfer's descriptor posting time overflows");
         const Time post = Time::ps(*post_ps);
         x.flows_left = 0;

@@ -59,7 +59,7 @@ struct Replica {
 
 // A disaggregated request's KV cache between its prefill and decode replicas.
 struct Transfer {
-    Time prefill_done{}, start{};
+    Time handed{}, start{};  // the decode replica has the request (its prefill's end, or its dispatch's); first byte
     std::int64_t src_blocks = 0;  // held on the prefill replica until the last byte arrives
     int flows_left = 0;
 };
@@ -111,6 +111,7 @@ private:
     std::vector<char> in_flight_;  // pp > 1: the sequence is in a batch in flight
     std::vector<Transfer> transfers_;
     std::vector<Time> posted_until_;  // disaggregated: each GPU's worker posts transfer descriptors until then
+    std::vector<Time> intake_until_;  // serial dispatch: each decode engine's front end takes requests in until then
     std::vector<std::int64_t> load_;  // route()'s scratch
     std::vector<std::uint32_t> handoffs_;
     parallel::IterationBatch batch_;

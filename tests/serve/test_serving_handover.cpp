@@ -3,7 +3,9 @@
 // descriptor per block and region before a cache's flows start, serially
 // across the caches it receives; and with the first token on the decode
 // engine, the last prompt token is recomputed there and the first token the
-// client sees comes from that step.
+// client sees comes from that step; vLLM's P2pNcclConnector posts no
+// descriptors; and a proxy that dispatches serially hands the request to the
+// decode engine's own front end only once the prefill has ended.
 #include "serve_fixture.h"
 #include "sim/serve/serve_report.h"
 #include "sim/serve/simulator.h"
@@ -55,6 +57,50 @@ TEST_CASE("handover: a 1,024-token cache posts 64 blocks x 64 regions before its
     const auto none = serve_handover(kOneAtATime, 2, Time{}, false);
     CHECK(none.result.records[0].kv_transfer_s == doctest::Approx(bytes / 450e9 + 2 * 0.6e-6).epsilon(1e-6));
     CHECK(d.summary.ttft_ms.p50 == doctest::Approx(none.summary.ttft_ms.p50 + 4096 * kPost * 1e3).epsilon(1e-6));
+}
+
+TEST_CASE("handover: vLLM's P2pNcclConnector posts no descriptors, its bytes still move") {
+    // The same 1,024-token caches with `connector: p2p-nccl` and the posting
+    // cost of 3.4 us still in the profile: the prefill pushes each layer's K
+    // and V as one NCCL send, so the transfer is the flow alone, 134.2 MB over
+    // two NVLink hops of 450 GB/s and 0.6 us each (298.3 us + 1.2 us).
+    std::string block = kOneAtATime;
+    block.replace(block.find("{prefill_replicas: 1}"), 21, "{prefill_replicas: 1, connector: p2p-nccl}");
+    const auto d = serve_handover(block, 2, Time::ns(3400), false);
+    const double flow = 1024.0 * 131072.0 / 450e9 + 2 * 0.6e-6;
+    for (const auto& rec : d.result.records) {
+        CHECK(rec.kv_transfer_s == doctest::Approx(flow).epsilon(1e-6));
+        CHECK(rec.first_token_s - rec.prefill_done_s == doctest::Approx(flow).epsilon(1e-6));
+    }
+    CHECK(d.result.kv_bytes_moved == doctest::Approx(3 * 1024.0 * 131072.0));
+}
+
+TEST_CASE("handover: a serial dispatch passes the decode engine's front end after the prefill") {
+    // One request at a time, with the front end's 15 ms of intake work and
+    // 20 ms of latency: dispatched serially, each request reaches the decode
+    // engine 35 ms after its prefill ends, and only then is its cache read;
+    // so its first token comes exactly 35 ms later than when the proxy sent
+    // it on concurrently (no queue anywhere: one request every 2 s).
+    const auto run = [](const std::string& block) {
+        auto sc = serve_test::scenario(block, "s", 2);
+        sc.profile.serving_kv_descriptor_post = Time::ns(3400);
+        sc.profile.serving_request_overhead = Time::us(15000);
+        sc.profile.serving_request_latency = Time::us(20000);
+        serve_test::Served s{serve::simulate_serving(sc, sc.strategies.front(), {}), {}};
+        s.summary = serve::summarize(sc, s.result);
+        return s;
+    };
+    std::string serial = kOneAtATime;
+    serial.replace(serial.find("{prefill_replicas: 1}"), 21, "{prefill_replicas: 1, dispatch: serial}");
+    const auto c = run(kOneAtATime), s = run(serial);
+    for (std::size_t i = 0; i < 3; ++i) {
+        const auto& a = s.result.records[i];
+        const auto& b = c.result.records[i];
+        CHECK(a.prefill_done_s == doctest::Approx(b.prefill_done_s));
+        CHECK(a.kv_wait_s == doctest::Approx(0.0));
+        CHECK(a.kv_transfer_s == doctest::Approx(b.kv_transfer_s));
+        CHECK(a.first_token_s - b.first_token_s == doctest::Approx(0.035).epsilon(1e-9));
+    }
 }
 
 TEST_CASE("handover: two caches into one GPU are posted one after the other") {
