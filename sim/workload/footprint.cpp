@@ -42,6 +42,31 @@ double mlp_inputs_per_shard(const ModelSpec& m, std::int64_t ffn, int tp) {
     return as_d((m.ffn_kind == FfnKind::swiglu ? 3 : 2) * ceil_div(ffn, tp));
 }
 
+// Megatron-Core's allgather dispatcher on one GPU of an MoE layer
+// (docs/moe.md sections 3l and 5): the rows it gathers over the etp x ep
+// ranks of its tp_ep group and the rows of them its local experts take,
+// the worst MoE layer's when the loads differ by layer.
+struct AllGatherRows {
+    double gathered = 0;       // N = etp x ep x T_r (T_r: T / tp under sequence parallelism, else T)
+    double selected = 0;       // L: the hot EP rank's local experts' rows, c copies of each token
+    double local_experts = 0;  // E / ep
+    bool gathers = false;      // etp x ep > 1: the all-gather runs (into the global buffer)
+};
+
+AllGatherRows allgather_rows(const ModelSpec& m, const OperatorOptions& opt, std::int64_t tokens) {
+    const bool sp = opt.sequence_parallel && opt.tp > 1;
+    const std::int64_t routed = sp ? ceil_div(tokens, opt.tp) : tokens;
+    const std::int64_t etp = opt.expert_tp(), ep = std::max(1, opt.ep);
+    const std::int64_t copies = sp ? 1 : etp;  // without SP the etp peers route the same tokens
+    AllGatherRows r;
+    r.gathered = as_d(etp * ep) * as_d(routed);
+    r.selected = as_d(copies) * as_d(worst_hot_tokens(m.experts, m.top_k, opt.ep, (etp / copies) * routed, opt.moe,
+                                                      m.first_dense_layers, m.layers + m.mtp_layers));
+    r.local_experts = as_d(m.experts / ep);
+    r.gathers = etp * ep > 1;
+    return r;
+}
+
 }  // namespace
 
 namespace {
@@ -159,7 +184,21 @@ Bytes layer_activation_bytes(const ModelSpec& m, const PassShape& shape, const O
     // loads by layer (a per-layer histogram) the worst MoE layer's, for
     // every layer (docs/moe.md section 2).
     double k = m.experts > 0 ? as_d(m.top_k) : 1.0;
-    if (m.experts > 0 && opt.ep > 1) {
+    // Megatron-Core's allgather dispatcher (docs/moe.md section 5): the
+    // routed experts' tensors are those of the L rows the GPU selected out of
+    // the N it gathered, whole rows on every GPU of the tp_ep group (not 1 /
+    // tp of them under sequence parallelism) and each expert's 3 f_e / etp
+    // inputs; and the local slices of the gathered routing map (bool) and
+    // gate weights, which the selection of the gate weights keeps for its
+    // backward (masked_select saves its input and mask). The gathered tokens
+    // and the output before the reduce-scatter are not kept (workspace).
+    double routed_saved = 0;
+    if (m.experts > 0 && opt.moe_allgather) {
+        const auto ag = allgather_rows(m, opt, std::max<std::int64_t>(1, shape.batch * shape.new_tokens / opt.cp));
+        routed_saved = ag.selected * (h + mlp_inputs_per_shard(m, m.expert_ffn(), opt.expert_tp())) * ab +
+                       ag.gathered * ag.local_experts * (1.0 + ab);
+        k = 0;  // the per-token k copies below are replaced by these
+    } else if (m.experts > 0 && opt.ep > 1) {
         const auto t = std::max<std::int64_t>(1, shape.batch * shape.new_tokens / opt.cp);
         k = as_d(worst_hot_tokens(m.experts, m.top_k, opt.ep, t, opt.moe, m.first_dense_layers,
                                   m.layers + m.mtp_layers)) /
@@ -191,7 +230,7 @@ Bytes layer_activation_bytes(const ModelSpec& m, const PassShape& shape, const O
     const double router = m.experts > 0 ? ab * as_d(m.experts) : 0.0;
     const bool scores_stored = !opt.flash_attention && recompute == Recompute::none;
     const double scores = scores_stored ? (2 * ab + 1) * a_p * as_d(shape.context) : 0.0;
-    return whole_bytes(tokens * ((replicated + router) / sp + split + scores + latents));
+    return whole_bytes(tokens * ((replicated + router) / sp + split + scores + latents) + routed_saved);
 }
 
 Bytes workspace_bytes(const ModelSpec& m, const PassShape& shape, const OperatorOptions& opt, bool training) {
@@ -253,7 +292,20 @@ Bytes workspace_bytes(const ModelSpec& m, const PassShape& shape, const Operator
             transient = std::max(transient, tokens * ab * (4 * as_d(m.hidden) + latents + heads));
         }
     }
-    return whole_bytes(kLibraryWorkspace + transient);
+    // Megatron-Core's allgather dispatcher (docs/moe.md section 5): the
+    // gathered tokens land in its global buffer ("mpu"), allocated once at the
+    // largest size asked and reused by every layer, so held beside the
+    // transients; its transients are the gathered rows' output before the
+    // reduce-scatter (N x h) and, in the backward, their gradient with the
+    // gathered gate weights' (N x (h + E)), one layer at a time.
+    double held = 0;
+    if (m.experts > 0 && opt.moe_allgather) {
+        const auto ag = allgather_rows(m, opt, std::max<std::int64_t>(1, shape.batch * shape.new_tokens / opt.cp));
+        const double h = as_d(m.hidden);
+        if (ag.gathers) held = ag.gathered * h * ab;
+        transient = std::max(transient, ag.gathered * (h + (training ? as_d(m.experts) : 0.0)) * ab);
+    }
+    return whole_bytes(kLibraryWorkspace + held + transient);
 }
 
 Bytes mla_absorbed_weight_bytes(const ModelSpec& m, const OperatorOptions& opt) {
