@@ -38,6 +38,7 @@ workload::OperatorOptions operator_options(const config::ScenarioSpec& sc, const
     o.etp = rs.etp;
     o.dp_dense_gather = rs.dp_dense_gather;
     o.dp_head_gather = rs.dp_head_gather;
+    o.shared_experts_whole = rs.attention_dp;
     o.moe = sc.workload.moe;
     o.recompute_modules = sc.workload.recompute_modules;
     o.fp8_dispatch = sc.profile.moe_fp8_dispatch && sc.workload.precision.compute == hw::DType::fp8;
@@ -331,6 +332,7 @@ Resolution try_resolve_degrees(const config::ScenarioSpec& sc, const config::Str
     if (auto why = resolve_ep(sc, spec, rs); !why.empty()) return refused(std::move(why));
     if (auto why = check_attention_dp(sc, spec, rs); !why.empty()) return refused(std::move(why));
     if (spec.attention_dp) {
+        rs.attention_dp = true;
         rs.dp_dense_gather = spec.moe_dense_tp_size == 1 ? 1 : rs.dp;
         rs.dp_head_gather = spec.enable_dp_lm_head ? 1 : rs.dp;
     }

@@ -95,8 +95,10 @@ double layer_params_per_shard(const ModelSpec& m, const OperatorOptions& opt, st
     }
     const double norms = as_d(m.norms_per_layer()) * norm_params(m);
     if (m.experts > 0 && m.is_moe_layer(layer)) {
-        // Shared experts run on every token like a dense MLP: they stay with the dense part.
-        const double shared = as_d(m.shared_experts) * mlp_params_per_shard(m, m.expert_ffn(), opt.tp);
+        // Shared experts run on every token like a dense MLP: they stay with
+        // the dense part, split over TP, or whole (docs/moe.md section 8b).
+        const int shared_tp = opt.shared_experts_whole ? 1 : opt.tp;
+        const double shared = as_d(m.shared_experts) * mlp_params_per_shard(m, m.expert_ffn(), shared_tp);
         return attn + norms + layer_expert_params_per_shard(m, opt, layer) + h * as_d(m.experts) + shared;
     }
     // Under data-parallel attention's gathered layout the dense MLP is split
