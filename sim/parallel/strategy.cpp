@@ -503,8 +503,24 @@ hw::MemoryBreakdown stage_memory(const config::ScenarioSpec& sc, const ResolvedS
             rs.overlap.moe_a2a && !rs.schedule->names_pairs()
                 ? std::min<std::int64_t>(chunks + 1, std::int64_t{rs.microbatches} * rs.virtual_stages)
                 : chunks);
-        b.activations = workload::layer_activation_bytes(m, sh.train, opt, sc.workload.recompute).as_double() *
-                        layers_per_chunk * inflight_chunks;
+        // One layer's activations, or, where the MoE layers' loads differ (a
+        // per-layer histogram), the mean over the stage's layers of each
+        // one's own (docs/moe.md section 5).
+        double layer_act = workload::layer_activation_bytes(m, sh.train, opt, sc.workload.recompute).as_double();
+        if (workload::loads_differ_by_layer(opt.moe) && layers > 0) {
+            double sum = 0;
+            const auto add = [&](std::int64_t l) {
+                sum += workload::layer_activation_bytes(m, sh.train, opt, sc.workload.recompute, l).as_double();
+            };
+            for (int c = 0; c < held; ++c) {
+                const auto v = as_index(rs.schedule->virtual_stage(pshape, s, c));
+                for (int l = vstages[v].first; l < vstages[v].second; ++l) add(l);
+            }
+            if (last)
+                for (std::int64_t l = m.layers; l < m.layers + m.mtp_layers; ++l) add(l);
+            layer_act = sum / layers;
+        }
+        b.activations = layer_act * layers_per_chunk * inflight_chunks;
         b.workspace = workload::workspace_bytes(m, sh.train, opt, true).as_double();
     } else {
         // The absorbed MLA decode matrices sit beside every attention layer's raw weights.
