@@ -122,7 +122,9 @@ TEST_CASE("per-layer histogram with the same rows in every layer routes as one h
     CHECK_FALSE(loads_differ_by_layer(z));
 }
 
-TEST_CASE("Mixtral under ep 8 with a per-layer histogram: each layer's exchanges and expert GEMMs carry its own load") {
+TEST_CASE(
+    "Mixtral under ep 8 with a per-layer histogram: each layer's exchanges, expert GEMMs and activations carry its "
+    "own load") {
     const ModelSpec m = sim::config::load_model_file(sim::config::model_path("mixtral-8x7b"));
     // Layer 0: expert 0 weighs 3, the others 1 (3/10 of 16 000 copies: 4800);
     // layer 1: experts 4 and 5 weigh 2 (3200 each, rank 4 the lowest of the
@@ -157,49 +159,26 @@ TEST_CASE("Mixtral under ep 8 with a per-layer histogram: each layer's exchanges
     CHECK(up_m(0) == 4800);
     CHECK(up_m(1) == 3200);
     CHECK(up_m(2) == 2000);
-    // Activation memory without a layer takes the worst layer's (layer 0's
-    // 4800), as the one histogram of layer 0's rows does (the next case: each
-    // layer's own).
+    // Activation memory: each layer keeps its hot rank's copies, each its
+    // input (4096) and its gate, up and down inputs (3 x 14336), 2 bytes each
+    // (docs/moe.md section 5); Approx: each footprint is rounded up to a
+    // whole byte once.
+    const auto act = [&](const OperatorOptions& p, std::int64_t layer) {
+        return static_cast<double>(layer_activation_bytes(m, s, p, Recompute::none, layer).value);
+    };
+    const double per_token = (4096 + 3 * 14336) * 2.0;
+    CHECK(act(o, 0) - act(o, 2) == doctest::Approx(2800 * per_token).epsilon(1e-8));
+    CHECK(act(o, 1) - act(o, 2) == doctest::Approx(1200 * per_token).epsilon(1e-8));
+    CHECK(act(o, 31) == act(o, 2));
+    // Without a layer, the worst layer's (layer 0's 4800), as the one
+    // histogram of layer 0's rows gives every layer.
     std::string worst = "expert,tokens\n";
     for (int e = 0; e < 8; ++e) worst += fmt::format("{},{}\n", e, e == 0 ? 3 : 1);
     OperatorOptions w = o;
     w.moe = routing_of(csv("mixtral-worst.csv", worst));
-    CHECK(layer_activation_bytes(m, s, o, Recompute::none).value ==
-          layer_activation_bytes(m, s, w, Recompute::none).value);
-}
-
-TEST_CASE(
-    "activation memory under a per-layer histogram: each MoE layer its own load, a stage the mean of its layers'") {
-    const ModelSpec m = sim::config::load_model_file(sim::config::model_path("mixtral-8x7b"));
-    // The rows of the case above: the hot rank computes 4800 tokens in
-    // layer 0, 3200 in layer 1, 2000 in the other 30 (1000 tokens a rank, ep 8).
-    std::string rows = "layer,expert,tokens\n";
-    for (int l = 0; l < 32; ++l)
-        for (int e = 0; e < 8; ++e)
-            rows += fmt::format("{},{},{}\n", l, e, l == 0 && e == 0 ? 3 : l == 1 && (e == 4 || e == 5) ? 2 : 1);
-    OperatorOptions o;
-    o.ep = 8;
-    o.moe = routing_of(csv("mixtral-act-layers.csv", rows));
-    sim::config::check_expert_histogram(o.moe, m);
-    const PassShape s{1, 1000, 1000};
-    const auto act = [&](const OperatorOptions& p, std::int64_t layer) {
-        return static_cast<double>(layer_activation_bytes(m, s, p, Recompute::none, layer).value);
-    };
-    // Each token the hot rank's expert computes keeps its input (4096) and
-    // its gate, up and down inputs (3 x 14336), 2 bytes each (section 5).
-    const double per_token = (4096 + 3 * 14336) * 2.0;
-    // (Approx: each footprint is rounded up to a whole byte once.)
-    CHECK(act(o, 0) - act(o, 2) == doctest::Approx(2800 * per_token).epsilon(1e-8));
-    CHECK(act(o, 1) - act(o, 2) == doctest::Approx(1200 * per_token).epsilon(1e-8));
-    CHECK(act(o, 31) == act(o, 2));
-    // Without a layer, the worst layer's, as before.
     CHECK(act(o, kAnyMoeLayer) == act(o, 0));
-    // One histogram for every layer: every layer alike.
-    std::string one = "expert,tokens\n";
-    for (int e = 0; e < 8; ++e) one += fmt::format("{},{}\n", e, e == 0 ? 3 : 1);
-    OperatorOptions w = o;
-    w.moe = routing_of(csv("mixtral-act-one.csv", one));
-    CHECK(act(w, 2) == act(w, 0));
+    CHECK(act(w, 2) == act(o, 0));
+    CHECK(act(w, kAnyMoeLayer) == act(o, 0));
 }
 
 TEST_CASE("a stage's activation memory under a per-layer histogram: the mean of its layers' own, times its layers") {
