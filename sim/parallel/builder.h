@@ -31,6 +31,9 @@ struct ResolvedStrategy {
     // Data-parallel attention's dense MLPs and LM head gathered over the dp
     // ranks (SGLang's default; 1: each rank's own). docs/moe.md section 8b.
     int dp_dense_gather = 1, dp_head_gather = 1;
+    // Data-parallel attention (attention_dp): SGLang's DeepEP layout, whose
+    // shared experts are whole on every GPU (docs/moe.md section 8b).
+    bool attention_dp = false;
     int zero = 0;
     const IPipelineSchedule* schedule = &default_pipeline_schedule();
     int virtual_stages = 1;

@@ -38,6 +38,7 @@ workload::OperatorOptions operator_options(const config::ScenarioSpec& sc, const
     o.etp = rs.etp;
     o.dp_dense_gather = rs.dp_dense_gather;
     o.dp_head_gather = rs.dp_head_gather;
+    o.shared_experts_whole = rs.attention_dp;
     o.moe = sc.workload.moe;
     o.recompute_modules = sc.workload.recompute_modules;
     o.fp8_dispatch = sc.profile.moe_fp8_dispatch && sc.workload.precision.compute == hw::DType::fp8;
@@ -331,6 +332,7 @@ Resolution try_resolve_degrees(const config::ScenarioSpec& sc, const config::Str
     if (auto why = resolve_ep(sc, spec, rs); !why.empty()) return refused(std::move(why));
     if (auto why = check_attention_dp(sc, spec, rs); !why.empty()) return refused(std::move(why));
     if (spec.attention_dp) {
+        rs.attention_dp = true;
         rs.dp_dense_gather = spec.moe_dense_tp_size == 1 ? 1 : rs.dp;
         rs.dp_head_gather = spec.enable_dp_lm_head ? 1 : rs.dp;
     }
@@ -501,8 +503,24 @@ hw::MemoryBreakdown stage_memory(const config::ScenarioSpec& sc, const ResolvedS
             rs.overlap.moe_a2a && !rs.schedule->names_pairs()
                 ? std::min<std::int64_t>(chunks + 1, std::int64_t{rs.microbatches} * rs.virtual_stages)
                 : chunks);
-        b.activations = workload::layer_activation_bytes(m, sh.train, opt, sc.workload.recompute).as_double() *
-                        layers_per_chunk * inflight_chunks;
+        // One layer's activations, or, where the MoE layers' loads differ (a
+        // per-layer histogram), the mean over the stage's layers of each
+        // one's own (docs/moe.md section 5).
+        double layer_act = workload::layer_activation_bytes(m, sh.train, opt, sc.workload.recompute).as_double();
+        if (workload::loads_differ_by_layer(opt.moe) && layers > 0) {
+            double sum = 0;
+            const auto add = [&](std::int64_t l) {
+                sum += workload::layer_activation_bytes(m, sh.train, opt, sc.workload.recompute, l).as_double();
+            };
+            for (int c = 0; c < held; ++c) {
+                const auto v = as_index(rs.schedule->virtual_stage(pshape, s, c));
+                for (int l = vstages[v].first; l < vstages[v].second; ++l) add(l);
+            }
+            if (last)
+                for (std::int64_t l = m.layers; l < m.layers + m.mtp_layers; ++l) add(l);
+            layer_act = sum / layers;
+        }
+        b.activations = layer_act * layers_per_chunk * inflight_chunks;
         b.workspace = workload::workspace_bytes(m, sh.train, opt, true).as_double();
     } else {
         // The absorbed MLA decode matrices sit beside every attention layer's raw weights.

@@ -42,6 +42,40 @@ double mlp_inputs_per_shard(const ModelSpec& m, std::int64_t ffn, int tp) {
     return as_d((m.ffn_kind == FfnKind::swiglu ? 3 : 2) * ceil_div(ffn, tp));
 }
 
+// The tokens the hot EP rank's experts compute in `layer` when each of the
+// ep ranks routes `tokens`: its own load under a per-layer histogram (the
+// pooled one for a layer without rows); for kAnyMoeLayer, a leading dense
+// layer, or loads that do not differ by layer, the worst MoE layer's.
+std::int64_t hot_tokens(const ModelSpec& m, const OperatorOptions& opt, std::int64_t tokens, std::int64_t layer) {
+    if (layer != kAnyMoeLayer && m.is_moe_layer(layer) && loads_differ_by_layer(opt.moe))
+        return expert_load(m.experts, m.top_k, opt.ep, tokens, opt.moe, layer).hot_tokens;
+    return worst_hot_tokens(m.experts, m.top_k, opt.ep, tokens, opt.moe, m.first_dense_layers, m.layers + m.mtp_layers);
+}
+
+// Megatron-Core's allgather dispatcher on one GPU of an MoE layer
+// (docs/moe.md sections 3l and 5): the rows it gathers over the etp x ep
+// ranks of its tp_ep group and the rows of them its local experts take
+// (`layer`'s load, as hot_tokens).
+struct AllGatherRows {
+    double gathered = 0;       // N = etp x ep x T_r (T_r: T / tp under sequence parallelism, else T)
+    double selected = 0;       // L: the hot EP rank's local experts' rows, c copies of each token
+    double local_experts = 0;  // E / ep
+    bool gathers = false;      // etp x ep > 1: the all-gather runs (into the global buffer)
+};
+
+AllGatherRows allgather_rows(const ModelSpec& m, const OperatorOptions& opt, std::int64_t tokens, std::int64_t layer) {
+    const bool sp = opt.sequence_parallel && opt.tp > 1;
+    const std::int64_t routed = sp ? ceil_div(tokens, opt.tp) : tokens;
+    const std::int64_t etp = opt.expert_tp(), ep = std::max(1, opt.ep);
+    const std::int64_t copies = sp ? 1 : etp;  // without SP the etp peers route the same tokens
+    AllGatherRows r;
+    r.gathered = as_d(etp * ep) * as_d(routed);
+    r.selected = as_d(copies) * as_d(hot_tokens(m, opt, (etp / copies) * routed, layer));
+    r.local_experts = as_d(m.experts / ep);
+    r.gathers = etp * ep > 1;
+    return r;
+}
+
 }  // namespace
 
 namespace {
@@ -70,8 +104,10 @@ double layer_params_per_shard(const ModelSpec& m, const OperatorOptions& opt, st
     }
     const double norms = as_d(m.norms_per_layer()) * norm_params(m);
     if (m.experts > 0 && m.is_moe_layer(layer)) {
-        // Shared experts run on every token like a dense MLP: they stay with the dense part.
-        const double shared = as_d(m.shared_experts) * mlp_params_per_shard(m, m.expert_ffn(), opt.tp);
+        // Shared experts run on every token like a dense MLP: they stay with
+        // the dense part, split over TP, or whole (docs/moe.md section 8b).
+        const int shared_tp = opt.shared_experts_whole ? 1 : opt.tp;
+        const double shared = as_d(m.shared_experts) * mlp_params_per_shard(m, m.expert_ffn(), shared_tp);
         return attn + norms + layer_expert_params_per_shard(m, opt, layer) + h * as_d(m.experts) + shared;
     }
     // Under data-parallel attention's gathered layout the dense MLP is split
@@ -136,7 +172,7 @@ Bytes boundary_activation_bytes(const ModelSpec& m, const PassShape& shape, cons
 // For the paper's shapes this is s*b*h*(34 + 5*a*s/h) (t = 1), and
 // s*b*h*(10 + 24/t + 5*a*s/(h*t)) with TP t, all / t with SP.
 Bytes layer_activation_bytes(const ModelSpec& m, const PassShape& shape, const OperatorOptions& opt,
-                             Recompute recompute) {
+                             Recompute recompute, std::int64_t layer) {
     const double ab = hw::bytes_per_element(activation_dtype(opt.precision));
     const double tokens = as_d(shape.batch) * as_d(shape.new_tokens) / as_d(opt.cp);  // 1/cp of each sequence
     const double h = as_d(m.hidden), d = as_d(m.head_dim);
@@ -146,24 +182,34 @@ Bytes layer_activation_bytes(const ModelSpec& m, const PassShape& shape, const O
         if (m.experts > 0 && opt.ep > 1 && !opt.moe.recompute_exchange) {
             const auto t = std::max<std::int64_t>(1, shape.batch * shape.new_tokens / opt.cp);
             const double to_experts = opt.fp8_dispatch ? kFp8DispatchBytesPerElement : ab;
-            kept = as_d(worst_hot_tokens(m.experts, m.top_k, opt.ep, t, opt.moe, m.first_dense_layers,
-                                         m.layers + m.mtp_layers)) *
-                       h * to_experts +
-                   tokens * ab * h;
+            kept = as_d(hot_tokens(m, opt, t, layer)) * h * to_experts + tokens * ab * h;
         }
         return whole_bytes(tokens * ab * h / sp + kept);
     }
     const double a_p = as_d(heads_per_shard(m, opt.tp)), g_p = as_d(kv_heads_per_shard(m, opt.tp));
     // MoE: each token's MLP tensors once per chosen expert; under expert
     // parallelism, the tokens the straggler rank's experts receive; with
-    // loads by layer (a per-layer histogram) the worst MoE layer's, for
-    // every layer (docs/moe.md section 2).
+    // loads by layer (a per-layer histogram) `layer`'s own (hot_tokens;
+    // docs/moe.md section 5).
     double k = m.experts > 0 ? as_d(m.top_k) : 1.0;
-    if (m.experts > 0 && opt.ep > 1) {
+    // Megatron-Core's allgather dispatcher (docs/moe.md section 5): the
+    // routed experts' tensors are those of the L rows the GPU selected out of
+    // the N it gathered, whole rows on every GPU of the tp_ep group (not 1 /
+    // tp of them under sequence parallelism) and each expert's 3 f_e / etp
+    // inputs; and the local slices of the gathered routing map (bool) and
+    // gate weights, which the selection of the gate weights keeps for its
+    // backward (masked_select saves its input and mask). The gathered tokens
+    // and the output before the reduce-scatter are not kept (workspace).
+    double routed_saved = 0;
+    if (m.experts > 0 && opt.moe_allgather) {
+        const auto ag =
+            allgather_rows(m, opt, std::max<std::int64_t>(1, shape.batch * shape.new_tokens / opt.cp), layer);
+        routed_saved = ag.selected * (h + mlp_inputs_per_shard(m, m.expert_ffn(), opt.expert_tp())) * ab +
+                       ag.gathered * ag.local_experts * (1.0 + ab);
+        k = 0;  // the per-token k copies below are replaced by these
+    } else if (m.experts > 0 && opt.ep > 1) {
         const auto t = std::max<std::int64_t>(1, shape.batch * shape.new_tokens / opt.cp);
-        k = as_d(worst_hot_tokens(m.experts, m.top_k, opt.ep, t, opt.moe, m.first_dense_layers,
-                                  m.layers + m.mtp_layers)) /
-            as_d(t);
+        k = as_d(hot_tokens(m, opt, t, layer)) / as_d(t);
     }
     // The parallel block stores one norm input and one norm output, which
     // both branches read.
@@ -191,7 +237,7 @@ Bytes layer_activation_bytes(const ModelSpec& m, const PassShape& shape, const O
     const double router = m.experts > 0 ? ab * as_d(m.experts) : 0.0;
     const bool scores_stored = !opt.flash_attention && recompute == Recompute::none;
     const double scores = scores_stored ? (2 * ab + 1) * a_p * as_d(shape.context) : 0.0;
-    return whole_bytes(tokens * ((replicated + router) / sp + split + scores + latents));
+    return whole_bytes(tokens * ((replicated + router) / sp + split + scores + latents) + routed_saved);
 }
 
 Bytes workspace_bytes(const ModelSpec& m, const PassShape& shape, const OperatorOptions& opt, bool training) {
@@ -253,7 +299,21 @@ Bytes workspace_bytes(const ModelSpec& m, const PassShape& shape, const Operator
             transient = std::max(transient, tokens * ab * (4 * as_d(m.hidden) + latents + heads));
         }
     }
-    return whole_bytes(kLibraryWorkspace + transient);
+    // Megatron-Core's allgather dispatcher (docs/moe.md section 5): the
+    // gathered tokens land in its global buffer ("mpu"), allocated once at the
+    // largest size asked and reused by every layer, so held beside the
+    // transients; its transients are the gathered rows' output before the
+    // reduce-scatter (N x h) and, in the backward, their gradient with the
+    // gathered gate weights' (N x (h + E)), one layer at a time.
+    double held = 0;
+    if (m.experts > 0 && opt.moe_allgather) {
+        const auto ag = allgather_rows(m, opt, std::max<std::int64_t>(1, shape.batch * shape.new_tokens / opt.cp),
+                                       kAnyMoeLayer);  // the buffer's size: the worst layer's
+        const double h = as_d(m.hidden);
+        if (ag.gathers) held = ag.gathered * h * ab;
+        transient = std::max(transient, ag.gathered * (h + (training ? as_d(m.experts) : 0.0)) * ab);
+    }
+    return whole_bytes(kLibraryWorkspace + held + transient);
 }
 
 Bytes mla_absorbed_weight_bytes(const ModelSpec& m, const OperatorOptions& opt) {

@@ -13,17 +13,20 @@
 
 namespace sim::workload {
 
+inline constexpr std::int64_t kAnyMoeLayer = std::int64_t{1} << 40;
 // Activations stored for backward by one layer for one micro-batch
 // (Korthikanti et al. 2022: s*b*h*(34 + 5*a*s/h) / t without SP, with the
-// flash-attention and selective-recompute variants).
+// flash-attention and selective-recompute variants). An MoE layer's expert
+// tensors follow its load: under a per-layer histogram `layer`'s own (the
+// pooled one for a layer without rows), else, and for kAnyMoeLayer or a
+// leading dense layer, the worst MoE layer's (docs/moe.md section 5).
 Bytes layer_activation_bytes(const ModelSpec& m, const PassShape& shape, const OperatorOptions& opt,
-                             Recompute recompute);
+                             Recompute recompute, std::int64_t layer = kAnyMoeLayer);
 // KV cache bytes per layer for `batch` sequences of `context` tokens, per TP shard.
 Bytes layer_kv_bytes(const ModelSpec& m, std::int64_t batch, std::int64_t context, const OperatorOptions& opt);
 // Bytes of one layer's weights on one TP shard.
 // `layer` picks a dense or an MoE layer (first_dense_layers); the default
 // (past any layer count) is an MoE layer of an MoE model.
-inline constexpr std::int64_t kAnyMoeLayer = std::int64_t{1} << 40;
 Bytes layer_weight_bytes(const ModelSpec& m, const OperatorOptions& opt, std::int64_t layer = kAnyMoeLayer);
 // Bytes of the activation crossing a pipeline boundary for one micro-batch.
 Bytes boundary_activation_bytes(const ModelSpec& m, const PassShape& shape, const OperatorOptions& opt);

@@ -66,6 +66,17 @@ Dims routed_dims(const Dims& x) {
     return m;
 }
 
+// The shared experts' dimensions: the layer's (its tokens, split over its
+// TP group; folded, they gather and reduce-scatter over it themselves), or,
+// folded under OperatorOptions::shared_experts_whole, whole (p = 1) on the
+// routed part's own tokens x, with no collective (SGLang under DeepEP;
+// docs/moe.md section 8b).
+Dims shared_dims(const Dims& layer, const Dims& x, bool folded) {
+    const std::int64_t ffn = layer.m->shared_experts * layer.m->expert_ffn();
+    if (folded && x.o->shared_experts_whole) return expert_dims(x, ffn, 1);
+    return expert_dims(layer, ffn, layer.p);
+}
+
 // The tokens each local expert of the straggler EP rank computes (all
 // experts when ep == 1), and the all-to-all bytes per rank (moe.h).
 struct MoeShape {
@@ -368,13 +379,13 @@ void moe_forward(const Dims& layer, std::vector<Operator>& ops) {
     // Shared experts: every token, on this GPU, before the exchange (no
     // overlap with it is modelled); their output joins the combine. Folded,
     // they gather the layer's tokens over TP and reduce-scatter their output
-    // themselves.
+    // themselves, unless they are whole (p = 1, shared_dims): then none.
     if (x.m->shared_experts > 0) {
-        const Dims xs = expert_dims(layer, layer.m->shared_experts * layer.m->expert_ffn(), layer.p);
+        const Dims xs = shared_dims(layer, x, folded);
         const MlpIds ids = shared_mlp_ids(xs, static_cast<std::int64_t>(ms.local.size()));
         const std::size_t first = ops.size();
         mlp_forward(xs, ids, ops);
-        if (folded) {
+        if (folded && xs.p > 1) {
             if (layer.sp) set_sync(layer, ops[first], TpSync::before_column_parallel, full_act(layer));
             set_sync(layer, ops.back(), TpSync::after_row_parallel, full_act(layer));
         }
@@ -496,11 +507,11 @@ void moe_backward(const Dims& layer, std::vector<Operator>& ops) {
         ops.push_back(std::move(combine_bwd));
     }
     if (x.m->shared_experts > 0) {
-        const Dims xs = expert_dims(layer, layer.m->shared_experts * layer.m->expert_ffn(), layer.p);
+        const Dims xs = shared_dims(layer, x, folded);
         const MlpIds ids = shared_mlp_ids(xs, static_cast<std::int64_t>(ms.local.size()));
         const std::size_t first = ops.size();
         mlp_backward(xs, ids, ops);
-        if (folded) {
+        if (folded && xs.p > 1) {
             // Gather the output gradient over TP; reduce-scatter the input
             // gradient (the up projection's dgrad, before its wgrad).
             if (layer.sp) set_sync(layer, ops[first], TpSync::before_column_parallel, full_act(layer));

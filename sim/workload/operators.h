@@ -100,6 +100,13 @@ struct OperatorOptions {
     // --enable-dp-lm-head).
     int dp_dense_gather = 1;
     int dp_head_gather = 1;
+    // The shared experts whole on every GPU, run on the GPU's own tokens with
+    // no collective, where the routed part runs on a rank's own shard (etp !=
+    // tp): SGLang under DeepEP builds them with tp_size 1 (DeepseekV2MoE),
+    // so with data-parallel attention over A > 1 GPUs a rank each GPU runs
+    // them on its 1/A of the rank's tokens (docs/moe.md section 8b). false:
+    // tensor-parallel over the layer's TP group on its gathered tokens.
+    bool shared_experts_whole = false;
     MoeRouting moe;
     RecomputeModules recompute_modules;  // under Recompute::selective
     // The tokens going to the experts (dispatch, and the output gradients in

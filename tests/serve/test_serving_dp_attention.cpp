@@ -11,6 +11,7 @@
 #include "sim/parallel/strategy.h"
 #include "sim/serve/serve_report.h"
 #include "sim/serve/simulator.h"
+#include "sim/workload/operators.h"
 
 #include <doctest/doctest.h>
 #include <unistd.h>
@@ -40,13 +41,13 @@ const std::string kModel =
 // strategy map, indented by 4) with the serving block's `arrivals` line;
 // host times off so the answers stay the GPUs' own.
 config::ScenarioSpec scenario(int gpus, const std::string& strategy, const std::string& arrivals,
-                              const std::string& mode = "serving") {
+                              const std::string& mode = "serving", const std::string& model = kModel) {
     static int counter = 0;
     const auto path = std::filesystem::temp_directory_path() /
                       ("parasim-dp-attn-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".yaml");
     {
         std::ofstream f(path);
-        f << "name: dpa\nsoftware: {name: vllm}\ncluster: h200-hgx\ngpus: " << gpus << "\nmodel: " << kModel
+        f << "name: dpa\nsoftware: {name: vllm}\ncluster: h200-hgx\ngpus: " << gpus << "\nmodel: " << model
           << "\nworkload:\n  mode: " << mode << "\n  dtype: bf16\n";
         if (mode == "serving") f << "  serving:\n" << arrivals << "    max_tokens_per_iteration: 4096\n";
         else if (mode == "training") f << "  seq_len: 128\n  global_batch: 8\n";
@@ -456,6 +457,44 @@ TEST_CASE("attention_dp with tp 2: attention tensor-parallel inside each rank, t
     CHECK(r.replicas == 2);
     CHECK(r.pool.bytes_per_token == doctest::Approx(640.0));
     CHECK(r.records.size() == 4);
+}
+
+TEST_CASE(
+    "attention_dp with tp 2: the shared experts whole on every GPU, on its half of the rank's tokens, with no "
+    "collective") {
+    // SGLang under DeepEP builds them with tp_size 1 (DeepseekV2MoE;
+    // docs/moe.md section 8b). The file's model with one shared expert of
+    // 512 (SwiGLU), in its one MoE layer; 5 prompts of 128 tokens a rank.
+    std::string shared = kModel;
+    const std::string moe = "first_dense_layers: 1}";
+    shared.replace(shared.find(moe), moe.size(), "first_dense_layers: 1, shared_experts: 1}");
+    const auto cm = hw::make_cost_model("roofline");
+    const auto none = scenario(4, kTp2Dp2, "", "inference");
+    const auto one = scenario(4, kTp2Dp2, "", "inference", shared);
+    const auto a = parallel::build_plan(none, none.strategies.front(), *cm, parallel::BuildOptions{});
+    const auto b = parallel::build_plan(one, one.strategies.front(), *cm, parallel::BuildOptions{});
+    // Weights a GPU: 3 x 1,024 x 512 x 2 bytes = 3,145,728 (split over the
+    // attention-TP pair it would be half).
+    CHECK(b.memory.breakdown.weights - a.memory.breakdown.weights == doctest::Approx(3145728.0));
+    // No collective of their own: as many TP collectives as without them.
+    const auto tp_collectives = [](const parallel::Plan& p) {
+        std::size_t n = 0;
+        for (const auto& t : p.tasks)
+            n += t.kind == parallel::TaskKind::collective && t.op != net::CollectiveOp::all_to_all;
+        return n;
+    };
+    CHECK(tp_collectives(b.plan) == tp_collectives(a.plan));
+    // The up projection on the GPU's 5 x 128 / 2 = 320 tokens with both
+    // halves of the 512 columns (gate and up, n = 1,024), k = 1,024.
+    const auto o = parallel::operator_options(one, b.strategy);
+    const auto ops = workload::layer_forward(one.model, 1, 0, workload::PassShape{5, 128, 128}, o);
+    const auto up =
+        std::find_if(ops.begin(), ops.end(), [](const auto& op) { return op.kernel.name == "shared_expert_up"; });
+    REQUIRE(up != ops.end());
+    CHECK(up->kernel.m == 320);
+    CHECK(up->kernel.n == 1024);
+    CHECK(up->kernel.k == 1024);
+    CHECK(up->tp_sync == workload::TpSync::none);
 }
 
 TEST_CASE("moe_dense_tp_size other than 1 is refused at its own line and column") {

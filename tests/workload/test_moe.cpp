@@ -1,7 +1,8 @@
 // Mixture of experts under expert parallelism: hand-computed expert loads
 // (balanced, random, Zipf, capacity dropping, the one-copy-per-token cap), the
 // all-to-all volume the operators ask for, the grouped GEMM's FLOPs on the
-// straggler rank, and the expert memory sharding (docs/moe.md).
+// straggler rank, the expert memory sharding and the allgather dispatcher's
+// buffers (docs/moe.md).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -248,6 +249,57 @@ TEST_CASE("MoE inference workspace counts the experts' inputs, not the dense ffn
     mixed.first_dense_layers = 1;
     mixed.ffn = 8 * m.moe_ffn + 64;
     CHECK(workspace_bytes(mixed, s, o, false).as_double() - w == doctest::Approx(1000.0 * 2 * 3 * 64));
+}
+
+TEST_CASE(
+    "allgather dispatcher memory: the selected rows whole on every GPU, the local map and gate weights kept, "
+    "the gathered tokens' buffer in the workspace") {
+    // Mixtral (E 8, top 2, h 4096, f_e 14336, vocabulary 32000), tp 2 with
+    // SP, etp 2, ep 2, T = 4096, balanced (docs/moe.md section 5): a rank
+    // routes T_r = 2048, the tp_ep group of 4 gathers N = 8192 rows; the EP
+    // group routes 4096 tokens a rank, 2 x 4096 x 2 / 8 = 2048 an expert, L =
+    // 4 x 2048 = 8192 rows on each GPU of the hot rank, E_l = 4.
+    const ModelSpec m = mixtral();
+    OperatorOptions o;
+    o.tp = 2;
+    o.sequence_parallel = true;
+    o.etp = 2;
+    o.ep = 2;
+    const PassShape s{1, 4096, 4096};
+    const double base = layer_activation_bytes(m, s, o, Recompute::none).as_double();
+    const double base_ws = workspace_bytes(m, s, o, true).as_double();
+    o.moe_allgather = true;
+    // The other dispatchers count k = 8192 / 4096 = 2 copies a token: the
+    // input 2 x 2 x 4096 / 2 (SP) and 2 x 2 x (2 x 7168 + 7168) a token. The
+    // allgather one keeps L x (4096 + 3 x 7168) x 2 and the local map and
+    // gate weights, N x E_l x (1 + 2).
+    const double routed_before = 4096.0 * (2 * 2 * 4096 / 2 + 2 * 2 * 3 * 7168);
+    const double routed_after = 8192.0 * (4096 + 3 * 7168) * 2 + 8192.0 * 4 * 3;
+    CHECK(layer_activation_bytes(m, s, o, Recompute::none).as_double() - base == routed_after - routed_before);
+    CHECK(routed_after - routed_before == 33652736.0);  // 32 MiB of rows (whole, not halved) and 96 KiB
+    // The gathered tokens' global buffer, N x h x 2 = 64 MiB, beside the
+    // logits (4096 x 16000 x (2 + 4) bytes, larger than the gradient of the
+    // gathered rows, 8192 x (4096 + 8) x 2).
+    CHECK(workspace_bytes(m, s, o, true).as_double() - base_ws == 8192.0 * 4096 * 2);
+    // With a 1000-token vocabulary the gradient of the gathered rows is the
+    // largest transient: the logits' 4096 x 500 x 6 bytes give way to 8192 x 4104 x 2.
+    ModelSpec small = m;
+    small.vocab = 1000;
+    o.moe_allgather = false;
+    const double small_ws = workspace_bytes(small, s, o, true).as_double();
+    o.moe_allgather = true;
+    CHECK(workspace_bytes(small, s, o, true).as_double() - small_ws ==
+          8192.0 * 4096 * 2 + 8192.0 * 4104 * 2 - 4096.0 * 500 * 6);
+    // Without SP (a 4096-token prompt): T_r = 4096, N = 16384 rows, each
+    // token twice (c = etp = 2); the buffer is 128 MiB, the output before
+    // the reduce-scatter (128 MiB) below one layer's live intermediates.
+    OperatorOptions p = o;
+    p.sequence_parallel = false;
+    p.inference = true;
+    p.moe_allgather = false;
+    const double prompt_ws = workspace_bytes(m, s, p, false).as_double();
+    p.moe_allgather = true;
+    CHECK(workspace_bytes(m, s, p, false).as_double() - prompt_ws == 16384.0 * 4096 * 2);
 }
 
 TEST_CASE("FP8 dispatch in FP8 training: each token quantized once before the exchange, not each routed copy") {

@@ -1,8 +1,9 @@
 // A measured router load per MoE layer, `routing: histogram(FILE)` with a
 // `layer` column (docs/moe.md section 2): each layer's own straggler, the
-// pooled shares for a prediction layer without rows, the worst layer for
-// activation memory, each layer's own all-to-all bytes in the emitted
-// operators, and the reader's and checker's file:line messages.
+// pooled shares for a prediction layer without rows, each layer's own
+// activation memory (the worst layer's without a layer), each layer's own
+// all-to-all bytes in the emitted operators, and the reader's and checker's
+// file:line messages.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -14,7 +15,10 @@
 #include "sim/config/data_dir.h"
 #include "sim/config/expert_histogram.h"
 #include "sim/config/model_loader.h"
+#include "sim/config/scenario.h"
 #include "sim/core/error.h"
+#include "sim/hw/cost_model.h"
+#include "sim/parallel/strategy.h"
 #include "sim/workload/footprint.h"
 #include "sim/workload/moe.h"
 #include "sim/workload/operators.h"
@@ -118,7 +122,9 @@ TEST_CASE("per-layer histogram with the same rows in every layer routes as one h
     CHECK_FALSE(loads_differ_by_layer(z));
 }
 
-TEST_CASE("Mixtral under ep 8 with a per-layer histogram: each layer's exchanges and expert GEMMs carry its own load") {
+TEST_CASE(
+    "Mixtral under ep 8 with a per-layer histogram: each layer's exchanges, expert GEMMs and activations carry its "
+    "own load") {
     const ModelSpec m = sim::config::load_model_file(sim::config::model_path("mixtral-8x7b"));
     // Layer 0: expert 0 weighs 3, the others 1 (3/10 of 16 000 copies: 4800);
     // layer 1: experts 4 and 5 weigh 2 (3200 each, rank 4 the lowest of the
@@ -153,14 +159,58 @@ TEST_CASE("Mixtral under ep 8 with a per-layer histogram: each layer's exchanges
     CHECK(up_m(0) == 4800);
     CHECK(up_m(1) == 3200);
     CHECK(up_m(2) == 2000);
-    // Activation memory takes the worst layer (layer 0's 4800) for every layer:
-    // as the one histogram of layer 0's rows does.
+    // Activation memory: each layer keeps its hot rank's copies, each its
+    // input (4096) and its gate, up and down inputs (3 x 14336), 2 bytes each
+    // (docs/moe.md section 5); Approx: each footprint is rounded up to a
+    // whole byte once.
+    const auto act = [&](const OperatorOptions& p, std::int64_t layer) {
+        return static_cast<double>(layer_activation_bytes(m, s, p, Recompute::none, layer).value);
+    };
+    const double per_token = (4096 + 3 * 14336) * 2.0;
+    CHECK(act(o, 0) - act(o, 2) == doctest::Approx(2800 * per_token).epsilon(1e-8));
+    CHECK(act(o, 1) - act(o, 2) == doctest::Approx(1200 * per_token).epsilon(1e-8));
+    CHECK(act(o, 31) == act(o, 2));
+    // Without a layer, the worst layer's (layer 0's 4800), as the one
+    // histogram of layer 0's rows gives every layer.
     std::string worst = "expert,tokens\n";
     for (int e = 0; e < 8; ++e) worst += fmt::format("{},{}\n", e, e == 0 ? 3 : 1);
     OperatorOptions w = o;
     w.moe = routing_of(csv("mixtral-worst.csv", worst));
-    CHECK(layer_activation_bytes(m, s, o, Recompute::none).value ==
-          layer_activation_bytes(m, s, w, Recompute::none).value);
+    CHECK(act(o, kAnyMoeLayer) == act(o, 0));
+    CHECK(act(w, 2) == act(o, 0));
+    CHECK(act(w, kAnyMoeLayer) == act(o, 0));
+}
+
+TEST_CASE("a stage's activation memory under a per-layer histogram: the mean of its layers' own, times its layers") {
+    // Mixtral, pp 2 (16 layers a stage), dp 8, ep 8 (the scenario's second
+    // strategy), without its full recompute (which keeps the layer input only).
+    // Layer 0 hot (expert 0 weighs 3), the other 31 flat.
+    auto sc =
+        sim::config::load_scenario(std::string(sim::config::data_dir()) + "/scenarios/moe-mixtral-8x7b-ep.yaml", {});
+    sc.workload.recompute = Recompute::selective;
+    const auto& spec = sc.strategies[1];
+    auto rs = sim::parallel::resolve_degrees(sc, spec);
+    const auto cm = sim::hw::make_cost_model("roofline");
+    const auto vs = sim::parallel::split_layers(sc, spec, rs, *cm);
+    std::string rows = "layer,expert,tokens\n", flat = "expert,tokens\n", hot = flat;
+    for (int l = 0; l < 32; ++l)
+        for (int e = 0; e < 8; ++e) rows += fmt::format("{},{},{}\n", l, e, l == 0 && e == 0 ? 3 : 1);
+    for (int e = 0; e < 8; ++e) {
+        flat += fmt::format("{},1\n", e);
+        hot += fmt::format("{},{}\n", e, e == 0 ? 3 : 1);
+    }
+    const auto activations = [&](const std::string& name, const std::string& text, int stage) {
+        sc.workload.moe = routing_of(csv(name, text));
+        return sim::parallel::stage_memory(sc, rs, stage, vs).activations;
+    };
+    // Stage 0 holds the hot layer among its 16: one layer's excess over the
+    // flat load, where the worst layer's for every layer gives 16 of them.
+    const double excess = activations("stage-layers.csv", rows, 0) - activations("stage-flat.csv", flat, 0);
+    CHECK(excess > 0);
+    CHECK(16 * excess ==
+          doctest::Approx(activations("stage-hot.csv", hot, 0) - activations("stage-flat.csv", flat, 0)));
+    // Stage 1's layers are all flat.
+    CHECK(activations("stage-layers.csv", rows, 1) == doctest::Approx(activations("stage-flat.csv", flat, 1)));
 }
 
 TEST_CASE("a per-layer histogram file: layers by model index, the pooled shares beside them") {
