@@ -4,6 +4,7 @@
 #include "sim/parallel/builder.h"
 
 #include "sim/core/error.h"
+#include "sim/parallel/emit_two_batch.h"
 #include "sim/parallel/emitter.h"
 
 #include <algorithm>

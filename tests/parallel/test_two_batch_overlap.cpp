@@ -10,6 +10,7 @@
 #include "sim/hw/cost_model.h"
 #include "sim/net/topology.h"
 #include "sim/parallel/builder.h"
+#include "sim/parallel/emit_two_batch.h"
 #include "sim/parallel/emitter.h"
 #include "sim/parallel/strategy.h"
 
