@@ -70,6 +70,14 @@ double sustained_hbm(const GpuSpec& gpu, const KernelDesc& kd) {
     return streaming ? sustained_hbm(gpu) * kd.hbm_share : sustained_hbm(gpu);
 }
 
+// §2.7: a grouped call of PyTorch's CUTLASS family sets its groups up before it streams
+// (GpuEfficiency::grouped_setup). DeepGEMM's family (grouped_dense_ceiling) and a stack's own
+// kernel (KernelDesc::ceiling: vLLM's Triton MoE, whose align kernel is its own moe_dispatch)
+// do not run that op.
+bool pays_grouped_setup(const KernelDesc& kd) {
+    return kd.kind == KernelKind::gemm && kd.grouped && !kd.grouped_dense_ceiling && !(kd.ceiling > 0.0);
+}
+
 // A GEMM's ceiling: the stack's own (KernelDesc::ceiling) where it names one, else the
 // GPU's, of a grouped kernel where the GEMM is one that does not run at the dense rate.
 double gemm_ceiling(const GpuSpec& gpu, const KernelDesc& kd) {
@@ -213,7 +221,10 @@ public:
             case KernelKind::communication: w = streaming_work(gpu, kd); break;
         }
         const double hbm = std::max(0.0, w.hbm_read - l2.resident_read_bytes.as_double()) + w.hbm_write;
+        // The fixed part of the kernel's time: neither a stack's kernel_efficiency nor
+        // communication beside it stretches it (exec/executor.cpp).
         c.launch_overhead = gpu.efficiency.launch_overhead;
+        if (pays_grouped_setup(kd)) c.launch_overhead = c.launch_overhead + gpu.efficiency.grouped_setup;
         c.compute_efficiency = w.efficiency;
         c.compute_time = w.flops > 0 ? compute_time(Flops{w.flops}, FlopRate{w.rate * w.efficiency}) : Time{};
         if (kd.issue_instructions > 0.0 && gpu.tensor_clock_hz > 0.0)
