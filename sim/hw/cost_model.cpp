@@ -61,21 +61,22 @@ struct Work {
 
 double sustained_l2(const GpuSpec& gpu) { return gpu.l2_bandwidth.bytes_per_s * gpu.efficiency.l2; }
 double sustained_hbm(const GpuSpec& gpu) { return gpu.memory_bandwidth.bytes_per_s * gpu.efficiency.hbm; }
-// A grouped GEMM (KernelDesc::grouped) streams at its own measured fraction where the GPU gives one;
-// a memory-bound kernel at its implementation's share of the streaming rate (KernelDesc::hbm_share, §4).
-double sustained_hbm(const GpuSpec& gpu, const KernelDesc& kd) {
-    const auto& grouped = gpu.efficiency.hbm_grouped;
-    if (kd.grouped && grouped) return gpu.memory_bandwidth.bytes_per_s * *grouped;
-    const bool streaming = kd.kind == KernelKind::elementwise || kd.kind == KernelKind::embedding;
-    return streaming ? sustained_hbm(gpu) * kd.hbm_share : sustained_hbm(gpu);
+// §2.7: a grouped GEMM (KernelDesc::grouped) runs as the grouped kernel measured on the GPU:
+// a setup per call (GpuEfficiency::grouped_setup) and its own streaming rate (hbm_grouped),
+// a pair fitted together, so a kernel takes both or neither. vLLM's Triton MoE (a stack's own
+// KernelDesc::ceiling) takes the measured kernel's, unmeasured itself; DeepGEMM's family
+// (grouped_dense_ceiling), its dense kernel with a scheduler over the groups, runs as a dense GEMM.
+bool grouped_kernel(const KernelDesc& kd) {
+    return kd.kind == KernelKind::gemm && kd.grouped && !kd.grouped_dense_ceiling;
 }
 
-// §2.7: a grouped call of PyTorch's CUTLASS family sets its groups up before it streams
-// (GpuEfficiency::grouped_setup). DeepGEMM's family (grouped_dense_ceiling) and a stack's own
-// kernel (KernelDesc::ceiling: vLLM's Triton MoE, whose align kernel is its own moe_dispatch)
-// do not run that op.
-bool pays_grouped_setup(const KernelDesc& kd) {
-    return kd.kind == KernelKind::gemm && kd.grouped && !kd.grouped_dense_ceiling && !(kd.ceiling > 0.0);
+// A grouped GEMM streams at its own measured fraction where the GPU gives one; a memory-bound
+// kernel at its implementation's share of the streaming rate (KernelDesc::hbm_share, §4).
+double sustained_hbm(const GpuSpec& gpu, const KernelDesc& kd) {
+    const auto& grouped = gpu.efficiency.hbm_grouped;
+    if (grouped_kernel(kd) && grouped) return gpu.memory_bandwidth.bytes_per_s * *grouped;
+    const bool streaming = kd.kind == KernelKind::elementwise || kd.kind == KernelKind::embedding;
+    return streaming ? sustained_hbm(gpu) * kd.hbm_share : sustained_hbm(gpu);
 }
 
 // A GEMM's ceiling: the stack's own (KernelDesc::ceiling) where it names one, else the
@@ -224,7 +225,7 @@ public:
         // The fixed part of the kernel's time: neither a stack's kernel_efficiency nor
         // communication beside it stretches it (exec/executor.cpp).
         c.launch_overhead = gpu.efficiency.launch_overhead;
-        if (pays_grouped_setup(kd)) c.launch_overhead = c.launch_overhead + gpu.efficiency.grouped_setup;
+        if (grouped_kernel(kd)) c.launch_overhead = c.launch_overhead + gpu.efficiency.grouped_setup;
         c.compute_efficiency = w.efficiency;
         c.compute_time = w.flops > 0 ? compute_time(Flops{w.flops}, FlopRate{w.rate * w.efficiency}) : Time{};
         if (kd.issue_instructions > 0.0 && gpu.tensor_clock_hz > 0.0)
