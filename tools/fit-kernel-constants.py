@@ -10,7 +10,14 @@ a time, each on the points that time it:
   efficiency.attention_flash2  the attention points with impl flash2 of the fit
                                split; the held-out split is scored afterwards
   efficiency.hbm_grouped       the BF16 grouped GEMM points (op.groups) of the
-                               fit split, after the GEMM curve; held-out scored after
+  with efficiency.grouped_setup  fit split, after the GEMM curve; held-out scored after.
+                               The two jointly: a grouped call's fixed setup
+                               (GROUPED_SETUP_GRID, 0-15 us step 0.5) and its
+                               streaming rate (docs/hardware-model.md §2.7); the
+                               whole grid of both, each setup one `parasim
+                               validate` run in which every point is repeated
+                               once per rate on a copy of the GPU file holding
+                               that rate (5 minutes on two busy cores)
   efficiency.gemm_grouped_fp8  the FP8 grouped GEMM points of the fit split with
                                at least GROUPED_FP8_MIN_M tokens per expert, after
                                hbm_grouped: a ceiling sets compute-bound kernels,
@@ -72,6 +79,7 @@ import yaml
 
 GPU_DIR = "topologies/gpus"
 GROUPED_FP8_MIN_M = 1024
+GROUPED_SETUP_GRID = [round(0.5 * i, 1) for i in range(31)]  # 0-15 us
 CONSTANTS = [  # key under efficiency:, grid, which points
     ("hbm", [round(0.80 + 0.005 * i, 3) for i in range(37)], lambda p: p["kind"] == "memory", False),
     ("attention_flash2", [round(0.25 + 0.005 * i, 3) for i in range(61)],
@@ -97,6 +105,50 @@ def with_value(text, key, value, comment):
     if n != 1:
         sys.exit(f"no efficiency.{key} in the GPU file")
     return new
+
+
+def with_setup(text, us, comment):
+    # efficiency.grouped_setup, written after efficiency.hbm_grouped where the file has none yet;
+    # its comment starts in the column of launch_overhead's.
+    line = f"  grouped_setup: {us:g} us".ljust(34) + f"# {comment}"
+    new, n = re.subn(r"^  grouped_setup: .*$", lambda m: line, text, count=1, flags=re.M)
+    if n == 1:
+        return new
+    new, n = re.subn(r"^(  hbm_grouped: .*)$", lambda m: m.group(1) + "\n" + line, text, count=1, flags=re.M)
+    if n != 1:
+        sys.exit("no efficiency.hbm_grouped in the GPU file to write efficiency.grouped_setup after")
+    return new
+
+
+def fit_grouped(parasim, fit_points, gpu, text, rates, comments):
+    """(MAPE, setup, rate): the least MAPE of fit_points over GROUPED_SETUP_GRID x rates
+    (a tie: the smaller setup, then the smaller rate), and the least MAPE without a setup."""
+    def variant(rate):
+        return f"{gpu}-grouped-{rate:.3f}".replace(".", "p")
+
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        gpu_dir = os.path.join(tmp, "gpus")
+        shutil.copytree(GPU_DIR, gpu_dir)
+        # Every point once per rate, each on its variant of the GPU file; notes and sources
+        # dropped (the simulation reads neither); JSON, which is YAML and faster to write.
+        repeated = [dict({k: v for k, v in p.items() if k != "notes"}, source="fit", id=f"{p['id']}@{r}",
+                         hardware=dict(p["hardware"], gpu=variant(r))) for r in rates for p in fit_points]
+        with open(os.path.join(tmp, "points.json"), "w") as f:
+            json.dump({"points": repeated}, f)
+        for setup in GROUPED_SETUP_GRID:
+            base = with_setup(text, setup, comments[1])
+            for r in rates:
+                t = with_value(base, "hbm_grouped", r, comments[0])
+                with open(os.path.join(gpu_dir, variant(r) + ".yaml"), "w") as f:
+                    f.write(re.sub(r"^name: .*$", f"name: {variant(r)}", t, count=1, flags=re.M))
+            out = subprocess.run([parasim, "validate", os.path.join(tmp, "points.json"), "--gpu-dir", gpu_dir,
+                                  "--format", "json", "-j", "2"], check=True, capture_output=True, text=True).stdout
+            errors = {}
+            for p in json.loads(out)["points"]:
+                errors.setdefault(float(p["id"].rsplit("@", 1)[1]), []).append(abs(p["error"]))
+            results += [(sum(e) / len(e), setup, r) for r, e in errors.items()]
+    return min(results), min(r for r in results if r[1] == 0)
 
 
 def mape(parasim, points, gpu, text, tmp):
@@ -330,8 +382,21 @@ def main():
                    f"{len(fit_points)} {a.gpu} {key.replace('_', ' ')}"
                    + (f" (tokens per expert >= {GROUPED_FP8_MIN_M})" if key == "gemm_grouped_fp8" else "") + f" {which}"
                    + (" (held-out points never read)" if split else ""))
-        with tempfile.TemporaryDirectory() as tmp:
-            best = min((mape(a.parasim, fit_points, a.gpu, with_value(text, key, v, comment), tmp), v) for v in grid)
+        if key == "hbm_grouped":
+            setup_comment = (f"fitted_on: tools/fit-kernel-constants.py --dataset {a.dataset} --gpu {a.gpu} --keys "
+                             f"hbm_grouped, jointly with hbm_grouped on the {len(fit_points)} {a.gpu} BF16 grouped "
+                             "GEMMs of the fit split (held-out points never read): a grouped call's GPU time beyond "
+                             "launch_overhead, whatever its groups and bytes (docs/hardware-model.md §2.7)")
+            comment += ", jointly with grouped_setup"
+            (m, setup, rate), none = fit_grouped(a.parasim, fit_points, a.gpu, text, grid, (comment, setup_comment))
+            best = (m, rate)
+            text = with_setup(text, setup, setup_comment)
+            print(f"{a.gpu}: efficiency.grouped_setup {setup:g} us (without it: hbm_grouped {none[2]}, {which} "
+                  f"MAPE {none[0] * 100:.2f}%)", flush=True)
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                best = min((mape(a.parasim, fit_points, a.gpu, with_value(text, key, v, comment), tmp), v)
+                           for v in grid)
         line = f"{a.gpu}: efficiency.{key} {best[1]}; {which} MAPE {best[0] * 100:.2f}% (n {len(fit_points)})"
         text = with_value(text, key, best[1], comment)
         if held:

@@ -78,6 +78,11 @@ void read_efficiency(MapReader& r, hw::GpuSpec& g) {
     if (auto a = eff.optional("attention_flash2")) g.efficiency.attention_flash2 = fraction(*a);
     if (auto h = eff.optional("hbm_grouped")) g.efficiency.hbm_grouped = fraction(*h);
     if (auto c = eff.optional("gemm_grouped_fp8")) g.efficiency.gemm_grouped_fp8 = fraction(*c);
+    if (auto s = eff.optional("grouped_setup")) {
+        // A setup of a millisecond is no grouped kernel's: a unit slip.
+        g.efficiency.grouped_setup = s->as_time();
+        if (g.efficiency.grouped_setup > Time::from_seconds_ceil(1e-3)) s->fail("a setup above 1 ms is not plausible");
+    }
     eff.finish();
 }
 

@@ -61,11 +61,20 @@ struct Work {
 
 double sustained_l2(const GpuSpec& gpu) { return gpu.l2_bandwidth.bytes_per_s * gpu.efficiency.l2; }
 double sustained_hbm(const GpuSpec& gpu) { return gpu.memory_bandwidth.bytes_per_s * gpu.efficiency.hbm; }
-// A grouped GEMM (KernelDesc::grouped) streams at its own measured fraction where the GPU gives one;
-// a memory-bound kernel at its implementation's share of the streaming rate (KernelDesc::hbm_share, §4).
+// §2.7: a grouped GEMM (KernelDesc::grouped) runs as the grouped kernel measured on the GPU:
+// a setup per call (GpuEfficiency::grouped_setup) and its own streaming rate (hbm_grouped),
+// a pair fitted together, so a kernel takes both or neither. vLLM's Triton MoE (a stack's own
+// KernelDesc::ceiling) takes the measured kernel's, unmeasured itself; DeepGEMM's family
+// (grouped_dense_ceiling), its dense kernel with a scheduler over the groups, runs as a dense GEMM.
+bool grouped_kernel(const KernelDesc& kd) {
+    return kd.kind == KernelKind::gemm && kd.grouped && !kd.grouped_dense_ceiling;
+}
+
+// A grouped GEMM streams at its own measured fraction where the GPU gives one; a memory-bound
+// kernel at its implementation's share of the streaming rate (KernelDesc::hbm_share, §4).
 double sustained_hbm(const GpuSpec& gpu, const KernelDesc& kd) {
     const auto& grouped = gpu.efficiency.hbm_grouped;
-    if (kd.grouped && grouped) return gpu.memory_bandwidth.bytes_per_s * *grouped;
+    if (grouped_kernel(kd) && grouped) return gpu.memory_bandwidth.bytes_per_s * *grouped;
     const bool streaming = kd.kind == KernelKind::elementwise || kd.kind == KernelKind::embedding;
     return streaming ? sustained_hbm(gpu) * kd.hbm_share : sustained_hbm(gpu);
 }
@@ -213,7 +222,10 @@ public:
             case KernelKind::communication: w = streaming_work(gpu, kd); break;
         }
         const double hbm = std::max(0.0, w.hbm_read - l2.resident_read_bytes.as_double()) + w.hbm_write;
+        // The fixed part of the kernel's time: neither a stack's kernel_efficiency nor
+        // communication beside it stretches it (exec/executor.cpp).
         c.launch_overhead = gpu.efficiency.launch_overhead;
+        if (grouped_kernel(kd)) c.launch_overhead = c.launch_overhead + gpu.efficiency.grouped_setup;
         c.compute_efficiency = w.efficiency;
         c.compute_time = w.flops > 0 ? compute_time(Flops{w.flops}, FlopRate{w.rate * w.efficiency}) : Time{};
         if (kd.issue_instructions > 0.0 && gpu.tensor_clock_hz > 0.0)

@@ -14,8 +14,8 @@
 namespace sim::hw {
 
 struct KernelCost {
-    Time duration;  // launch overhead included
-    Time launch_overhead;
+    Time duration;                    // launch overhead included
+    Time launch_overhead;             // the fixed part: the launch, and a grouped call's setup (§2.7)
     Time compute_time;                // flops / (peak * efficiency)
     Time memory_time;                 // hbm_bytes / (hbm_bw * eff_hbm)
     Time l2_time;                     // l2_bytes / (l2_bw * eff_l2)

@@ -41,6 +41,12 @@ struct GpuEfficiency {
     // the dense cuBLASLt ceiling gemm[fp8] (docs/moe.md section 4). Optional;
     // when absent a grouped FP8 GEMM computes at gemm[fp8].
     std::optional<double> gemm_grouped_fp8;
+    // GPU time a grouped GEMM call takes beyond the launch, whatever its bytes and
+    // groups: PyTorch's one-block kernel writing the groups' pointers and shapes, and
+    // CUTLASS's grouped kernel's descriptor updates (docs/hardware-model.md §2.7).
+    // Fitted together with hbm_grouped, and taken with it; zero (the key absent)
+    // where no grouped kernel was measured.
+    Time grouped_setup{};
 };
 
 // The shape factors of the flash-attention cost (docs/hardware-model.md §3),

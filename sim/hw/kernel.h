@@ -81,10 +81,10 @@ struct KernelDesc {
     // library's (gemm_ceiling); 0 = the GPU's. A stack whose FP8 GEMMs are
     // block-scaled Triton kernels sets it (SoftwareProfile::fp8_gemm_ceiling).
     double ceiling = 0.0;
-    // GEMM only: one grouped kernel of `batch` GEMMs, each with its own weights (an MoE
-    // layer's local experts, workload::merge_grouped), which streams memory at the
-    // GPU's efficiency.hbm_grouped where it gives one, and of FP8 computes at the GPU's
-    // efficiency.gemm_grouped_fp8 (docs/moe.md section 4).
+    // GEMM only: one grouped kernel of `batch` GEMMs, each with its own weights (MoE experts,
+    // workload::merge_grouped): it pays the GPU's efficiency.grouped_setup a call and streams at
+    // its hbm_grouped where given, unless grouped_dense_ceiling (DeepGEMM), and of FP8 computes at
+    // its gemm_grouped_fp8 (docs/moe.md section 4, docs/hardware-model.md §2.7).
     bool grouped = false;
     // Memory-bound kernels (elementwise, embedding) only: the fraction of the
     // GPU's sustained streaming rate (efficiency.hbm) that this kernel's

@@ -69,6 +69,45 @@ TEST_CASE("a grouped GEMM streams memory at efficiency.hbm_grouped, a plain one 
     CHECK(cm->cost(g, k, {}).memory_time == plain.memory_time);
 }
 
+TEST_CASE("a grouped call pays efficiency.grouped_setup once beside its launch: launch + setup + bytes / rate") {
+    GpuSpec g = test::h100();  // launch 4 us
+    g.gemm_overlap = 0.0;      // max(): the memory time alone sets a memory-bound kernel
+    g.memory_bandwidth = Bandwidth{4e12};
+    g.efficiency.hbm_grouped = 0.5;  // 2 TB/s
+    g.efficiency.grouped_setup = Time::us(7);
+    // 8 experts of a 4096 x 4096 BF16 weight, one token each: each reads 2 x (4096 + 4096^2) bytes
+    // and writes 2 x 4096 (33.6 MB an expert, inside the 50 MiB L2: read once), 8 x 33 570 816
+    // = 268 566 528 bytes in all, 134.283264 us at 2 TB/s. Whatever the groups and bytes, 7 us more.
+    KernelDesc k = dense_gemm(1, 4096, 4096);
+    k.batch = 8;
+    k.flops = Flops{8 * k.flops.value};
+    k.bytes_read = Bytes{8 * k.bytes_read.value};
+    k.bytes_written = Bytes{8 * k.bytes_written.value};
+    k.grouped = true;
+    const auto cm = make_cost_model("roofline");
+    const KernelCost c = cm->cost(g, k, {});
+    CHECK(c.hbm_bytes.value == 268566528ULL);
+    CHECK(c.memory_time == Time::ps(134283264));
+    CHECK(c.launch_overhead == Time::us(11));
+    CHECK(c.duration == Time::us(11) + Time::ps(134283264));
+    // The setup goes with the rate it was fitted beside: a stack's own grouped kernel (vLLM's
+    // Triton MoE) takes both; a plain batched GEMM and DeepGEMM's family (a dense kernel with a
+    // scheduler over the groups) neither: 4 us and 268 566 528 B at 0.91 x 4 TB/s, 73.782 us.
+    KernelDesc other = k;
+    other.ceiling = 0.5;
+    CHECK(cm->cost(g, other, {}).duration == Time::us(11) + Time::ps(134283264));
+    other = k;
+    other.grouped = false;
+    CHECK(cm->cost(g, other, {}).launch_overhead == Time::us(4));
+    other = k;
+    other.grouped_dense_ceiling = true;
+    const KernelCost dense = cm->cost(g, other, {});
+    CHECK(dense.launch_overhead == Time::us(4));
+    CHECK(dense.memory_time == Time::from_seconds_ceil(268566528.0 / (0.91 * 4e12)));
+    g.efficiency.grouped_setup = Time{};  // no key: no setup
+    CHECK(cm->cost(g, k, {}).duration == Time::us(4) + Time::ps(134283264));
+}
+
 TEST_CASE("a grouped FP8 GEMM computes at efficiency.gemm_grouped_fp8, unless its family runs at the dense rate") {
     GpuSpec g = test::h100();  // FP8 1978.9 TF, gemm.fp8 0.709
     g.gemm_k0 = 0.0;           // k_eff 1: the ceiling alone is left

@@ -194,6 +194,18 @@ TEST_CASE("optional fields: attention efficiency and the GEMM cluster") {
     CHECK(load_gpu(load_string(replace(kGood, "hopper", "ampere"), "x.yaml")).gemm_cluster == 1);
 }
 
+TEST_CASE("optional field: a grouped call's setup, a time; absent, none") {
+    CHECK(load_gpu(load_string(kGood, "x.yaml")).efficiency.grouped_setup == Time{});
+    const std::string text = replace(kGood, "  nccl_pcie: 0.8\n", "  nccl_pcie: 0.8\n  grouped_setup: 7.5 us\n");
+    CHECK(load_gpu(load_string(text, "x.yaml")).efficiency.grouped_setup == Time::ps(7500000));
+    CHECK(error_of(replace(text, "7.5 us", "7.5")) ==
+          "gpus/test-gpu.yaml:17:18: efficiency.grouped_setup: '7.5' has no unit; write it with one, like '2 us'");
+    CHECK(error_of(replace(text, "7.5 us", "-7.5 us")) ==
+          "gpus/test-gpu.yaml:17:18: efficiency.grouped_setup: '-7.5 us' is negative");
+    CHECK(error_of(replace(text, "7.5 us", "7.5 ms")) ==
+          "gpus/test-gpu.yaml:17:18: efficiency.grouped_setup: a setup above 1 ms is not plausible");
+}
+
 TEST_CASE("a user adds a GPU by adding a file; its name must match the file name") {
     TempDir dir;
     dir.write("test-gpu.yaml", kGood);

@@ -72,15 +72,17 @@ TEST_CASE("validate: the measured H200 kernels stay within the guarded MAPE, fit
                            Guard{"h200m-attn-cudnn held-out", 0.09, 24},   // 5.7% over 24
                            Guard{"h200m-mem check", 0.05, 20},             // 2.9% over 20
                            // MoE grouped expert GEMMs (op.groups), efficiency.hbm_grouped fitted on
-                           // the fit split (docs/moe.md section 4); 16.7% over all 256 before
-                           Guard{"h200m-grouped-bf16 fit", 0.13, 128},       // 10.4% over 128
-                           Guard{"h200m-grouped-bf16 held-out", 0.12, 128},  // 9.1% over 128
+                           // the fit split jointly with efficiency.grouped_setup, the call's fixed
+                           // cost (docs/hardware-model.md §2.7); 16.7% over all 256 before either,
+                           // 10.4% / 9.1% with the rate alone
+                           Guard{"h200m-grouped-bf16 fit", 0.08, 128},       // 5.3% over 128
+                           Guard{"h200m-grouped-bf16 held-out", 0.10, 128},  // 7.3% over 128
                            // The same grouped kernels in FP8, efficiency.gemm_grouped_fp8 fitted on
-                           // the fit split's 48 from 1,024 tokens per expert (8.4%, held-out 6.8%);
-                           // 20.9% over all 256 before (docs/moe.md section 4). Below 1,024 tokens
-                           // the 256-token kernel choice and few tiles at G = 4 are known misses
-                           Guard{"h200m-grouped-fp8 fit", 0.21, 128},          // 18.3% over 128
-                           Guard{"h200m-grouped-fp8 held-out", 0.17, 128}}) {  // 14.2% over 128
+                           // the fit split's 48 from 1,024 tokens per expert (5.5%, held-out 5.3%),
+                           // with the BF16 kernels' setup and rate; 20.9% over all 256 before
+                           // (docs/moe.md section 4), 15.0% / 11.4% before the setup
+                           Guard{"h200m-grouped-fp8 fit", 0.10, 128},          // 6.9% over 128
+                           Guard{"h200m-grouped-fp8 held-out", 0.10, 128}}) {  // 7.0% over 128
         const Errors& e = groups[g.group];
         INFO(std::string(g.group), ": MAPE ", e.mape(), " over ", e.n);
         CHECK(e.n >= g.min_points);
