@@ -80,7 +80,15 @@ Loop::Loop(const LoopSetup& setup, const std::vector<Request>& requests, ServeRe
         if (disaggregated()) {
             transfers_.resize(n);
             posted_until_.assign(static_cast<std::size_t>(setup.scenario.gpus), Time{});
-            if (sv_.serial_dispatch) intake_until_.assign(reps_.size(), Time{});
+            if (sv_.serial_dispatch)
+                for (std::size_t r = 0; r < reps_.size(); ++r)
+                    decode_front_.push_back(
+                        std::make_unique<FrontEnd>(sim_, setup.scenario.profile, [this](std::uint32_t id) {
+                            const auto d = static_cast<std::size_t>(res_.records[id].decode_replica);
+                            transfers_[id].handed = sim_.now();
+                            reps_[d].incoming.push_back(id);
+                            accept_transfers(d);
+                        }));
         }
     }
     prefix_blocks_ = sv_.shared_prefix_tokens / res.pool.block_size;

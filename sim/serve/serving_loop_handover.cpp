@@ -33,14 +33,7 @@ void Loop::hand_off(std::uint32_t id) {
         // another) and hands it to its engine request_latency later, and only
         // then is its cache read and the request scheduled (docs/serving.md,
         // "Validation of disaggregation").
-        const auto& profile = setup_.scenario.profile;
-        Time& intake = intake_until_[dec.engine];
-        intake = std::max(intake, sim_.now()) + profile.serving_request_overhead;
-        sim_.schedule_at(intake + profile.serving_request_latency, [this, id, d] {
-            transfers_[id].handed = sim_.now();
-            reps_[d].incoming.push_back(id);
-            accept_transfers(d);
-        });
+        decode_front_[dec.engine]->intake(id);
         return;
     }
     dec.incoming.push_back(id);

@@ -111,7 +111,9 @@ private:
     std::vector<char> in_flight_;  // pp > 1: the sequence is in a batch in flight
     std::vector<Transfer> transfers_;
     std::vector<Time> posted_until_;  // disaggregated: each GPU's worker posts transfer descriptors until then
-    std::vector<Time> intake_until_;  // serial dispatch: each decode engine's front end takes requests in until then
+    // Serial dispatch: each decode engine's own front end (by engine), which
+    // takes a handed-over request in as the first front end takes arrivals.
+    std::vector<std::unique_ptr<FrontEnd>> decode_front_;
     std::vector<std::int64_t> load_;  // route()'s scratch
     std::vector<std::uint32_t> handoffs_;
     parallel::IterationBatch batch_;
