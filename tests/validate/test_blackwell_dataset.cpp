@@ -46,7 +46,8 @@ TEST_CASE("blackwell.yaml: every point simulates, each kind within its guarded M
     const auto d = sim::validate::load_dataset(blackwell_path());
     const auto report = sim::validate::validate(d, {});
     for (const auto& out : report.outcomes) CHECK_MESSAGE(!out.skipped, out.reason);
-    for (const Guard& g : std::initializer_list<Guard>{
+    for (const Guard& g :
+         std::initializer_list<Guard>{
              // 7.1% over 3 (-10.2%, -1.1%, -9.9%); 21.4% before the Blackwell L2 rate of
              // docs/hardware-model.md section 2.4, when the GEMMs were L2-bound
              {Kind::training, 0.10, 3},
