@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the tables of docs/validation.md (the block between the
 # GENERATED markers) and the plot docs/validation.svg from `parasim validate`
-# on the reference dataset, the unseen dataset and the calibration dataset, so
+# on the reference dataset, the unseen datasets (unseen.yaml, blackwell.yaml) and the calibration dataset, so
 # no figure in the report is typed in.
 #
 # Usage: bash docs/validation.sh [PARASIM]
@@ -27,6 +27,7 @@ annotations=tests/data/validation/published-annotations.yaml
 "$bin" validate tests/data/validation/serving.yaml --format json > "$tmp/serving.json"
 "$bin" validate tests/data/validation/h200-kernels.yaml --format json > "$tmp/h200-kernels.json"
 "$bin" validate tests/data/validation/grouped-fp8-deepgemm.yaml --format json > "$tmp/grouped-fp8-deepgemm.json"
+"$bin" validate tests/data/validation/blackwell.yaml --format json > "$tmp/blackwell.json"
 
 python3 - "$tmp" docs/validation.md "$published" "$annotations" <<'PY'
 import json, sys
@@ -135,6 +136,17 @@ out.append("| id | measured (us) | simulated (us) | error |")
 out.append("|---|---|---|---|")
 for q in dg["points"]:
     out.append(f"| {q['id']} | {num(q['measured'])} | {num(q['simulated'])} | {spct(q['error'])} |")
+
+# The Blackwell points (B200, GB200; an unseen check, docs/validation.md section 5).
+bw = json.load(open(f"{tmp}/blackwell.json"))
+out.append("\nBlackwell (`tests/data/validation/blackwell.yaml`: Megatron-Bridge 25.11 on B200 and GB200, Azure's "
+           "GB200 GEMMs and all-reduces; never fitted on): "
+           + ", ".join(f"{k} {summary(bw, k)}" for k in kinds if bw["counts"][k]["simulated"]) + ".\n")
+out.append("| id | kind | metric | measured | simulated | error |")
+out.append("|---|---|---|---|---|---|")
+for q in bw["points"]:
+    err = "skipped" if q["error"] is None else spct(q["error"])
+    out.append(f"| {q['id']} | {q['kind']} | {q['metric']} | {num(q['measured'])} | {num(q['simulated'])} | {err} |")
 
 for name, title in (("published", "Reference set"), ("unseen", "Unseen set")):
     d = sets[name]

@@ -82,6 +82,28 @@ TEST_CASE("an NVFP4 GEMM on B200 costs what the roofline says by hand") {
     CHECK(model->cost(g, d, {}).compute_time.seconds() == doctest::Approx(2.0 * tile_s).epsilon(1e-6));
 }
 
+TEST_CASE("a large BF16 GEMM on B200 reaches its measured ceiling: the L2 rate is the least that allows it") {
+    config::GpuCatalog catalog;
+    const GpuSpec& g = catalog.get("b200");
+    KernelDesc d = nvfp4_gemm(16384, 16384, 16384);
+    d.dtype = DType::bf16;
+    const double n = 16384.0;
+    d.bytes_read = Bytes::ceil(2.0 * n * n * 2.0);
+    const KernelCost c = make_cost_model("roofline")->cost(g, d, {});
+    // docs/hardware-model.md §2.4, "Blackwell L2": 1745e12 x 2/256 / 0.8 = 17041 GB/s.
+    CHECK(g.l2_bandwidth.bytes_per_s == doctest::Approx(1745e12 * 2.0 / 256.0 / 0.8).epsilon(1e-4));
+    CHECK(c.tile_m == 128);
+    CHECK(c.tile_n == 256);
+    // 128x256 tiles in 2-CTA clusters request 2mnk x 2/256 bytes of L2 (A once per tile column,
+    // B once per two tile rows), plus the 2-byte output.
+    const double l2_bytes = 2.0 * n * n * n * 2.0 / 256.0 + n * n * 2.0;
+    CHECK(c.l2_request_bytes.as_double() == doctest::Approx(l2_bytes).epsilon(1e-6));
+    CHECK(c.l2_time.seconds() == doctest::Approx(l2_bytes / (17041e9 * 0.8)).epsilon(1e-3));
+    // Compute binds, at no more than the MAMF ceiling: 2n^3 / (2250 TF x 0.776) = 5.04 ms at least.
+    CHECK(c.compute_bound());
+    CHECK(c.compute_time.seconds() >= 2.0 * n * n * n / (2250e12 * 0.776) * (1.0 - 1e-9));
+}
+
 TEST_CASE("an NVFP4 decode GEMV on B200 reads weights and their scales from HBM") {
     config::GpuCatalog catalog;
     const GpuSpec& g = catalog.get("b200");
