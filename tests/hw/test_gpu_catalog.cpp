@@ -1,8 +1,10 @@
 // The GPU catalog: shipped files load by name; malformed or incomplete files
-// are refused with file:line:column and the field named.
+// are refused with file:line:column and the field named; each shipped file's
+// measured GEMM ceiling is reachable by the roofline on its own figures.
 #include "sim/config/data_dir.h"
 #include "sim/config/gpu_loader.h"
 #include "sim/core/error.h"
+#include "sim/hw/cost_model.h"
 
 #include "tests/test_util.h"
 
@@ -87,6 +89,36 @@ TEST_CASE("every shipped GPU file loads by name") {
             }
         }
         CHECK((g.nvlink_generation > 0) == (g.efficiency.nccl_nvlink > 0.0));
+    }
+}
+
+// A file's GEMM ceiling is a measured best-shape rate (MAMF or cuBLASLt); the
+// roofline must be able to reach it on a large square GEMM, or the other
+// figures of the file (L2 bandwidth, tile) contradict that measurement
+// (docs/hardware-model.md, section 2.4).
+TEST_CASE("every shipped GPU file's measured GEMM ceiling is reachable by its roofline") {
+    GpuCatalog catalog;
+    const auto model = hw::make_cost_model("roofline");
+    constexpr std::int64_t kSide = 16384;
+    for (const auto& name : catalog.names()) {
+        const hw::GpuSpec& g = catalog.get(name);
+        for (hw::DType t : {hw::DType::bf16, hw::DType::fp8}) {
+            if (!g.supports(t)) continue;
+            const std::string dtype{hw::to_string(t)};
+            CAPTURE(name);
+            CAPTURE(dtype);
+            hw::KernelDesc d;
+            d.name = "gemm";
+            d.kind = hw::KernelKind::gemm;
+            d.dtype = t;
+            d.m = d.n = d.k = kSide;
+            const double side = static_cast<double>(kSide), e = hw::bytes_per_element(t);
+            d.flops = Flops{2.0 * side * side * side};
+            d.bytes_read = Bytes::ceil(2.0 * side * side * e);
+            d.bytes_written = Bytes::ceil(side * side * e);
+            const double achieved = d.flops.value / model->cost(g, d, {}).duration.seconds();
+            CHECK(achieved >= 0.9 * g.gemm_ceiling(t) * g.peak_of(t).per_s);
+        }
     }
 }
 
