@@ -26,6 +26,8 @@ Bands load_bands(const std::string& path) {
         v.mape = b.required("mape").as_number(0, 100);
         v.n = static_cast<int>(b.required("n").as_int(1, 1 << 20));
         if (auto f = b.optional("fitted")) v.fitted = f->as_bool();
+        if (auto u = b.optional("set")) v.unseen = u->as_enum({"reference", "unseen"}) == "unseen";
+        if (auto m = b.optional("moe")) v.moe = m->as_bool();
         b.finish();
         out.bands.push_back(std::move(v));
     }
@@ -44,10 +46,15 @@ ErrorBand expected_error(const config::ScenarioSpec& sc, const Bands& bands) {
                              : sc.workload.mode == config::Mode::training ? "training"
                                                                           : "inference";
     const std::string gpu = sc.gpu.name, software = sc.software.given() ? sc.software.name : "";
-    std::string metric;  // the metric class looked for ("" for runs)
+    // A model with routed experts is judged by MoE runs only (serving bands do not split).
+    const bool moe = kind != "serving" && sc.model.experts > 0;
+    std::string metric;   // the metric class looked for ("" for runs)
+    bool unseen = false;  // which set's bands are looked in
     const auto find = [&](const std::string& g, const std::string& s) -> const ValidatedBand* {
         for (const auto& b : bands.bands)
-            if (b.kind == kind && b.gpu == g && b.software == s && b.metric == metric) return &b;
+            if (b.kind == kind && b.gpu == g && b.software == s && b.metric == metric && b.unseen == unseen &&
+                b.moe == moe)
+                return &b;
         return nullptr;
     };
     const auto covered = [&](auto field, const std::string& value) {
@@ -75,6 +82,8 @@ ErrorBand expected_error(const config::ScenarioSpec& sc, const Bands& bands) {
         if (!out.by_metric.empty()) out.band = out.by_metric.front();
     } else {
         out.band = narrowest();
+        unseen = true;
+        out.unseen_band = narrowest();
     }
     if (!covered(&ValidatedBand::gpu, gpu))
         out.warnings.push_back(
@@ -101,28 +110,40 @@ std::string format_error_band(const ErrorBand& e) {
         for (const auto& w : e.warnings) out += "warning: " + w + "\n";
         return out;
     }
+    const auto what = [](const ValidatedBand& b) {
+        std::string w = b.kind + (b.moe ? " (MoE)" : "");
+        if (!b.gpu.empty()) w += " on " + b.gpu;
+        if (!b.software.empty()) w += " with " + b.software;
+        return w;
+    };
     if (e.band) {
         const auto& b = *e.band;
-        std::string what = b.kind;
-        if (!b.gpu.empty()) what += " on " + b.gpu;
-        if (!b.software.empty()) what += " with " + b.software;
-        out = fmt::format("expected error: {}: MAPE {:.1f}% over {} published runs{} (docs/validation.md)\n", what,
+        out = fmt::format("expected error: {}: MAPE {:.1f}% over {} published runs{} (docs/validation.md)\n", what(b),
                           100 * b.mape, b.n, b.fitted ? ", in-sample (the stack's efficiency was fitted on them)" : "");
-    } else {
-        out = "expected error: no validated band for this kind of run (docs/validation.md)\n";
     }
+    if (e.unseen_band) {
+        const auto& b = *e.unseen_band;
+        out += fmt::format(
+            "expected error: {}: MAPE {:.1f}% over {} published runs parasim was never fitted to (docs/validation.md "
+            "section 5)\n",
+            what(b), 100 * b.mape, b.n);
+    }
+    if (!e.band && !e.unseen_band)
+        out = "expected error: no validated band for this kind of run (docs/validation.md)\n";
     for (const auto& w : e.warnings) out += "warning: " + w + "\n";
     return out;
 }
 
 std::string error_band_json_member(const ErrorBand& e) {
-    std::string band = "null";
-    if (e.band) {
-        const auto& b = *e.band;
-        band = fmt::format("{{\"kind\":{},\"gpu\":{},\"software\":{},\"mape\":{},\"n\":{},\"in_sample\":{}}}",
-                           json_string(b.kind), json_string(b.gpu), json_string(b.software), json_number(b.mape), b.n,
-                           b.fitted ? "true" : "false");
-    }
+    const auto band_json = [](const std::optional<ValidatedBand>& o) -> std::string {
+        if (!o) return "null";
+        const auto& b = *o;
+        return fmt::format(
+            "{{\"kind\":{},\"moe\":{},\"gpu\":{},\"software\":{},\"mape\":{},\"n\":{},\"in_sample\":{}}}",
+            json_string(b.kind), b.moe ? "true" : "false", json_string(b.gpu), json_string(b.software),
+            json_number(b.mape), b.n, b.fitted ? "true" : "false");
+    };
+    const std::string band = band_json(e.band);
     std::string warnings;
     for (std::size_t i = 0; i < e.warnings.size(); ++i) {
         if (i) warnings += ',';
@@ -139,7 +160,8 @@ std::string error_band_json_member(const ErrorBand& e) {
         }
         by_metric += "]";
     }
-    return fmt::format("\"expected_error\":{{\"band\":{},\"warnings\":[{}]{}}}", band, warnings, by_metric);
+    const std::string unseen = e.serving ? "" : ",\"unseen_band\":" + band_json(e.unseen_band);
+    return fmt::format("\"expected_error\":{{\"band\":{}{},\"warnings\":[{}]{}}}", band, unseen, warnings, by_metric);
 }
 
 }  // namespace sim::report

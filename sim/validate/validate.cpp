@@ -143,6 +143,7 @@ Outcome simulate_point(const Point& p, config::GpuCatalog& catalog, const Shippe
     try {
         const Setup s = translate(p, catalog, shipped, software_dir);
         o.defaults = s.defaults;
+        o.moe = s.scenario.model.experts > 0;
         if (s.skip) return skip(*s.skip);
         const auto cm = hw::make_cost_model("roofline");
         double value = 0;
@@ -402,6 +403,7 @@ std::string format_json(const Report& r) {
         if (!o.detail.empty()) out += ",\"detail\":" + json_string(o.detail);
         if (!o.software.empty()) out += ",\"software\":" + json_string(o.software);
         out += ",\"gpu\":" + json_string(o.gpu);
+        if (o.moe) out += ",\"moe\":true";
         const auto strings = [&](const std::vector<std::string>& v) {
             std::string list = "[";
             for (std::size_t j = 0; j < v.size(); ++j) {

@@ -42,6 +42,7 @@ struct Outcome {
     std::string detail;                  // what the simulation did (strategy, algorithm, ...)
     std::string software;                // the point's software.name ("" when it does not say)
     std::string gpu;                     // the point's hardware.gpu (catalog name)
+    bool moe = false;                    // the simulated model has routed experts
 };
 
 struct KindSummary {

@@ -1,5 +1,6 @@
 // The expected-error band a run prints: the narrowest validated band with
-// enough runs, and a warning for a GPU or stack no validated run used.
+// enough runs, of the reference set and of the unseen sets, MoE runs judged by
+// MoE bands, and a warning for a GPU or stack no validated run used.
 #include "sim/report/error_band.h"
 
 #include <doctest/doctest.h>
@@ -97,6 +98,46 @@ TEST_CASE("a serving run gets one band per metric class: throughput, median, p99
     CHECK(run.band->kind == "inference");
     CHECK_FALSE(run.serving);
     CHECK(report::error_band_json_member(run).find("by_metric") == std::string::npos);
+}
+
+TEST_CASE("a run gets the unseen sets' band beside the reference one, and a MoE run only MoE bands") {
+    using config::Mode;
+    // {kind, gpu, software, mape, n, fitted, metric, unseen, moe}
+    const report::Bands bands{{
+                                  {"training", "", "", 0.04, 24, false, "", false, false},
+                                  {"training", "h100-sxm", "", 0.05, 6, false, "", true, false},
+                                  {"training", "", "", 0.06, 9, false, "", true, false},
+                                  {"training", "h100-sxm", "", 0.30, 1, false, "", true, true},  // too few
+                                  {"training", "", "", 0.20, 3, false, "", true, true},
+                                  {"training", "gb200", "", 0.01, 1, false, "", true, false},
+                              },
+                              "test"};
+    // A dense run on H100: the reference kind band, and the unseen GPU band (6 runs).
+    auto dense = run_of(Mode::training, "h100-sxm", "");
+    auto e = report::expected_error(dense, bands);
+    REQUIRE(e.band);
+    CHECK(e.band->mape == doctest::Approx(0.04));
+    REQUIRE(e.unseen_band);
+    CHECK(e.unseen_band->gpu == "h100-sxm");
+    CHECK(report::format_error_band(e) ==
+          "expected error: training: MAPE 4.0% over 24 published runs (docs/validation.md)\n"
+          "expected error: training on h100-sxm: MAPE 5.0% over 6 published runs parasim was never fitted to "
+          "(docs/validation.md section 5)\n");
+    // The same with routed experts on GB200: no reference MoE band, the unseen MoE kind band (the
+    // GPU's MoE band has 1 run), and no warning: an unseen run on gb200 was validated.
+    auto moe = run_of(Mode::training, "gb200", "");
+    moe.model.experts = 128;
+    e = report::expected_error(moe, bands);
+    CHECK_FALSE(e.band);
+    REQUIRE(e.unseen_band);
+    CHECK(e.unseen_band->moe);
+    CHECK(e.unseen_band->mape == doctest::Approx(0.20));
+    CHECK(e.warnings.empty());
+    CHECK(report::format_error_band(e) ==
+          "expected error: training (MoE): MAPE 20.0% over 3 published runs parasim was never fitted to "
+          "(docs/validation.md section 5)\n");
+    const std::string json = report::error_band_json_member(e);
+    CHECK(json.find("\"band\":null,\"unseen_band\":{\"kind\":\"training\",\"moe\":true") != std::string::npos);
 }
 
 TEST_CASE("the shipped bands have serving bands from the serving validation set") {
