@@ -43,6 +43,14 @@ const std::string kOneAtATime =
     "    prompt_tokens: {distribution: fixed, value: 1024}\n    output_tokens: {distribution: fixed, value: 64}\n"
     "    requests: 3\n    disaggregation: {prefill_replicas: 1}\n";
 
+// More caches land than one decode slot drains, into a decode pool of 849
+// blocks (22% of the H100's memory).
+const std::string kOverload =
+    "    arrivals: {process: poisson, rate: 10}\n"
+    "    prompt_tokens: {distribution: lognormal, mean: 600, sigma: 0.8, max: 4096}\n"
+    "    output_tokens: {distribution: lognormal, mean: 200, sigma: 0.8, max: 2048}\n"
+    "    requests: 40\n    seed: 1\n    max_batch: 1\n    gpu_memory_utilization: 0.22\n";
+
 }  // namespace
 
 TEST_CASE("handover: a 1,024-token cache posts 64 blocks x 64 regions before its bytes move") {
@@ -186,13 +194,7 @@ TEST_CASE("handover: a decode engine whose pool is held by queued caches drops t
     // first-token step; a decode that then preempts the running request
     // puts it at the queue's front with nothing running, and only dropping
     // queued caches lets it run again (before: "made no progress").
-    const auto d = serve_handover(
-        "    arrivals: {process: poisson, rate: 10}\n"
-        "    prompt_tokens: {distribution: lognormal, mean: 600, sigma: 0.8, max: 4096}\n"
-        "    output_tokens: {distribution: lognormal, mean: 200, sigma: 0.8, max: 2048}\n"
-        "    requests: 40\n    seed: 1\n    max_batch: 1\n    gpu_memory_utilization: 0.22\n"
-        "    disaggregation: {prefill_replicas: 1}\n",
-        2, Time{}, true);
+    const auto d = serve_handover(kOverload + "    disaggregation: {prefill_replicas: 1}\n", 2, Time{}, true);
     REQUIRE(d.result.replica_stats.size() == 2);
     CHECK(d.result.replica_stats[1].preemptions > 0);
     for (const auto& rec : d.result.records) CHECK(rec.finish_s >= rec.first_token_s);
@@ -209,13 +211,8 @@ TEST_CASE("handover: with the P2pNcclConnector, queued caches hold no decode blo
     // (max_batch 1) the pool then holds one request's blocks at a time, at
     // most ceil((4,096 + 2,048) / 16) = 384 of its 849: nothing is
     // preempted, nothing is dropped, and no cache waits for blocks to move.
-    const auto d = serve_handover(
-        "    arrivals: {process: poisson, rate: 10}\n"
-        "    prompt_tokens: {distribution: lognormal, mean: 600, sigma: 0.8, max: 4096}\n"
-        "    output_tokens: {distribution: lognormal, mean: 200, sigma: 0.8, max: 2048}\n"
-        "    requests: 40\n    seed: 1\n    max_batch: 1\n    gpu_memory_utilization: 0.22\n"
-        "    disaggregation: {prefill_replicas: 1, connector: p2p-nccl}\n",
-        2, Time{}, true);
+    const auto d =
+        serve_handover(kOverload + "    disaggregation: {prefill_replicas: 1, connector: p2p-nccl}\n", 2, Time{}, true);
     REQUIRE(d.result.replica_stats.size() == 2);
     CHECK(d.result.replica_stats[1].preemptions == 0);
     std::int64_t most = 0;
