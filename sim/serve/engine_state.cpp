@@ -34,8 +34,14 @@ std::uint32_t EngineState::preempt_latest() {
         swapped_out += s.computed - keep;
         s.swapped = true;
     } else {
-        outstanding += s.computed - keep;
-        s.computed = keep;
+        // A received cache stays in the connector's buffer and is loaded
+        // again when the sequence is readmitted (vLLM's P2pNcclConnector:
+        // get_num_new_matched_tokens offers prompt - 1 tokens to a preempted
+        // request too, and the buffer is freed only when the request ends).
+        const std::int64_t reload = std::max(keep, std::min(s.received, s.computed));
+        outstanding += s.computed - reload;
+        s.computed = reload;
+        s.load = reload > keep;
     }
     ++s.preemptions;
     ++preemptions;

@@ -26,6 +26,13 @@ struct Sequence {
     // in `blocks`, owned by the prefix cache (never returned to the pool).
     std::int64_t shared_blocks = 0;
     std::uint64_t admitted = 0;  // admission stamp: the running set's order
+    // Disaggregated decode with vLLM's P2pNcclConnector: the prompt tokens
+    // (all but the last) whose K and V wait in the engine's receive buffer,
+    // outside the paged pool, for as long as the request lives; a preemption
+    // by recompute keeps them (the connector loads them again) and `load`
+    // marks that its next step copies them into its blocks.
+    std::int64_t received = 0;
+    bool load = false;
     // Known tokens not yet fed through the model: the prompt and every
     // generated token, less what the cache holds. A decode step feeds 1.
     std::int64_t unfed() const { return prompt + generated - computed; }
@@ -65,7 +72,8 @@ struct EngineState {
     // Preemption: the latest admitted running sequence loses its blocks and
     // goes back to the front of the queue. By recompute its cache is dropped
     // and its prompt and generated tokens are prefilled again when it is
-    // readmitted; by swap its cache goes to host memory (swapped_out) and
+    // readmitted, less the tokens it holds in a receive buffer (`received`,
+    // loaded again instead); by swap its cache goes to host memory (swapped_out) and
     // comes back when it is readmitted. Returns the sequence preempted.
     std::uint32_t preempt_latest();
     // A queue that nothing running will ever drain: with no sequence

@@ -22,6 +22,7 @@ public:
     MemoCostModel(const hw::CostModel& inner, const hw::GpuSpec& gpu) : inner_(inner), gpu_(gpu) {}
     std::string name() const override { return inner_.name(); }
     hw::KernelCost cost(const hw::GpuSpec& gpu, const hw::KernelDesc& k, const hw::L2Residency& l2) const override;
+    const hw::GpuSpec& gpu() const { return gpu_; }
     std::uint64_t hits() const { return hits_; }
     std::uint64_t misses() const { return misses_; }
 

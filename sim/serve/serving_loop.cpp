@@ -84,10 +84,7 @@ Loop::Loop(const LoopSetup& setup, const std::vector<Request>& requests, ServeRe
                 for (std::size_t r = 0; r < reps_.size(); ++r)
                     decode_front_.push_back(
                         std::make_unique<FrontEnd>(sim_, setup.scenario.profile, [this](std::uint32_t id) {
-                            const auto d = static_cast<std::size_t>(res_.records[id].decode_replica);
-                            transfers_[id].handed = sim_.now();
-                            reps_[d].incoming.push_back(id);
-                            accept_transfers(d);
+                            at_decode(id, static_cast<std::size_t>(res_.records[id].decode_replica));
                         }));
         }
     }
@@ -159,7 +156,7 @@ void Loop::start(std::size_t r) {
     // The engine's host time per step is serial with the GPU's work, or,
     // with async scheduling, done for the next step while the GPU runs this
     // one, so a step takes the longer of the two (docs/serving.md).
-    const Time gpu = rep.cost->time(batch_) + swap_time(rep);
+    const Time gpu = rep.cost->time(batch_) + swap_time(rep) + kv_copy_time(rep);
     const Time host = front_.step_host_time(rep.work.size());
     sim_.schedule_at(rep.start + (sv_.async_scheduling ? std::max(gpu, host) : gpu + host), [this, r] { finish(r); });
 }
@@ -202,7 +199,7 @@ void Loop::start_engine(std::size_t first) {
         any = true;
         batch_shape(rep.st, rep.work, sv_.decode_context_bucket, batch_, prefills_);
         ++rep.stats.iterations;
-        gpu = std::max(gpu, rep.cost->time(batch_) + swap_time(rep));
+        gpu = std::max(gpu, rep.cost->time(batch_) + swap_time(rep) + kv_copy_time(rep));
         host = std::max(host, front_.step_host_time(rep.work.size()));
     }
     if (!any) return;

@@ -62,6 +62,9 @@ struct Transfer {
     Time handed{}, start{};  // the decode replica has the request (its prefill's end, or its dispatch's); first byte
     std::int64_t src_blocks = 0;  // held on the prefill replica until the last byte arrives
     int flows_left = 0;
+    // P2pNcclConnector: the request joins the decode engine's queue once it
+    // has both the request (its dispatch) and the cache (in its buffer).
+    bool at_decode = false, landed = false;
 };
 
 class Loop {
@@ -90,6 +93,15 @@ private:
     void complete(Replica& rep, std::uint32_t id, Time client);
     void hand_off(std::uint32_t id);
     void accept_transfers(std::size_t d);
+    void start_flows(std::uint32_t id, std::size_t d);
+    void at_decode(std::uint32_t id, std::size_t d);
+    void receive(std::uint32_t id, std::size_t d);
+    Time kv_copy_time(Replica& rep);
+    // vLLM's P2pNcclConnector: the prefill pushes the cache, and the decode
+    // engine keeps it in a buffer of its own until it schedules the request.
+    bool pushes_cache() const {
+        return disaggregated() && !setup_.prefilled && sv_.kv_connector == config::ServingSpec::KvConnector::p2p_nccl;
+    }
     void flow_done(std::uint32_t id);
     void land(std::uint32_t id, std::size_t d);
     void admit_landed(std::size_t d);

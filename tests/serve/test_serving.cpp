@@ -118,6 +118,36 @@ TEST_CASE("with nothing running, queued caches are dropped latest first until th
     CHECK(st.kv.free() == 2);
 }
 
+TEST_CASE("a preempted sequence keeps its received cache and loads it again instead of recomputing it") {
+    // vLLM's P2pNcclConnector keeps a received cache in its buffer until the
+    // request ends and offers prompt - 1 tokens again after a preemption.
+    // Sequence 0: an 18-token prompt, 17 tokens received, 5 generated,
+    // 22 computed in 2 blocks. Preempted, it keeps the 17 received tokens
+    // (to be copied into new blocks) and feeds 18 + 5 - 17 = 6 again, not 23.
+    serve::EngineState st;
+    st.kv = serve::BlockManager(4, 16);
+    std::vector<serve::Sequence> seqs(1);
+    st.seqs = seqs;
+    serve::Sequence& s = st.seqs[0];
+    s.prompt = 18;
+    s.received = 17;
+    s.generated = 5;
+    s.computed = 22;
+    REQUIRE(st.kv.take(2));
+    s.blocks = 2;
+    st.running = {0};
+    CHECK(st.preempt_latest() == 0);
+    CHECK(s.blocks == 0);
+    CHECK(st.kv.free() == 4);
+    CHECK(s.computed == 17);
+    CHECK(s.unfed() == 6);
+    CHECK(s.load);
+    CHECK(st.outstanding == 5);
+    // Readmitted: blocks for all 23 tokens again.
+    CHECK(st.grow(0, 6));
+    CHECK(s.blocks == 2);
+}
+
 TEST_CASE("the KV pool is the memory left after weights and workspace, in blocks") {
     const auto sc = serve_test::scenario(
         "    arrivals: {process: fixed, rate: 1}\n    prompt_tokens: {distribution: fixed, value: 100}\n"
