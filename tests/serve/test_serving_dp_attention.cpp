@@ -4,7 +4,6 @@
 // pools; the ranks step in lockstep, so a rank with a short request waits for the
 // rank with a long one; and the layouts SGLang does not run are refused.
 #include "serve_fixture.h"
-#include "tests/test_util.h"
 #include "sim/config/scenario.h"
 #include "sim/core/error.h"
 #include "sim/hw/cost_model.h"
@@ -13,6 +12,7 @@
 #include "sim/serve/serve_report.h"
 #include "sim/serve/simulator.h"
 #include "sim/workload/operators.h"
+#include "tests/test_util.h"
 
 #include <doctest/doctest.h>
 #include <unistd.h>
@@ -50,8 +50,8 @@ config::ScenarioSpec scenario(int gpus, const std::string& strategy, const std::
                       ("parasim-dp-attn-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".yaml");
     {
         std::ofstream f(path);
-        f << "name: dpa\nsoftware: {name: " << software << "}\ncluster: h200-hgx\ngpus: " << gpus << "\nmodel: " << model
-          << "\nworkload:\n  mode: " << mode << "\n  dtype: bf16\n";
+        f << "name: dpa\nsoftware: {name: " << software << "}\ncluster: h200-hgx\ngpus: " << gpus
+          << "\nmodel: " << model << "\nworkload:\n  mode: " << mode << "\n  dtype: bf16\n";
         if (mode == "serving") f << "  serving:\n" << arrivals << "    max_tokens_per_iteration: 4096\n";
         else if (mode == "training") f << "  seq_len: 128\n  global_batch: 8\n";
         else f << "  batch: 9\n  prompt_tokens: 128\n  output_tokens: 8\n";
@@ -508,8 +508,8 @@ TEST_CASE(
     // the TP group (the sglang profile's moe_shared_experts: whole;
     // docs/moe.md section 8b), written tp 2, sp, etp 1, ep 2. The file's
     // model with one shared expert of 512 (SwiGLU); 9 prompts of 128 tokens.
-    const auto model = parasim_test::replace_once(kModel, "first_dense_layers: 1}",
-                                                  "first_dense_layers: 1, shared_experts: 1}");
+    const auto model =
+        parasim_test::replace_once(kModel, "first_dense_layers: 1}", "first_dense_layers: 1, shared_experts: 1}");
     const std::string tp2 = "    tp: 2\n    sp: true\n    etp: 1\n    ep: 2\n";
     const auto cm = hw::make_cost_model("roofline");
     const auto sg = scenario(2, tp2, "", "inference", model, "sglang");
