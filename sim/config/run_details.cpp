@@ -128,6 +128,9 @@ void read_moe(const Node& node, WorkloadSpec& w) {
     if (auto n = r.optional("capacity_factor")) w.moe.capacity_factor = n->as_number(0.01, 1024.0);
     if (auto n = r.optional("grouped_gemm")) w.moe.grouped_gemm = n->as_bool();
     if (auto n = r.optional("recompute_exchange")) w.moe.recompute_exchange = n->as_bool();
+    // The router GEMM's dtype, the recipe's moe_router_dtype (Megatron-Core's
+    // fp64 is not modelled, so it is refused with the other values).
+    if (auto n = r.optional("router_dtype")) w.moe.router_fp32 = n->as_enum({"activations", "fp32"}) == "fp32";
     if (auto n = r.optional("dispatcher")) {
         // A run names the dispatcher its recipe sets (moe_token_dispatcher_type); auto is the profile's own.
         w.moe_dispatcher = n->as_enum({"alltoall", "allgather"});

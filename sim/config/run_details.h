@@ -36,7 +36,8 @@ void read_stage_layers(MapReader& r, int& first, int& last);
 // compute dtype (fp32 for tf32), the KV cache to the weights'.
 workload::Precision read_precision(MapReader& r, bool weight_dtype);
 // `moe: {routing: balanced | random | zipf(S) | histogram(FILE), capacity_factor: X,
-// grouped_gemm: B, recompute_exchange: B, dispatcher: alltoall | allgather}` (docs/moe.md), each optional; sets
+// grouped_gemm: B, recompute_exchange: B, dispatcher: alltoall | allgather, router_dtype: activations | fp32}`
+// (docs/moe.md), each optional; sets
 // w.moe_where. A histogram FILE is read here, beside the file holding `node`;
 // check_expert_histogram checks it against the model.
 void read_moe(const Node& node, WorkloadSpec& w);

@@ -34,6 +34,7 @@ const std::vector<std::string> kGradReduceDtypes = {"weights", "fp32", "fp32_if_
 const std::vector<std::string> kGradSyncs = {"last_microbatch", "every_microbatch"};
 const std::vector<std::string> kMoeDispatchers = {"auto", "alltoall", "allgather"};
 const std::vector<std::string> kMoePermutes = {"fused", "unfused"};
+const std::vector<std::string> kMoeSharedExperts = {"tp", "whole"};
 const std::vector<std::string> kCrossEntropies = {"fused", "fp32_unfused"};
 const std::vector<std::string> kTpCommMethods = {"ring_exchange", "pipeline"};
 // Where a disaggregated request's first token comes from (serving.first_token).
@@ -133,6 +134,9 @@ SoftwareProfile load_profile(const Node& root, const std::string& expected_name,
         p.moe_fp8_dispatch = sourced(r, "moe_fp8_dispatch", p.moe_fp8_dispatch_from).as_bool();
     if (r.has("moe_permute"))
         p.moe_permute_unfused = sourced(r, "moe_permute", p.moe_permute_from).as_enum(kMoePermutes) == "unfused";
+    if (r.has("moe_shared_experts"))
+        p.moe_shared_experts_whole =
+            sourced(r, "moe_shared_experts", p.moe_shared_experts_from).as_enum(kMoeSharedExperts) == "whole";
     if (r.has("decode_attention_issue")) {
         // Lane instructions per K/V element and query head: a handful for a
         // dot product and a weighted sum; above 1000 is a unit slip.

@@ -80,6 +80,15 @@ struct SoftwareProfile {
     // backward a zero-fill and a scatter-add). Optional key, default "fused".
     bool moe_permute_unfused = false;
     Provenance moe_permute_from;
+    // Where the stack runs an MoE layer's shared experts when its routed part
+    // runs on each GPU's own tokens under expert parallelism (docs/moe.md
+    // section 8b): "tp" (the default; Megatron-Core's SharedExpertMLP over the
+    // layer's TP group, with its all-gather and reduce-scatter) or "whole"
+    // (SGLang under DeepEP: DeepseekV2MoE builds them with tp_size 1 and runs
+    // them on the MoE layer's scattered input, no collective of their own).
+    // Optional key `moe_shared_experts`.
+    bool moe_shared_experts_whole = false;
+    Provenance moe_shared_experts_from;
     // The generation (decode) attention kernel: lane instructions it issues on
     // the CUDA cores per key/value element per query head, or 0 for a
     // kernel that reads each KV head's cache once for its whole group of

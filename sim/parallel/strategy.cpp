@@ -38,7 +38,10 @@ workload::OperatorOptions operator_options(const config::ScenarioSpec& sc, const
     o.etp = rs.etp;
     o.dp_dense_gather = rs.dp_dense_gather;
     o.dp_head_gather = rs.dp_head_gather;
-    o.shared_experts_whole = rs.attention_dp;
+    // Whole under data-parallel attention (SGLang's, with DeepEP), and under
+    // plain TP with expert parallelism when the stack builds them so
+    // (SoftwareProfile::moe_shared_experts_whole; docs/moe.md section 8b).
+    o.shared_experts_whole = rs.attention_dp || (sc.profile.moe_shared_experts_whole && rs.ep > 1);
     o.moe = sc.workload.moe;
     o.recompute_modules = sc.workload.recompute_modules;
     o.fp8_dispatch = sc.profile.moe_fp8_dispatch && sc.workload.precision.compute == hw::DType::fp8;

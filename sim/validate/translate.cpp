@@ -412,6 +412,7 @@ std::string scenario_yaml(const Point& p, const Setup& s) {
                          yes(w.moe.grouped_gemm), yes(w.moe.recompute_exchange));
         if (w.moe.capacity_factor > 0) y += fmt::format(", capacity_factor: {}", w.moe.capacity_factor);
         if (!w.moe_dispatcher.empty()) y += ", dispatcher: " + w.moe_dispatcher;
+        if (w.moe.router_fp32) y += ", router_dtype: fp32";
         y += "}\n";
     }
     if (training) {

@@ -52,25 +52,28 @@ std::int64_t hot_tokens(const ModelSpec& m, const OperatorOptions& opt, std::int
     return worst_hot_tokens(m.experts, m.top_k, opt.ep, tokens, opt.moe, m.first_dense_layers, m.layers + m.mtp_layers);
 }
 
-// Megatron-Core's allgather dispatcher on one GPU of an MoE layer
-// (docs/moe.md sections 3l and 5): the rows it gathers over the etp x ep
-// ranks of its tp_ep group and the rows of them its local experts take
-// (`layer`'s load, as hot_tokens).
-struct AllGatherRows {
-    double gathered = 0;       // N = etp x ep x T_r (T_r: T / tp under sequence parallelism, else T)
-    double selected = 0;       // L: the hot EP rank's local experts' rows, c copies of each token
+// One GPU of an MoE layer whose ranks route their own tokens
+// (OperatorOptions::routes_own_shard; docs/moe.md sections 1a, 3l and 5):
+// the rows its local experts compute (`layer`'s load, as hot_tokens), the
+// same under both Megatron-Core dispatchers: the rows the allgather
+// dispatcher selects out of the N it gathered over the etp x ep ranks of its
+// tp_ep group, or the rows the alltoall dispatcher holds after its
+// expert-TP all-gather (the hot EP rank's G, moe_ops.cpp moe_shape).
+struct OwnShardRows {
+    double gathered = 0;       // allgather: N = etp x ep x T_r (T_r: T / tp under sequence parallelism, else T)
+    double held = 0;           // L (G): the hot EP rank's local experts' rows, c copies of each token
     double local_experts = 0;  // E / ep
-    bool gathers = false;      // etp x ep > 1: the all-gather runs (into the global buffer)
+    bool gathers = false;      // allgather: etp x ep > 1, the all-gather runs (into the global buffer)
 };
 
-AllGatherRows allgather_rows(const ModelSpec& m, const OperatorOptions& opt, std::int64_t tokens, std::int64_t layer) {
+OwnShardRows own_shard_rows(const ModelSpec& m, const OperatorOptions& opt, std::int64_t tokens, std::int64_t layer) {
     const bool sp = opt.sequence_parallel && opt.tp > 1;
     const std::int64_t routed = sp ? ceil_div(tokens, opt.tp) : tokens;
     const std::int64_t etp = opt.expert_tp(), ep = std::max(1, opt.ep);
     const std::int64_t copies = sp ? 1 : etp;  // without SP the etp peers route the same tokens
-    AllGatherRows r;
+    OwnShardRows r;
     r.gathered = as_d(etp * ep) * as_d(routed);
-    r.selected = as_d(copies) * as_d(hot_tokens(m, opt, (etp / copies) * routed, layer));
+    r.held = as_d(copies) * as_d(hot_tokens(m, opt, (etp / copies) * routed, layer));
     r.local_experts = as_d(m.experts / ep);
     r.gathers = etp * ep > 1;
     return r;
@@ -200,12 +203,20 @@ Bytes layer_activation_bytes(const ModelSpec& m, const PassShape& shape, const O
     // gate weights, which the selection of the gate weights keeps for its
     // backward (masked_select saves its input and mask). The gathered tokens
     // and the output before the reduce-scatter are not kept (workspace).
+    // The alltoall dispatcher (and any other run whose ranks route their own
+    // tokens, routes_own_shard) keeps the same rows' tensors: after the
+    // exchange and, etp > 1, the expert-TP all-gather each GPU holds the hot
+    // EP rank's G rows whole (etp x T_r x k balanced, etp times the 1 / tp of
+    // the k copies counted otherwise), which the first expert GEMM saves with
+    // the experts' intermediates (3 f_e / etp under SwiGLU); the received
+    // copy before the gather and the sorted one feed autograd functions that
+    // save no tensor (gather_from_sequence_parallel_region, sort_chunks_by_idxs).
     double routed_saved = 0;
-    if (m.experts > 0 && opt.moe_allgather) {
-        const auto ag =
-            allgather_rows(m, opt, std::max<std::int64_t>(1, shape.batch * shape.new_tokens / opt.cp), layer);
-        routed_saved = ag.selected * (h + mlp_inputs_per_shard(m, m.expert_ffn(), opt.expert_tp())) * ab +
-                       ag.gathered * ag.local_experts * (1.0 + ab);
+    if (m.experts > 0 && opt.routes_own_shard()) {
+        const auto own =
+            own_shard_rows(m, opt, std::max<std::int64_t>(1, shape.batch * shape.new_tokens / opt.cp), layer);
+        routed_saved = own.held * (h + mlp_inputs_per_shard(m, m.expert_ffn(), opt.expert_tp())) * ab;
+        if (opt.moe_allgather) routed_saved += own.gathered * own.local_experts * (1.0 + ab);
         k = 0;  // the per-token k copies below are replaced by these
     } else if (m.experts > 0 && opt.ep > 1) {
         const auto t = std::max<std::int64_t>(1, shape.batch * shape.new_tokens / opt.cp);
@@ -234,10 +245,21 @@ Bytes layer_activation_bytes(const ModelSpec& m, const PassShape& shape, const O
         // mla_up_proj recompute keeps only the core's output of Q, K, V, O.
         if (recompute == Recompute::selective && opt.recompute_modules.mla_up_proj) split = ab * a_p * dv + mlp;
     }
-    const double router = m.experts > 0 ? ab * as_d(m.experts) : 0.0;
+    // The router's logits, FP32 under MoeRouting::router_fp32; and then the
+    // FP32 copies of its input (the tokens it routes: a rank's own shard, or
+    // the gathered T) and of its weight, which the GEMM saves for its
+    // backward (docs/moe.md section 3i).
+    const bool fp32_router = m.experts > 0 && opt.moe.router_fp32;
+    const double router = m.experts > 0 ? (fp32_router ? 4.0 : ab) * as_d(m.experts) : 0.0;
+    double router_copies = 0;
+    if (fp32_router) {
+        const auto t = std::max<std::int64_t>(1, shape.batch * shape.new_tokens / opt.cp);
+        const bool own_sp = opt.routes_own_shard() && sp > 1.0;
+        router_copies = (as_d(own_sp ? ceil_div(t, opt.tp) : t) + as_d(m.experts)) * h * 4.0;
+    }
     const bool scores_stored = !opt.flash_attention && recompute == Recompute::none;
     const double scores = scores_stored ? (2 * ab + 1) * a_p * as_d(shape.context) : 0.0;
-    return whole_bytes(tokens * ((replicated + router) / sp + split + scores + latents) + routed_saved);
+    return whole_bytes(tokens * ((replicated + router) / sp + split + scores + latents) + routed_saved + router_copies);
 }
 
 Bytes workspace_bytes(const ModelSpec& m, const PassShape& shape, const OperatorOptions& opt, bool training) {
@@ -307,7 +329,7 @@ Bytes workspace_bytes(const ModelSpec& m, const PassShape& shape, const Operator
     // gathered gate weights' (N x (h + E)), one layer at a time.
     double held = 0;
     if (m.experts > 0 && opt.moe_allgather) {
-        const auto ag = allgather_rows(m, opt, std::max<std::int64_t>(1, shape.batch * shape.new_tokens / opt.cp),
+        const auto ag = own_shard_rows(m, opt, std::max<std::int64_t>(1, shape.batch * shape.new_tokens / opt.cp),
                                        kAnyMoeLayer);  // the buffer's size: the worst layer's
         const double h = as_d(m.hidden);
         if (ag.gathers) held = ag.gathered * h * ab;

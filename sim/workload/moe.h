@@ -69,6 +69,12 @@ struct MoeRouting {
     // the layer keeps the tokens its experts received and the combined
     // output, and recomputes locally (docs/moe.md section 3c).
     bool recompute_exchange = true;
+    // Megatron-Core's --moe-router-dtype fp32 (workload.moe.router_dtype):
+    // Router.gating casts the tokens and the router weight to FP32 and runs
+    // the router GEMM on the copies (TF32 tensor cores under the NGC
+    // containers), whose backward casts the gradients back (docs/moe.md
+    // section 3i). false: the GEMM in the activations' dtype.
+    bool router_fp32 = false;
 };
 
 // Parses "balanced", "random", "zipf(S)" with 0 < S <= 8, or "histogram(FILE)"

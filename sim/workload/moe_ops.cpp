@@ -17,6 +17,7 @@ namespace {
 constexpr double kGateBytes = 4.0;   // a routed token's gate weight (FP32) moved with it
 constexpr double kScoreBytes = 4.0;  // a routing score (FP32) of one token and expert
 constexpr double kCountBytes = 8.0;  // a rank's token count for one expert (int64)
+constexpr double kFp32Bytes = 4.0;   // an FP32 element (the router's copies under router_fp32)
 
 // The dimensions of an MLP of `ffn` intermediate size (an expert's moe_ffn,
 // or the shared experts' together) split over `split` GPUs: tp for the
@@ -42,11 +43,7 @@ Dims routed_expert_dims(const Dims& x) { return expert_dims(x, x.m->expert_ffn()
 // moe_alltoall_metadata is set exactly for that dispatcher (the profile's
 // moe_dispatcher alltoall). Other dispatchers (DeepEP, auto) and ep = 1 keep
 // the layer's own TP (docs/moe.md section 3).
-bool routes_own_shard(const Dims& x) {
-    const int etp = x.o->expert_tp();
-    if (etp != x.o->tp || x.o->moe_allgather) return true;
-    return etp > 1 && x.o->ep > 1 && x.o->moe_alltoall_metadata;
-}
+bool routes_own_shard(const Dims& x) { return x.o->routes_own_shard(); }
 
 // The dimensions the routed part of an MoE layer runs on: the layer's own
 // (the tokens gathered over the TP group before the router, the experts
@@ -281,16 +278,74 @@ Linear router_linear(const Dims& x) {
     return l;
 }
 
+// Bytes per element of the router's logits (and their gradient): FP32 when
+// the router runs in FP32, else the activations'.
+double logit_bytes(const Dims& x) { return x.o->moe.router_fp32 ? kFp32Bytes : x.ab; }
+
+// Megatron-Core's Router.gating under --moe-router-dtype fp32 (docs/moe.md
+// section 3i; megatron/core/transformer/moe/router.py at 64cb6bd7 and
+// d98e8a64): `linear(input.to(fp32), weight.to(fp32))`, so two casts (the
+// tokens, T x h, and the weight, E x h, into FP32 copies that autograd keeps
+// for the backward) and a GEMM on FP32 operands, which cuBLAS runs on TF32
+// tensor cores under the NGC containers (TORCH_ALLOW_TF32_CUBLAS_OVERRIDE),
+// writing FP32 logits. Under sequence parallelism without own-shard routing
+// the cast reads the gathered input, so the all-gather moves before it.
+void append_router_fp32_forward(const Dims& x, std::vector<Operator>& ops) {
+    const double T = static_cast<double>(x.T), h = static_cast<double>(x.h), E = static_cast<double>(x.m->experts);
+    const double in32 = T * h * kFp32Bytes, w32 = E * h * kFp32Bytes, y = T * E * kFp32Bytes;
+    Operator cast = elementwise(
+        x, "router_input_cast", 0, full_act(x), in32,
+        {use(gathered_if_sp(x, x.act(aslot::norm2)), full_act(x)), use(x.act(aslot::router_in32), in32, true)});
+    set_sync(x, cast, x.sp ? TpSync::before_column_parallel : TpSync::none, full_act(x));
+    ops.push_back(std::move(cast));
+    ops.push_back(elementwise(x, "router_weight_cast", 0, E * h * x.wb, w32,
+                              {use(x.weight(wslot::router), E * h * x.wb), use(x.act(aslot::router_w32), w32, true)}));
+    ops.push_back(gemm("router", DType::tf32, x.T, x.m->experts, x.h, 1, in32 + w32, y,
+                       {use(x.act(aslot::router_in32), in32), use(x.act(aslot::router_w32), w32),
+                        use(x.act(aslot::router), y, true)}));
+}
+
+// Its backward: the input gradient in FP32 from the saved weight copy, cast
+// back to the activations' dtype (the cast's autograd) and added to the
+// input gradient the dispatch backward produced (autograd's accumulation);
+// the weight copy's gradient in FP32 from the saved input copy, cast back
+// to the weight gradient's dtype and accumulated into it.
+void append_router_fp32_backward(const Dims& x, std::vector<Operator>& ops) {
+    const double T = static_cast<double>(x.T), h = static_cast<double>(x.h), E = static_cast<double>(x.m->experts);
+    const double in32 = T * h * kFp32Bytes, w32 = E * h * kFp32Bytes, dy = T * E * kFp32Bytes;
+    const std::uint64_t dlogits = flagged(x.act(aslot::router), kGrad),
+                        dx32 = flagged(x.act(aslot::router_in32), kGrad);
+    ops.push_back(gemm("router_dgrad", DType::tf32, x.T, x.h, x.m->experts, 1, dy + w32, in32,
+                       {use(dlogits, dy), use(x.act(aslot::router_w32), w32), use(dx32, in32, true)}));
+    ops.push_back(elementwise(x, "router_input_grad_cast", 0, in32, full_act(x), {use(dx32, in32)}));
+    ops.push_back(elementwise(x, "router_input_grad_add", T * h, 2 * full_act(x), full_act(x),
+                              {use(flagged(x.act(aslot::norm2), kGrad), full_act(x), true)}));
+    Operator wgrad = gemm("router_wgrad", DType::tf32, x.h, x.m->experts, x.T, 1, in32 + dy, w32,
+                          {use(x.act(aslot::router_in32), in32), use(dlogits, dy),
+                           use(flagged(x.act(aslot::router_w32), kGrad), w32, true)});
+    wgrad.is_weight_grad = true;
+    ops.push_back(std::move(wgrad));
+    const double g = E * h * x.gb;
+    Operator cast = elementwise(x, "router_weight_grad_cast", 0, w32 + g, g,
+                                {use(weight_tensor_id(x.layer, wslot::router | kGrad), g, true)});
+    cast.is_weight_grad = true;
+    ops.push_back(std::move(cast));
+}
+
 // The router's backward: the top-k's, the stack's further routing kernels,
 // and the router GEMM's input and weight gradients.
 void append_router_backward(const Dims& x, std::vector<Operator>& ops) {
     const double T = static_cast<double>(x.T), k = static_cast<double>(x.m->top_k);
-    const double e_bytes = T * static_cast<double>(x.m->experts) * x.ab;
+    const double e_bytes = T * static_cast<double>(x.m->experts) * logit_bytes(x);
     ops.push_back(elementwise(x, "router_topk_bwd", 2 * kSoftmaxFlops * T * static_cast<double>(x.m->experts),
                               e_bytes + T * k * 4.0, e_bytes,
                               {use(x.act(aslot::router), e_bytes), use(flagged(x.act(aslot::topk), kGrad), T * k * 4.0),
                                use(flagged(x.act(aslot::router), kGrad), e_bytes, true)}));
     append_router_kernels(x, "moe_router_bwd_step_", x.o->moe_router_bwd_kernels, ops);
+    if (x.o->moe.router_fp32) {
+        append_router_fp32_backward(x, ops);
+        return;
+    }
     const Linear router = router_linear(x);
     ops.push_back(linear_dgrad(x, router));
     ops.back().kernel.bytes_read += Bytes::ceil(full_act(x));  // beta = 1: reads the gradient it adds to
@@ -315,10 +370,15 @@ void moe_forward(const Dims& layer, std::vector<Operator>& ops) {
     const double T = static_cast<double>(x.T), k = static_cast<double>(x.m->top_k);
     const double E = static_cast<double>(x.m->experts), h = static_cast<double>(x.h);
     const bool quantize_once = x.o->fp8_dispatch && !x.o->inference && hw::is_low_precision(x.o->precision.compute);
-    ops.push_back(linear_forward(x, router_linear(x)));
+    if (x.o->moe.router_fp32) {
+        append_router_fp32_forward(x, ops);
+    } else {
+        ops.push_back(linear_forward(x, router_linear(x)));
+    }
     const double idx = T * k * 8.0;  // expert index (int32) and gate weight (fp32) per routed token
-    ops.push_back(elementwise(x, "router_topk", kSoftmaxFlops * T * E, T * E * x.ab, idx,
-                              {use(x.act(aslot::router), T * E * x.ab), use(x.act(aslot::topk), idx, true)}));
+    const double logits = T * E * logit_bytes(x);
+    ops.push_back(elementwise(x, "router_topk", kSoftmaxFlops * T * E, logits, idx,
+                              {use(x.act(aslot::router), logits), use(x.act(aslot::topk), idx, true)}));
     // Group-limited top-k (expert groups) as a stack runs it in several
     // kernels (OperatorOptions::grouped_topk_kernels; docs/moe.md section 7b):
     // each further kernel charged a pass over FP32 scores of every expert, an
@@ -564,3 +624,13 @@ void moe_backward(const Dims& layer, std::vector<Operator>& ops) {
 }
 
 }  // namespace sim::workload::ops
+
+namespace sim::workload {
+
+bool OperatorOptions::routes_own_shard() const {
+    const int e = expert_tp();
+    if (e != tp || moe_allgather) return true;
+    return e > 1 && ep > 1 && moe_alltoall_metadata;
+}
+
+}  // namespace sim::workload

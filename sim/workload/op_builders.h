@@ -93,6 +93,8 @@ inline constexpr int q_latent = 29, q_latent_norm = 30, kv_latent = 31, kv_laten
                      o_latent = 34, mla_dx = 35;
 // Multi-token prediction: the concatenated [enorm, hnorm] outputs and the projection's output columns.
 inline constexpr int mtp_cat = 36, mtp_eh = 37;
+// The router in FP32 (MoeRouting::router_fp32): the FP32 copies of its input and of its weight.
+inline constexpr int router_in32 = 38, router_w32 = 39;
 inline constexpr int final_norm = 1, logits = 2, loss = 3, tokens = 4;  // kHeadLayer
 inline constexpr int expert = 64;  // expert e: 64 + 8e + {0 in, 1 gate, 2 up, 3 silu, 4 act, 5 out}
 }  // namespace aslot

@@ -92,6 +92,11 @@ struct OperatorOptions {
     // (docs/moe.md section 1a).
     int etp = 0;
     int expert_tp() const { return etp > 0 ? etp : tp; }
+    // Whether each TP rank routes its own tokens (docs/moe.md section 1a):
+    // always with etp < tp (MoE parallel folding) and under the allgather
+    // dispatcher (section 3l); with etp = tp > 1 too when Megatron-Core's
+    // alltoall dispatcher (moe_alltoall_metadata) runs it with ep > 1.
+    bool routes_own_shard() const;
     // Data-parallel attention (docs/moe.md section 8b): the DP ranks whose
     // tokens the dense MLPs (dp_dense_gather) and the LM head
     // (dp_head_gather) gather before running tensor-parallel over all tp x
@@ -103,9 +108,10 @@ struct OperatorOptions {
     // The shared experts whole on every GPU, run on the GPU's own tokens with
     // no collective, where the routed part runs on a rank's own shard (etp !=
     // tp): SGLang under DeepEP builds them with tp_size 1 (DeepseekV2MoE),
-    // so with data-parallel attention over A > 1 GPUs a rank each GPU runs
-    // them on its 1/A of the rank's tokens (docs/moe.md section 8b). false:
-    // tensor-parallel over the layer's TP group on its gathered tokens.
+    // so with data-parallel attention over A > 1 GPUs a rank, or under plain
+    // TP (A = tp), each GPU runs them on its 1/A of the rank's tokens
+    // (docs/moe.md section 8b). false: tensor-parallel over the layer's TP
+    // group on its gathered tokens.
     bool shared_experts_whole = false;
     MoeRouting moe;
     RecomputeModules recompute_modules;  // under Recompute::selective

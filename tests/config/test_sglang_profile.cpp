@@ -106,6 +106,21 @@ TEST_CASE("sglang profile: the exchange beside compute, its evidence and bounds"
           std::string::npos);
 }
 
+TEST_CASE("moe_shared_experts: whole in the sglang profile (DeepEP's tp_size 1), tp by default, nothing else") {
+    const SoftwareProfile p = software_profile("sglang");
+    CHECK(p.moe_shared_experts_whole);
+    CHECK(p.moe_shared_experts_from.text.find("tp_size=1") != std::string::npos);
+    CHECK_FALSE(software_profile("vllm").moe_shared_experts_whole);
+    CHECK_FALSE(software_profile("nemo").moe_shared_experts_whole);
+    const SoftwareProfile q = load_software_profile(
+        load_string(kProfile + "moe_shared_experts: {value: tp, source: \"x\"}\n", "software/sglang.yaml"), "sglang");
+    CHECK_FALSE(q.moe_shared_experts_whole);
+    CHECK(profile_error(kProfile + "moe_shared_experts: {value: hole, source: \"x\"}\n").find("sglang.yaml:9:") !=
+          std::string::npos);
+    CHECK(profile_error(kProfile + "moe_shared_experts: {value: whole}\n").find("moe_shared_experts") !=
+          std::string::npos);
+}
+
 TEST_CASE("validation points: an inference point may give overlap.two_batch, and no training overlap") {
     const std::string path = std::string(data_dir()) + "/tests/data/validation/moe-dp-attention.yaml";
     const std::string text = file_text(path);

@@ -12,6 +12,7 @@
 #include "sim/serve/serve_report.h"
 #include "sim/serve/simulator.h"
 #include "sim/workload/operators.h"
+#include "tests/test_util.h"
 
 #include <doctest/doctest.h>
 #include <unistd.h>
@@ -38,17 +39,19 @@ const std::string kModel =
     "moe: {experts: 8, top_k: 2, ffn: 512, first_dense_layers: 1}}";
 
 // A serving scenario of `gpus` H200s running `strategy` (YAML lines of the
-// strategy map, indented by 4) with the serving block's `arrivals` line;
-// host times off so the answers stay the GPUs' own.
+// strategy map, indented by 4) with the serving block's `arrivals` line
+// under the software profile `software`; host times off so the answers stay
+// the GPUs' own.
 config::ScenarioSpec scenario(int gpus, const std::string& strategy, const std::string& arrivals,
-                              const std::string& mode = "serving", const std::string& model = kModel) {
+                              const std::string& mode = "serving", const std::string& model = kModel,
+                              const std::string& software = "vllm") {
     static int counter = 0;
     const auto path = std::filesystem::temp_directory_path() /
                       ("parasim-dp-attn-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".yaml");
     {
         std::ofstream f(path);
-        f << "name: dpa\nsoftware: {name: vllm}\ncluster: h200-hgx\ngpus: " << gpus << "\nmodel: " << model
-          << "\nworkload:\n  mode: " << mode << "\n  dtype: bf16\n";
+        f << "name: dpa\nsoftware: {name: " << software << "}\ncluster: h200-hgx\ngpus: " << gpus
+          << "\nmodel: " << model << "\nworkload:\n  mode: " << mode << "\n  dtype: bf16\n";
         if (mode == "serving") f << "  serving:\n" << arrivals << "    max_tokens_per_iteration: 4096\n";
         else if (mode == "training") f << "  seq_len: 128\n  global_batch: 8\n";
         else f << "  batch: 9\n  prompt_tokens: 128\n  output_tokens: 8\n";
@@ -495,6 +498,57 @@ TEST_CASE(
     CHECK(up->kernel.n == 1024);
     CHECK(up->kernel.k == 1024);
     CHECK(up->tp_sync == workload::TpSync::none);
+}
+
+TEST_CASE(
+    "sglang under DeepEP with plain TP 2 (no attention_dp): the shared expert whole on each GPU's half of the tokens, "
+    "no collective") {
+    // SGLang builds them with tp_size 1 under DeepEP whatever the attention
+    // layout, and an all-to-all backend scatters the MoE layer's input over
+    // the TP group (the sglang profile's moe_shared_experts: whole;
+    // docs/moe.md section 8b), written tp 2, sp, etp 1, ep 2. The file's
+    // model with one shared expert of 512 (SwiGLU); 9 prompts of 128 tokens.
+    const auto model =
+        parasim_test::replace_once(kModel, "first_dense_layers: 1}", "first_dense_layers: 1, shared_experts: 1}");
+    const std::string tp2 = "    tp: 2\n    sp: true\n    etp: 1\n    ep: 2\n";
+    const auto cm = hw::make_cost_model("roofline");
+    const auto sg = scenario(2, tp2, "", "inference", model, "sglang");
+    const auto tp = scenario(2, tp2, "", "inference", model);
+    const auto a = parallel::build_plan(sg, sg.strategies.front(), *cm, parallel::BuildOptions{});
+    const auto b = parallel::build_plan(tp, tp.strategies.front(), *cm, parallel::BuildOptions{});
+    // Weights a GPU: the shared expert's 3 x 1,024 x 512 BF16 parameters whole
+    // (3,145,728 bytes) where vLLM's TP 2 holds half: 1,572,864 bytes more.
+    CHECK(a.memory.breakdown.weights - b.memory.breakdown.weights == doctest::Approx(1572864.0));
+    // The prompt pass: the up projection on the GPU's 9 x 128 / 2 = 576 tokens
+    // with gate and up whole (n = 1,024), k = 1,024, no TP sync; split over TP
+    // it runs the 1,152 gathered tokens on n = 512 after an all-gather, and its
+    // down projection reduce-scatters. The same FLOPs a GPU: 2 x 576 x 1,024 x
+    // 1,024 = 1,207,959,552.
+    const workload::PassShape prompt{9, 128, 128};
+    const auto ops_sg = workload::layer_forward(sg.model, 1, 0, prompt, parallel::operator_options(sg, a.strategy));
+    const auto ops_tp = workload::layer_forward(tp.model, 1, 0, prompt, parallel::operator_options(tp, b.strategy));
+    const auto named = [](const std::vector<workload::Operator>& ops, const std::string& name) {
+        const auto it = std::find_if(ops.begin(), ops.end(), [&](const auto& op) { return op.kernel.name == name; });
+        REQUIRE(it != ops.end());
+        return *it;
+    };
+    const auto up = named(ops_sg, "shared_expert_up");
+    CHECK(up.kernel.m == 576);
+    CHECK(up.kernel.n == 1024);
+    CHECK(up.kernel.k == 1024);
+    CHECK(up.kernel.flops.value == 1207959552.0);
+    CHECK(up.tp_sync == workload::TpSync::none);
+    CHECK(named(ops_sg, "shared_expert_down").tp_sync == workload::TpSync::none);
+    const auto up_tp = named(ops_tp, "shared_expert_up");
+    CHECK(up_tp.kernel.m == 1152);
+    CHECK(up_tp.kernel.n == 512);
+    CHECK(up_tp.kernel.flops.value == 1207959552.0);
+    CHECK(up_tp.tp_sync == workload::TpSync::before_column_parallel);
+    CHECK(named(ops_tp, "shared_expert_down").tp_sync == workload::TpSync::after_row_parallel);
+    // Without EP SGLang runs no DeepEP: the shared expert stays tensor-parallel.
+    const auto ep1 = scenario(2, parasim_test::replace_once(tp2, "ep: 2", "ep: 1"), "", "inference", model, "sglang");
+    const auto c = parallel::build_plan(ep1, ep1.strategies.front(), *cm, parallel::BuildOptions{});
+    CHECK_FALSE(parallel::operator_options(ep1, c.strategy).shared_experts_whole);
 }
 
 TEST_CASE("moe_dense_tp_size other than 1 is refused at its own line and column") {

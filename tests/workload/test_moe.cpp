@@ -31,6 +31,16 @@ MoeRouting zipf(double s, double cf = 0) {
 
 ModelSpec mixtral() { return sim::config::load_model_file(sim::config::model_path("mixtral-8x7b")); }
 
+// docs/moe.md section 3l's Mixtral layout: tp 2 with SP, etp 2, ep 2.
+OperatorOptions tp2_sp_etp2_ep2() {
+    OperatorOptions o;
+    o.tp = 2;
+    o.sequence_parallel = true;
+    o.etp = 2;
+    o.ep = 2;
+    return o;
+}
+
 }  // namespace
 
 TEST_CASE("balanced routing: 8 experts top-2 over ep 4, 100 tokens a rank: every expert 100, a rank 200") {
@@ -260,11 +270,7 @@ TEST_CASE(
     // group routes 4096 tokens a rank, 2 x 4096 x 2 / 8 = 2048 an expert, L =
     // 4 x 2048 = 8192 rows on each GPU of the hot rank, E_l = 4.
     const ModelSpec m = mixtral();
-    OperatorOptions o;
-    o.tp = 2;
-    o.sequence_parallel = true;
-    o.etp = 2;
-    o.ep = 2;
+    OperatorOptions o = tp2_sp_etp2_ep2();
     const PassShape s{1, 4096, 4096};
     const double base = layer_activation_bytes(m, s, o, Recompute::none).as_double();
     const double base_ws = workspace_bytes(m, s, o, true).as_double();
@@ -300,6 +306,34 @@ TEST_CASE(
     const double prompt_ws = workspace_bytes(m, s, p, false).as_double();
     p.moe_allgather = true;
     CHECK(workspace_bytes(m, s, p, false).as_double() - prompt_ws == 16384.0 * 4096 * 2);
+}
+
+TEST_CASE(
+    "alltoall dispatcher memory: the rows each GPU holds after the expert-TP all-gather, whole, not 1 / tp of the "
+    "k copies") {
+    // The allgather dispatcher's layout above under Megatron-Core's alltoall
+    // dispatcher (docs/moe.md section 5): tp 2 with SP, etp 2, ep 2, T = 4096,
+    // balanced. A rank routes T_r = 2048 and sends its 4096 copies; the
+    // gather over the expert-TP pair hands each GPU the hot EP rank's G = 2 x
+    // 2048 x 2 x 4 / 8 x 2 = 8192 rows, which the first expert GEMM keeps
+    // (8192 x 4096 x 2 bytes) with their 3 x 7168 intermediates. The k-copies
+    // form counted 4096 x 2 x 4096 / 2 (SP) of rows: 32 MiB where 64 are held.
+    const ModelSpec m = mixtral();
+    OperatorOptions o = tp2_sp_etp2_ep2();
+    const PassShape s{1, 4096, 4096};
+    const double base = layer_activation_bytes(m, s, o, Recompute::none).as_double();
+    o.moe_alltoall_metadata = true;  // the alltoall dispatcher: each rank routes its own shard
+    const double routed_before = 4096.0 * (2 * 2 * 4096 / 2 + 2 * 2 * 3 * 7168);
+    const double routed_after = 8192.0 * (4096 + 3 * 7168) * 2;
+    CHECK(routed_before == 385875968.0);
+    CHECK(routed_after == 419430400.0);
+    CHECK(layer_activation_bytes(m, s, o, Recompute::none).as_double() - base == routed_after - routed_before);
+    // etp 1 (no gather): G = 2 x 2048 x 2 x 4 / 8 = 4096 rows of 4096 + 3 x
+    // 14336 elements, 4096 x 94 208 bytes: the k-copies form's 4096 x (2 x 2 x
+    // 4096 / 2 + 2 x 2 x 3 x 14336 / 2) exactly, so nothing moves there.
+    OperatorOptions e1 = o;
+    e1.etp = 1;
+    CHECK(layer_activation_bytes(m, s, e1, Recompute::none).as_double() - base == 0.0);
 }
 
 TEST_CASE("FP8 dispatch in FP8 training: each token quantized once before the exchange, not each routed copy") {

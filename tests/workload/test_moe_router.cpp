@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sim/config/model_loader.h"
+#include "sim/workload/footprint.h"
 #include "sim/workload/operators.h"
 
 TEST_SUITE_BEGIN("unit");  // ctest label (docs/testing.md)
@@ -104,6 +105,67 @@ TEST_CASE("alltoall dispatcher, dropless: the host synchronises before the permu
     o.moe_alltoall_metadata = true;
     o.ep = 1;
     CHECK(synced(o).empty());
+}
+
+TEST_CASE("router in FP32: two casts, a TF32 GEMM on the copies, FP32 logits, the casts back; the copies kept") {
+    // Megatron-Core's Router.gating under --moe-router-dtype fp32 (docs/moe.md
+    // section 3i): Mixtral (h 4096, 8 experts), T = 1000 tokens a rank.
+    const ModelSpec m = mixtral();
+    OperatorOptions o = ep4();
+    const auto fwd16 = layer_forward(m, 0, 0, kShape, o);
+    o.moe.router_fp32 = true;
+    const auto fwd = layer_forward(m, 0, 0, kShape, o);
+    const auto bwd = layer_backward(m, 0, 0, kShape, o, Recompute::none);
+    const auto op = [](const std::vector<Operator>& ops, const std::string& name) -> const Operator& {
+        const std::size_t i = at(ops, name);
+        REQUIRE(i < ops.size());
+        return ops[i];
+    };
+    // Forward: the tokens 1000 x 4096 from BF16 (8 192 000 bytes) to FP32 (16 384
+    // 000), the weight 8 x 4096 (65 536 to 131 072), then the GEMM on both
+    // copies in TF32: 2 x 1000 x 8 x 4096 FLOPs, FP32 logits of 1000 x 8 x 4.
+    CHECK(at(fwd, "router_input_cast") + 1 == at(fwd, "router_weight_cast"));
+    CHECK(at(fwd, "router_weight_cast") + 1 == at(fwd, "router"));
+    CHECK(op(fwd, "router_input_cast").kernel.bytes_read.value == 8'192'000u);
+    CHECK(op(fwd, "router_input_cast").kernel.bytes_written.value == 16'384'000u);
+    CHECK(op(fwd, "router_weight_cast").kernel.bytes_read.value == 65'536u);
+    CHECK(op(fwd, "router_weight_cast").kernel.bytes_written.value == 131'072u);
+    const auto& gemm = op(fwd, "router").kernel;
+    CHECK(gemm.dtype == sim::hw::DType::tf32);
+    CHECK(gemm.flops.value == 65'536'000.0);
+    CHECK(gemm.bytes_read.value == 16'515'072u);  // 16 384 000 + 131 072 (BF16: 8 192 000 + 65 536)
+    CHECK(gemm.bytes_written.value == 32'000u);
+    CHECK(op(fwd16, "router").kernel.bytes_read.value == 8'257'536u);
+    CHECK(op(fwd, "router_topk").kernel.bytes_read.value == 32'000u);  // reads the FP32 logits (BF16: 16 000)
+    CHECK(op(fwd16, "router_topk").kernel.bytes_read.value == 16'000u);
+    // Backward: the input gradient in TF32 from the saved weight copy (16 384
+    // 000 bytes written), cast to BF16 and added to the dispatch's; the
+    // weight copy's gradient from the saved input copy (131 072 bytes), cast
+    // to the BF16 weight gradient and accumulated into it.
+    const auto& dgrad = op(bwd, "router_dgrad").kernel;
+    CHECK(dgrad.dtype == sim::hw::DType::tf32);
+    CHECK(dgrad.flops.value == 65'536'000.0);
+    CHECK(dgrad.bytes_read.value == 163'072u);  // 32 000 + 131 072
+    CHECK(dgrad.bytes_written.value == 16'384'000u);
+    CHECK(op(bwd, "router_input_grad_cast").kernel.bytes_read.value == 16'384'000u);
+    CHECK(op(bwd, "router_input_grad_cast").kernel.bytes_written.value == 8'192'000u);
+    CHECK(op(bwd, "router_input_grad_add").kernel.bytes_read.value == 16'384'000u);
+    CHECK(op(bwd, "router_input_grad_add").kernel.bytes_written.value == 8'192'000u);
+    const auto& wgrad = op(bwd, "router_wgrad");
+    CHECK(wgrad.is_weight_grad);
+    CHECK(wgrad.kernel.dtype == sim::hw::DType::tf32);
+    CHECK(wgrad.kernel.flops.value == 65'536'000.0);
+    CHECK(wgrad.kernel.bytes_read.value == 16'416'000u);  // 16 384 000 + 32 000
+    CHECK(wgrad.kernel.bytes_written.value == 131'072u);
+    CHECK(op(bwd, "router_weight_grad_cast").kernel.bytes_read.value == 196'608u);  // 131 072 + 65 536
+    CHECK(op(bwd, "router_weight_grad_cast").kernel.bytes_written.value == 65'536u);
+    // Memory a layer and micro-batch: the FP32 logits (1000 x 8 x 2 bytes
+    // more) and the two copies the GEMM saves, (1000 + 8) x 4096 x 4.
+    OperatorOptions bf16 = o;
+    bf16.moe.router_fp32 = false;
+    CHECK(layer_activation_bytes(m, kShape, o, Recompute::none).as_double() -
+              layer_activation_bytes(m, kShape, bf16, Recompute::none).as_double() ==
+          16'000.0 + 16'515'072.0);
 }
 
 TEST_SUITE_END();
