@@ -151,8 +151,9 @@ TEST_CASE("a file beside the target that bears a temporary's old name is the use
 }
 
 TEST_CASE("two outputs that end at one file (same name, a link to it, a '..' path) are refused, nothing written") {
-    // Found by tools/cli-mutation-smoke.py: `-o X --trace X` wrote X (the
-    // second temporary removed the first's) and then exited 2 on the second rename.
+    // Seen in OutputSet while writing tools/cli-mutation-smoke.py's output
+    // family: `-o X --trace X` wrote X (the second temporary removed the
+    // first's) and then exited 2 on the second rename.
     const auto dir = scratch("same-target");
     std::filesystem::create_directories(dir / "sub");
     std::filesystem::create_symlink("out.json", dir / "link.json");
