@@ -69,7 +69,9 @@ private:
 // renames every temporary onto its target. A failure before the renames, or a
 // fatal signal, removes every temporary and the folders add_directory made;
 // the error (UsageError, exit 2) names the path. Existing targets of another
-// kind (a folder, a socket, a block device) are refused.
+// kind (a folder, a socket, a block device), and two outputs that end at one
+// regular file, are refused. A temporary is named `<target>.tmp-parasim-PID`
+// and never replaces a file already there.
 class OutputSet {
 public:
     void add(const std::string& path, std::string text);
@@ -78,6 +80,7 @@ public:
     void commit();
 
 private:
+    void refuse_shared_targets() const;
     struct Output {
         std::string path;
         std::string text;

@@ -1,7 +1,7 @@
 // Output of the commands: the files of one command are committed together
 // (OutputSet), and temporaries are removed when a signal ends the process
 // (CleanupOnSignal), so an error or an interrupt never leaves a half-written
-// report, a report without its trace, or a *.tmp-parasim file behind.
+// report, a report without its trace, or a *.tmp-parasim-PID file behind.
 #include "apps/cli.h"
 
 #include <fmt/format.h>
@@ -122,6 +122,26 @@ void OutputSet::add(const std::string& path, std::string text) { outputs_.push_b
 
 void OutputSet::add_directory(const std::string& dir) { directories_.push_back(dir); }
 
+// Two outputs that end at one regular file (by name, through a link or a
+// "..") would overwrite each other, and the second rename would fail after
+// the first had replaced the file: refused before anything is written.
+// Standard output, devices and FIFOs take several outputs in turn.
+void OutputSet::refuse_shared_targets() const {
+    std::vector<std::pair<fs::path, const std::string*>> seen;
+    for (const auto& o : outputs_) {
+        struct stat st {};
+        if (o.path.empty() || o.path == "-" || (::stat(o.path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))) continue;
+        std::error_code ec;
+        fs::path target = fs::weakly_canonical(fs::absolute(resolve_links(o.path)), ec);
+        if (ec) continue;  // an unreadable path: the write itself reports it
+        for (const auto& [other, name] : seen)
+            if (other == target)
+                throw UsageError(
+                    fmt::format("'{}' and '{}' name the same file: give each output its own path", *name, o.path));
+        seen.emplace_back(std::move(target), &o.path);
+    }
+}
+
 void OutputSet::commit() {
     struct Pending {
         const Output* output;
@@ -136,6 +156,7 @@ void OutputSet::commit() {
         for (auto it = created.rbegin(); it != created.rend(); ++it) ::rmdir(it->c_str());
     };
     try {
+        refuse_shared_targets();
         for (const auto& dir : directories_) {
             fs::path so_far;
             for (const auto& part : fs::path(dir)) {
@@ -156,11 +177,18 @@ void OutputSet::commit() {
                 continue;
             }
             Pending p{&o, resolve_links(o.path).string(), "", nullptr};
-            p.temporary = p.target + ".tmp-parasim";
+            // A name of our own beside the target: an existing file of that
+            // name (the user's, or a killed run's) is never removed, only
+            // passed over; the process id keeps two runs apart.
+            int fd = -1;
+            for (int n = 0; fd < 0; ++n) {
+                p.temporary = fmt::format("{}.tmp-parasim-{}{}", p.target, ::getpid(), n ? fmt::format("-{}", n) : "");
+                fd = ::open(p.temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+                if (fd < 0 && (errno != EEXIST || n == 1000)) fail(o.path, errno);
+            }
+            // Watched once it is ours (a signal before this line can leave it
+            // behind; watching a name before open could remove another's file).
             p.watch = std::make_unique<CleanupOnSignal>(p.temporary);
-            ::unlink(p.temporary.c_str());  // a stale one from a killed run
-            const int fd = ::open(p.temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-            if (fd < 0) fail(o.path, errno);
             pending.push_back(std::move(p));
             if (const int err = write_all(fd, o.text)) fail(o.path, err);
         }

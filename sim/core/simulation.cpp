@@ -10,6 +10,13 @@ void Simulation::scheduled_in_the_past(Time at) const {
                                     now_.count_ps()));
 }
 
+void Simulation::clock_passed(Time delay) const {
+    throw ModelError(
+        fmt::format("the simulated clock would pass its 213 days (2^64 ps): an event {:.3g} s after "
+                    "{:.3g} s; check bandwidths and sizes for values near zero",
+                    delay.seconds(), now_.seconds()));
+}
+
 bool Simulation::step(Time limit) {
     Callback cb;
     Time t;

@@ -22,7 +22,14 @@ public:
             scheduled_in_the_past(at);
         return queue_.push(at, cb);
     }
-    EventId schedule_after(Time delay, const Callback& cb) { return schedule_at(now_ + delay, cb); }
+    // A delay that would carry the clock past 2^64 ps (213 days) is a
+    // ModelError: each duration fits the clock (Time::from_seconds_ceil), so
+    // only a run of inputs near zero (bandwidths, rates) reaches the end of it.
+    EventId schedule_after(Time delay, const Callback& cb) {
+        if (delay > Time::max() - now_) [[unlikely]]
+            clock_passed(delay);
+        return schedule_at(now_ + delay, cb);
+    }
     bool cancel(EventId id) { return queue_.cancel(id); }
 
     // Runs until no event is pending.
@@ -38,6 +45,7 @@ public:
 
 private:
     [[noreturn]] void scheduled_in_the_past(Time at) const;
+    [[noreturn]] void clock_passed(Time delay) const;
     bool step(Time limit);
 
     EventQueue queue_;

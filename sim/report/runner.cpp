@@ -16,7 +16,7 @@ StrategyRun run_strategy(const config::ScenarioSpec& sc, const config::StrategyS
     try {
         try {
             build = parallel::build_plan(sc, spec, *cost_model, parallel::BuildOptions{options.collapse});
-        } catch (const LimitError& e) {
+        } catch (const ModelError& e) {  // a limit, or a duration past the clock (a cost the partitioner asks)
             throw ConfigError(spec.where, fmt::format("strategy '{}': {}", spec.name, e.what()));
         }
     } catch (const ConfigError& e) {

@@ -118,8 +118,9 @@ struct ReplicaModel {
 
 }  // namespace
 
-ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::StrategySpec& spec,
-                             const ServeOptions& options) {
+namespace {
+
+ServeResult simulate(const config::ScenarioSpec& sc, const config::StrategySpec& spec, const ServeOptions& options) {
     if (!sc.workload.serving) throw InternalError("simulate_serving: the scenario has no serving block");
     const auto& sv = *sc.workload.serving;
     if (!sc.workload.flash_attention)
@@ -329,6 +330,19 @@ ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::Strat
         res.cache_misses += c->misses();
     }
     return res;
+}
+
+}  // namespace
+
+ServeResult simulate_serving(const config::ScenarioSpec& sc, const config::StrategySpec& spec,
+                             const ServeOptions& options) {
+    try {
+        return simulate(sc, spec, options);
+    } catch (const ModelError& e) {
+        // What the inputs make impossible to simulate (a limit, a duration
+        // past the clock's 213 days): point at the strategy, as `run` does.
+        throw ConfigError(spec.where, fmt::format("strategy '{}': {}", spec.name, e.what()));
+    }
 }
 
 }  // namespace sim::serve

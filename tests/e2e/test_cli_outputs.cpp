@@ -138,6 +138,38 @@ TEST_CASE("the outputs of a command are all written or none: a failing --output 
     std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("a file beside the target that bears a temporary's old name is the user's: it stays as it was") {
+    // Found by tools/cli-mutation-smoke.py: the temporary was `<target>.tmp-parasim`,
+    // and an existing file of that name was removed as "a stale one".
+    const auto dir = scratch("squatter");
+    const auto theirs = dir / "out.json.tmp-parasim";
+    std::ofstream(theirs) << "the user's\n";
+    CHECK(parasim("run " + kSmall + " --format json --output " + (dir / "out.json").string()).code == 0);
+    CHECK(slurp(theirs) == "the user's\n");
+    CHECK(slurp(dir / "out.json").find("\"scenario\":\"one-layer-tp2\"") != std::string::npos);
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("two outputs that end at one file (same name, a link to it, a '..' path) are refused, nothing written") {
+    // Seen in OutputSet while writing tools/cli-mutation-smoke.py's output
+    // family: `-o X --trace X` wrote X (the second temporary removed the
+    // first's) and then exited 2 on the second rename.
+    const auto dir = scratch("same-target");
+    std::filesystem::create_directories(dir / "sub");
+    std::filesystem::create_symlink("out.json", dir / "link.json");
+    const std::string out = (dir / "out.json").string();
+    for (const std::string& other : {out, (dir / "link.json").string(), (dir / "sub" / ".." / "out.json").string()}) {
+        INFO(other);
+        const auto r = parasim("run " + kSmall + " --output " + out + " --trace " + other);
+        CHECK(r.code == 2);
+        CHECK(r.err.find("name the same file") != std::string::npos);
+        CHECK_FALSE(std::filesystem::exists(dir / "out.json"));
+    }
+    CHECK(parasim("run " + kSmall + " --output " + out + " --trace " + (dir / "trace.json").string()).code == 0);
+    CHECK(parasim("run " + kSmall + " --output - --trace -").code == 0);  // standard output takes both in turn
+    std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("SIGINT while a command writes its outputs removes the temporaries and ends by the signal") {
     const auto dir = scratch("sigint");
     const auto fifo = dir / "fifo";
@@ -152,7 +184,7 @@ TEST_CASE("SIGINT while a command writes its outputs removes the temporaries and
     argv.push_back(nullptr);
     pid_t pid = 0;
     REQUIRE(posix_spawn(&pid, test_support::parasim_bin(), nullptr, nullptr, argv.data(), environ) == 0);
-    const auto temporary = dir / "trace.json.tmp-parasim";
+    const auto temporary = dir / ("trace.json.tmp-parasim-" + std::to_string(pid));
     int status = 0;
     bool exited = false;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
