@@ -32,6 +32,7 @@ const std::vector<std::string> kOverlapNames = [] {
 }();
 const std::vector<std::string> kGradReduceDtypes = {"weights", "fp32", "fp32_if_bf16"};
 const std::vector<std::string> kGradSyncs = {"last_microbatch", "every_microbatch"};
+const std::vector<std::string> kGradPrereduce = {"nan_check", "scale"};
 const std::vector<std::string> kMoeDispatchers = {"auto", "alltoall", "allgather"};
 const std::vector<std::string> kMoePermutes = {"fused", "unfused"};
 const std::vector<std::string> kMoeSharedExperts = {"tp", "whole"};
@@ -150,6 +151,17 @@ SoftwareProfile load_profile(const Node& root, const std::string& expected_name,
             sourced(r, "grad_sync", p.grad_sync_from).as_enum(kGradSyncs) == "every_microbatch";
     if (r.has("grad_shard_passes"))
         p.grad_shard_passes = static_cast<int>(sourced(r, "grad_shard_passes", p.grad_shard_passes_from).as_int(0, 8));
+    if (r.has("grad_prereduce")) {
+        const Node list = sourced(r, "grad_prereduce", p.grad_prereduce_from);
+        p.grad_prereduce_nan_check = p.grad_prereduce_scale = false;
+        for (const Node& e : list.elements()) {
+            bool& on = e.as_enum(kGradPrereduce) == "nan_check" ? p.grad_prereduce_nan_check : p.grad_prereduce_scale;
+            if (on) e.fail("listed twice");
+            on = true;
+        }
+    }
+    if (r.has("delay_grad_reduce"))
+        p.delay_grad_reduce = sourced(r, "delay_grad_reduce", p.delay_grad_reduce_from).as_bool();
     if (r.has("optimizer_bytes_per_param")) {
         // An FP32 Adam touches at most a few dozen 4-byte values per
         // parameter; above 1000 is a unit slip.

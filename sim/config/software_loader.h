@@ -120,6 +120,23 @@ struct SoftwareProfile {
     // `grad_shard_passes`, default 0 (docs/software-profiles.md §2b).
     int grad_shard_passes = 0;
     Provenance grad_shard_passes_from;
+    // What the stack does to each gradient bucket on the GPU before its
+    // data-parallel collective, in the reduce dtype (docs/software-profiles.md
+    // §2b): `nan_check`, the bucket's L2 norm read back by the host (Megatron's
+    // check_for_nan_in_grad: one read of the bucket, then the host waits for
+    // it), and `scale`, the in-place multiply by the gradient scaling factor
+    // (Megatron's 1/dp without --ddp-average-in-collective: a read and a
+    // write). Optional key `grad_prereduce: [nan_check, scale]`, default none.
+    bool grad_prereduce_nan_check = false;
+    bool grad_prereduce_scale = false;
+    Provenance grad_prereduce_from;
+    // With pipeline parallelism (no virtual stages), whether every pipeline
+    // rank but the first reduces its gradients after its schedule ends
+    // instead of bucket by bucket during its last backward (Megatron's default
+    // delay_grad_reduce, with bucketing off on those ranks; docs/parallelism.md,
+    // "Data parallelism and ZeRO"). Optional key `delay_grad_reduce`, default false.
+    bool delay_grad_reduce = false;
+    Provenance delay_grad_reduce_from;
     // HBM bytes the stack's optimizer step (with its gradient clipping) reads
     // and writes per parameter held by the GPU. 0 (the default): the fused
     // Adam kernel of docs/workload-model.md §6. A stack whose AdamW runs one

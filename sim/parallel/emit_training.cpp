@@ -151,16 +151,28 @@ void emit_training(Emitter& em, PlanBuild& out) {
         bool experts;  // over the expert-data-parallel group
     };
     PerIndex<std::vector<Bucket>> deferred(p);
+    const bool prologue = (sc.profile.grad_prereduce_nan_check || sc.profile.grad_prereduce_scale) && rs.dp * rs.cp > 1;
+    auto emit_prologue = [&](int s, int mb, double local, PerMember& pending, std::vector<std::uint32_t>& last) {
+        em.emit_ops(s,
+                    workload::gradient_bucket_prologue(local, grad_bytes, sc.profile.grad_prereduce_nan_check,
+                                                       sc.profile.grad_prereduce_scale),
+                    Phase::backward, mb, -1, pending, last);
+    };
+    // Megatron's delay_grad_reduce: pipeline ranks after the first reduce once
+    // their schedule is done (their DP traffic is off the critical path, and
+    // the bucket passes below then do not hold up the backward's sends).
+    const bool delay_later = sc.profile.delay_grad_reduce && p > 1 && v == 1;
+    const auto overlapped = [&](int s) { return rs.overlap.grad_reduce && !(delay_later && s > 0); };
     PerIndex<std::vector<std::uint32_t>> stage_end(p, std::vector<std::uint32_t>(width, kNone));
     const auto reduce_op = rs.zero >= 1 ? net::CollectiveOp::reduce_scatter : net::CollectiveOp::all_reduce;
     auto grad_bucket = [&](int s, double bytes, int mb, int layer, const std::vector<std::uint32_t>& after) {
-        if (rs.overlap.grad_reduce) dp_collective(s, reduce_op, bytes, Phase::backward, mb, layer, after);
+        if (overlapped(s)) dp_collective(s, reduce_op, bytes, Phase::backward, mb, layer, after);
         else deferred[s].push_back({bytes, layer, mb, false});
     };
     // A transformer layer's bucket (bytes per parameter).
     auto layer_bucket = [&](int s, int mb, int layer, const std::vector<std::uint32_t>& after) {
         if (!rs.folds_experts()) return grad_bucket(s, layer_params(layer) / rs.tp * grad_bytes, mb, layer, after);
-        if (rs.overlap.grad_reduce) {
+        if (overlapped(s)) {
             layer_collective(s, reduce_op, grad_bytes, Phase::backward, mb, layer, after);
         } else {
             deferred[s].push_back({layer_dense(layer) * grad_bytes, layer, mb, false});
@@ -220,6 +232,18 @@ void emit_training(Emitter& em, PlanBuild& out) {
         std::vector<Operator> ops;
         Phase phase = Phase::forward;
         std::function<void(Chain&)> act;  // set: an action, else the ops
+    };
+    // The stack's passes over a bucket of `local` parameters (this GPU's)
+    // before its collective (grad_prereduce: Megatron's NaN-check norm and
+    // 1/dp scale, docs/software-profiles.md §2b), on the compute stream right
+    // before the bucket's collective is issued: in the backward for an
+    // overlapped bucket, after the stage's schedule for a deferred one.
+    auto bucket_prologue = [&](int s, int mb, double local, Chain& c) {
+        if (!prologue || !overlapped(s)) return;
+        emit_prologue(s, mb, local, c.pending, c.last);
+    };
+    const auto layer_local = [&](int l) {
+        return rs.folds_experts() ? layer_dense(l) + layer_experts(l) : layer_params(l) / rs.tp;
     };
     auto item_steps = [&](int s, const ScheduleItem& it) {
         std::vector<Step> steps;
@@ -299,7 +323,11 @@ void emit_training(Emitter& em, PlanBuild& out) {
                 const int l = static_cast<int>(m.layers) + k;
                 if (gather_params) act(gather3(l, Phase::backward));
                 bops(workload::mtp_backward(m, k, mb, shape, em.opt, w.recompute), Phase::backward);
-                if (sync) act([&, s, mb, l](Chain& c) { layer_bucket(s, mb, l, c.last); });
+                if (sync)
+                    act([&, s, mb, l](Chain& c) {
+                        bucket_prologue(s, mb, layer_local(l), c);
+                        layer_bucket(s, mb, l, c.last);
+                    });
             }
             bops(workload::head_backward(m, mb, shape, em.opt), Phase::backward);
         }
@@ -334,14 +362,20 @@ void emit_training(Emitter& em, PlanBuild& out) {
                                     {workload::gradient_shard_passes(layer_params(l) / rs.tp, shard_passes, wbytes,
                                                                      grad_bytes)},
                                     Phase::backward, mb, -1, c.pending, c.last);
+                    bucket_prologue(s, mb, layer_local(l), c);
                     layer_bucket(s, mb, l, c.last);
                 });
         }
         if (vs == 0) bops(workload::embedding_backward(m, mb, shape, em.opt), Phase::backward);
         act([&, s, vs, mb, sync, part, chunk = it.chunk](Chain& c) {
-            if (sync && vs == 0) grad_bucket(s, params.embedding / rs.tp * grad_bytes, mb, -1, c.last);
-            if (sync && vs + 1 == nv && head_params - params.final_norm > 0)
+            if (sync && vs == 0) {
+                bucket_prologue(s, mb, params.embedding / rs.tp, c);
+                grad_bucket(s, params.embedding / rs.tp * grad_bytes, mb, -1, c.last);
+            }
+            if (sync && vs + 1 == nv && head_params - params.final_norm > 0) {
+                bucket_prologue(s, mb, (head_params - params.final_norm) / rs.tp, c);
                 grad_bucket(s, (head_params - params.final_norm) / rs.tp * grad_bytes, mb, -1, c.last);
+            }
             if (c.last.front() != kNone) stage_end[s] = c.last;
             if (part == BackwardPart::weight) return;
             auto& slot = bwd_out[vs][mb];
@@ -515,9 +549,17 @@ void emit_training(Emitter& em, PlanBuild& out) {
     }
 
     // Without overlap.grad_reduce, the buckets go once the stage's backward is done.
-    for (int s = 0; s < p; ++s)
-        for (const auto& b : deferred[s])
-            dp_collective_over(s, reduce_op, b.bytes, Phase::backward, b.mb, b.layer, stage_end[s], b.experts);
+    // Each after its passes, which the compute stream runs after the schedule.
+    for (int s = 0; s < p; ++s) {
+        std::vector<std::uint32_t> after = stage_end[s];
+        for (const auto& b : deferred[s]) {
+            if (prologue) {
+                PerMember pending(width);
+                emit_prologue(s, b.mb, b.bytes / grad_bytes, pending, after);
+            }
+            dp_collective_over(s, reduce_op, b.bytes, Phase::backward, b.mb, b.layer, after, b.experts);
+        }
+    }
 
     // Optimizer step after the gradient collectives, then (ZeRO 1 and 2, unless
     // it runs during the forward) the parameter all-gather. ZeRO-3 (FSDP)

@@ -635,6 +635,20 @@ Operator gradient_shard_passes(double params, int passes, double grad_bytes, dou
                    written, {});
 }
 
+std::vector<Operator> gradient_bucket_prologue(double params, double reduce_bytes, bool nan_check, bool scale) {
+    std::vector<Operator> ops;
+    const double bucket = params * reduce_bytes;
+    // torch.norm(p=2): a multiply and an add per element, one read.
+    if (nan_check)
+        ops.push_back(make_op("grad_nan_check", KernelKind::elementwise, DType::fp32, 2 * params, bucket, 0, {}));
+    if (scale) ops.push_back(make_op("grad_scale", KernelKind::elementwise, DType::fp32, params, bucket, bucket, {}));
+    // `assert not norm.isnan()` reads the norm on the host: what it issues
+    // next waits for the norm (with no scale, the wait is put before the
+    // norm itself; the GPU idles the same issue time either way).
+    if (nan_check) ops.back().kernel.host_sync = true;
+    return ops;
+}
+
 double total_flops(const std::vector<Operator>& ops) {
     double f = 0;
     for (const auto& op : ops) f += op.kernel.flops.value;

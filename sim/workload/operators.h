@@ -332,6 +332,14 @@ Operator optimizer_step(double params, const OperatorOptions& opt, double bytes_
 // reduce dtype (`reduce_bytes`) differs, the cast to it, then the others in
 // the reduce dtype (docs/software-profiles.md §2b).
 Operator gradient_shard_passes(double params, int passes, double grad_bytes, double reduce_bytes);
+// What a stack does to a gradient bucket of `params` parameters, held in the
+// reduce dtype (`reduce_bytes` an element), before the bucket's collective
+// (docs/software-profiles.md §2b, `grad_prereduce`): with `nan_check` the
+// bucket's L2 norm (one read) that the host reads back, with `scale` the
+// in-place multiply by the scaling factor (a read and a write). The kernel
+// after the norm is marked host_sync (the norm itself when no scale follows).
+// Empty when neither is set.
+std::vector<Operator> gradient_bucket_prologue(double params, double reduce_bytes, bool nan_check, bool scale);
 
 // Shapes per tensor-parallel shard. ModelError when tp does not divide heads,
 // or neither divides the other for kv_heads (kv heads are replicated when

@@ -256,12 +256,39 @@ TEST_CASE("software profiles: the gradient reduce's dtype and FSDP's sync per mi
     CHECK(error_of(kGood + "grad_reduce_dtype: {value: fp64, source: \"x\"}\n") ==
           "software/megatron-lm.yaml:9:28: grad_reduce_dtype.value: 'fp64' is not one of weights, fp32, fp32_if_bf16 "
           "(did you mean 'fp32'?)");
-    // The shipped stacks: Composer's FSDP sync (Megatron's FP32 rule is not set yet: docs/validation.md §7).
+    // The shipped stacks: Composer's FSDP sync; Megatron's FP32 rule for BF16 (docs/validation.md §7).
     CHECK(software_profile("llm-foundry").grad_sync_every_microbatch);
     CHECK_FALSE(software_profile("megatron-core").grad_sync_every_microbatch);
     CHECK(software_profile("").grad_reduce_dtype == "weights");
+    CHECK(software_profile("megatron-core").grad_reduce_dtype == "fp32_if_bf16");
+    CHECK(software_profile("megatron-lm").grad_reduce_dtype == "fp32_if_bf16");
     // llm-foundry's benchmark runs got Composer's DEFAULT mixed precision: an FP32 reduce.
     CHECK(software_profile("llm-foundry").grad_reduce_dtype == "fp32");
+}
+
+TEST_CASE("software profiles: a bucket's passes before its reduce (grad_prereduce), delay_grad_reduce") {
+    const SoftwareProfile plain = good_with();
+    CHECK_FALSE(plain.grad_prereduce_nan_check);  // left out: none
+    CHECK_FALSE(plain.grad_prereduce_scale);
+    CHECK_FALSE(plain.delay_grad_reduce);
+    const SoftwareProfile p = good_with(
+        "grad_prereduce: {value: [scale], source: \"ddp\"}\n"
+        "delay_grad_reduce: {value: true, source: \"pp\"}\n");
+    CHECK_FALSE(p.grad_prereduce_nan_check);
+    CHECK(p.grad_prereduce_scale);
+    CHECK(p.grad_prereduce_from.text == "ddp");
+    CHECK(p.delay_grad_reduce);
+    CHECK(error_of(kGood + "grad_prereduce: {value: [scale, scale], source: \"x\"}\n").find("listed twice") !=
+          std::string::npos);
+    CHECK(error_of(kGood + "grad_prereduce: {value: [nan-check], source: \"x\"}\n").find("did you mean") !=
+          std::string::npos);
+    // Megatron-Core r0.8 (and 0.9, which extends it): the NaN-check norm and the 1/dp scale, delayed later ranks.
+    for (const char* name : {"megatron-core", "megatron-core-0.9"}) {
+        CHECK(software_profile(name).grad_prereduce_nan_check);
+        CHECK(software_profile(name).grad_prereduce_scale);
+        CHECK(software_profile(name).delay_grad_reduce);
+    }
+    CHECK_FALSE(software_profile("megatron-lm").grad_prereduce_scale);
 }
 
 TEST_CASE("software profiles: passes over the unsharded gradient (grad_shard_passes)") {

@@ -671,6 +671,88 @@ TEST_CASE("ZeRO-3: no parameter all-gather after the optimizer; the stack's pass
     CHECK(look(z1).passes == 0);
 }
 
+TEST_CASE(
+    "Megatron's passes over each gradient bucket (grad_prereduce) and delay_grad_reduce on later pipeline ranks") {
+    const auto cm = hw::make_cost_model("roofline");
+    const double layer = 4096.0 * 6144 + 4096.0 * 4096 + 3.0 * 4096 * 14336 + 2 * 4096;  // as above
+    // ZeRO-1 (the distributed optimizer), dp 2, gradients reduced in FP32 as Megatron does for BF16.
+    auto sc = scenario(kData + "cp-training.yaml", {"strategies[1].zero=1"});
+    sc.profile.grad_reduce_dtype = "fp32_if_bf16";
+    const auto build = [&](const config::ScenarioSpec& s) {
+        auto spec = strategy(s, "dp2");
+        spec.overlap.grad_reduce = true;
+        return parallel::build_plan(s, spec, *cm, {});
+    };
+    const auto named = [](const parallel::PlanBuild& b, const parallel::Task& t, const char* name) {
+        return t.kind == parallel::TaskKind::kernel && b.plan.kernels[t.kernel].name == name;
+    };
+    const auto count = [&](const parallel::PlanBuild& b, const char* name) {
+        int n = 0;
+        for (const auto& t : b.plan.tasks) n += named(b, t, name);
+        return n;
+    };
+    CHECK(count(build(sc), "grad_nan_check") == 0);  // the default profile makes none
+    sc.profile.grad_prereduce_nan_check = sc.profile.grad_prereduce_scale = true;
+    const auto b = build(sc);
+    // One of each per bucket of the last micro-batch: 2 layers, the embedding and the (untied) head.
+    CHECK(count(b, "grad_nan_check") == 4);
+    CHECK(count(b, "grad_scale") == 4);
+    for (std::size_t i = 0; i < b.plan.tasks.size(); ++i) {
+        const auto& t = b.plan.tasks[i];
+        if (t.layer != 1) continue;
+        if (t.kind == parallel::TaskKind::collective && t.op == net::CollectiveOp::reduce_scatter) {
+            // 4 bytes a parameter (FP32), after the scale of its own bucket.
+            CHECK(t.bytes.as_double() == doctest::Approx(4 * layer));
+            REQUIRE(t.dep_count == 1);
+            CHECK(named(b, b.plan.tasks[b.plan.deps[t.dep_begin]], "grad_scale"));
+        }
+    }
+    for (const auto& t : b.plan.tasks) {
+        if (!named(b, t, "grad_nan_check") && !named(b, t, "grad_scale")) continue;
+        const auto& k = b.plan.kernels[t.kernel];
+        if (k.bytes_read.as_double() < layer) continue;  // the embedding's and head's small buckets
+        // The norm reads the FP32 bucket once; the scale reads and writes it, after the host read the norm.
+        const bool scale = named(b, t, "grad_scale");
+        CHECK(k.bytes_read.as_double() == doctest::Approx(4 * layer));
+        CHECK(k.bytes_written.as_double() == doctest::Approx(scale ? 4 * layer : 0.0));
+        CHECK(k.host_sync == scale);
+    }
+    // The norm alone: the host waits before it.
+    sc.profile.grad_prereduce_scale = false;
+    const auto nan_only = build(sc);
+    for (const auto& t : nan_only.plan.tasks)
+        if (named(nan_only, t, "grad_nan_check")) CHECK(nan_only.plan.kernels[t.kernel].host_sync);
+    CHECK(count(nan_only, "grad_scale") == 0);
+    // dp 1: no gradient collective, no passes.
+    CHECK(count(build(scenario(kData + "cp-training.yaml", {"strategies[1].dp=1", "gpus=1"})), "grad_scale") == 0);
+
+    // pp 2 x dp 2, one layer a stage: the last stage's passes come before its
+    // last backward send, unless delay_grad_reduce moves its buckets after its schedule.
+    auto pp = scenario(kData + "cp-training.yaml", {"strategies[1].zero=1", "strategies[1].pp=2", "gpus=4"});
+    pp.profile.grad_reduce_dtype = "fp32_if_bf16";
+    pp.profile.grad_prereduce_nan_check = pp.profile.grad_prereduce_scale = true;
+    // Task indices on the last stage's GPU: its last backward send, its first pass.
+    const auto order = [&](const config::ScenarioSpec& s) {
+        const auto pb = build(s);
+        std::uint32_t last_gpu = 0;
+        for (const auto& t : pb.plan.tasks)
+            if (named(pb, t, "lm_head")) last_gpu = t.gpu;
+        std::size_t send = 0, pass = SIZE_MAX;
+        for (std::size_t i = 0; i < pb.plan.tasks.size(); ++i) {
+            const auto& t = pb.plan.tasks[i];
+            if (t.gpu != last_gpu) continue;
+            if (t.kind == parallel::TaskKind::transfer && t.phase == parallel::Phase::backward) send = i;
+            if (named(pb, t, "grad_nan_check")) pass = std::min(pass, i);
+        }
+        return std::pair{send, pass};
+    };
+    const auto inline_order = order(pp);
+    CHECK(inline_order.second < inline_order.first);
+    pp.profile.delay_grad_reduce = true;
+    const auto delayed = order(pp);
+    CHECK(delayed.second > delayed.first);
+}
+
 TEST_CASE("training: a profile's optimizer bytes per parameter set the optimizer step's traffic") {
     auto cm = hw::make_roofline_cost_model();
     const auto step_bytes = [&](const config::ScenarioSpec& s) {
