@@ -18,6 +18,14 @@ a time, each on the points that time it:
                                validate` run in which every point is repeated
                                once per rate on a copy of the GPU file holding
                                that rate (5 minutes on two busy cores)
+  efficiency.launch_overhead   (only when --keys names it) the plain BF16 and FP8
+                               GEMM points of the fit split (no groups): the fixed
+                               cost of every kernel, grid 4-7 us step 0.1; held-out
+                               scored after (Blackwell: tests/data/validation/
+                               gemm-blackwell.yaml, XLA's sm_100 table)
+  efficiency.gemm.nvfp4 and    (only when --keys names gemm_fp4) the FP4 GEMM points
+  efficiency.gemm.mxfp4        (nvfp4, mxfp4) of the fit split: one ceiling for both
+                               formats (one tensor path), grid 0.40-0.90 step 0.005
   efficiency.gemm_grouped_fp8  the FP8 grouped GEMM points of the fit split with
                                at least GROUPED_FP8_MIN_M tokens per expert, after
                                hbm_grouped: a ceiling sets compute-bound kernels,
@@ -89,7 +97,14 @@ CONSTANTS = [  # key under efficiency:, grid, which points
     ("gemm_grouped_fp8", [round(0.40 + 0.005 * i, 3) for i in range(81)],
      lambda p: p["kind"] == "gemm" and "groups" in p["op"] and p["op"]["dtype"] == "fp8"
      and p["op"]["m"] >= GROUPED_FP8_MIN_M, True),
+    ("launch_overhead", [round(4.0 + 0.1 * i, 1) for i in range(31)],
+     lambda p: p["kind"] == "gemm" and "groups" not in p["op"] and p["op"]["dtype"] in ("bf16", "fp8"), True),
+    ("gemm_fp4", [round(0.40 + 0.005 * i, 3) for i in range(101)],
+     lambda p: p["kind"] == "gemm" and "groups" not in p["op"] and p["op"]["dtype"] in ("nvfp4", "mxfp4"), True),
 ]
+# Fitted only when --keys names them: the default run (the H200's measurement) keeps its launch
+# overhead, confirmed there rather than fitted, and has no FP4 points.
+NOT_BY_DEFAULT = ("launch_overhead", "gemm_fp4")
 
 
 def split_of(point):
@@ -98,12 +113,32 @@ def split_of(point):
 
 
 def with_value(text, key, value, comment):
+    if key == "launch_overhead":
+        return with_launch(text, value, comment)
+    if key == "gemm_fp4":
+        for dtype in ("nvfp4", "mxfp4"):
+            text = with_value_at(text, "    " + dtype, value, comment)
+        return text
+    return with_value_at(text, "  " + key, value, comment)
+
+
+def with_launch(text, us, comment):
+    # A time with its unit; the comment keeps its column.
+    new, n = re.subn(r"^(  launch_overhead: +)([0-9.]+ us *)#.*$",
+                     lambda m: f"{m.group(1)}{f'{us:g} us'.ljust(len(m.group(2)) - 1)} # {comment}", text, count=1,
+                     flags=re.M)
+    if n != 1:
+        sys.exit("no efficiency.launch_overhead in the GPU file")
+    return new
+
+
+def with_value_at(text, key, value, comment):
     # The comment keeps its column: the number and its padding together keep their width.
-    new, n = re.subn(rf"^(  {key}: +)([0-9.]+ *)#.*$",
+    new, n = re.subn(rf"^({key}: +)([0-9.]+ *)#.*$",
                      lambda m: f"{m.group(1)}{f'{value:g}'.ljust(len(m.group(2)) - 1)} # {comment}", text, count=1,
                      flags=re.M)
     if n != 1:
-        sys.exit(f"no efficiency.{key} in the GPU file")
+        sys.exit(f"no efficiency.{key.strip()} in the GPU file")
     return new
 
 
@@ -348,7 +383,7 @@ def main():
     ap.add_argument("--dataset", required=True)
     ap.add_argument("--gpu", help="the GPU whose constants are fitted (not with --attention-shape)")
     ap.add_argument("--write", action="store_true", help="write the fitted values into the GPU file")
-    ap.add_argument("--keys", default=",".join(c[0] for c in CONSTANTS),
+    ap.add_argument("--keys", default=",".join(c[0] for c in CONSTANTS if c[0] not in NOT_BY_DEFAULT),
                     help="the constants to fit (and write), comma-separated")
     ap.add_argument("--attention-shape", action="store_true",
                     help="fit head_dim0_flash2 and seq0_backward jointly with the FA2 shares (above)")
@@ -378,8 +413,10 @@ def main():
             print(f"{a.gpu}: no points for efficiency.{key}")
             continue
         which = "fit split" if split else "points"
-        comment = (f"fitted_on: tools/fit-kernel-constants.py --dataset {a.dataset} --gpu {a.gpu}, the "
-                   f"{len(fit_points)} {a.gpu} {key.replace('_', ' ')}"
+        what = {"launch_overhead": "BF16 and FP8 GEMMs", "gemm_fp4": "FP4 GEMMs"}.get(key, key.replace("_", " "))
+        comment = (f"fitted_on: tools/fit-kernel-constants.py --dataset {a.dataset} --gpu {a.gpu}"
+                   + (f" --keys {key}" if key in NOT_BY_DEFAULT else "") + f", the "
+                   f"{len(fit_points)} {a.gpu} {what}"
                    + (f" (tokens per expert >= {GROUPED_FP8_MIN_M})" if key == "gemm_grouped_fp8" else "") + f" {which}"
                    + (" (held-out points never read)" if split else ""))
         if key == "hbm_grouped":
