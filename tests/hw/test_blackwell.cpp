@@ -8,6 +8,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 
 TEST_SUITE_BEGIN("unit");
@@ -70,16 +71,52 @@ TEST_CASE("an NVFP4 GEMM on B200 costs what the roofline says by hand") {
     KernelDesc d = nvfp4_gemm(4 * 128, 37 * 256, 16384);
     const auto model = make_cost_model("roofline-fixed-tile");
     const KernelCost c = model->cost(g, d, {});
-    // One tile per SM: 2*128*256*k FLOPs at (9000 TF / 148 SMs) x ceiling 0.763 x k/(k+k0).
+    // One tile per SM: 2*128*256*k FLOPs at (9000 TF / 148 SMs) x ceiling 0.61 x k/(k+k0).
     const double k = 16384.0;
-    const double tile_s = 2.0 * 128 * 256 * k / (9000e12 / 148 * 0.763 * (k / (k + kGemmK0)));
+    const double tile_s = 2.0 * 128 * 256 * k / (9000e12 / 148 * 0.61 * (k / (k + kGemmK0)));
     CHECK(c.waves == 1);
     CHECK(c.compute_time.seconds() == doctest::Approx(tile_s).epsilon(1e-6));
     // At 9 PF the L2 may bind instead (l2.bandwidth is an assumption); the kernel never beats compute.
     CHECK(c.duration >= c.compute_time);
-    // The same GEMM in fp8 takes twice as long: half the peak, the same ceiling on B200.
+    // The same GEMM in fp8: half the peak at fp8's own ceiling (MAMF 0.763 against FP4's measured 0.61).
     d.dtype = DType::fp8;
-    CHECK(model->cost(g, d, {}).compute_time.seconds() == doctest::Approx(2.0 * tile_s).epsilon(1e-6));
+    CHECK(model->cost(g, d, {}).compute_time.seconds() == doctest::Approx(2.0 * tile_s * 0.61 / 0.763).epsilon(1e-6));
+}
+
+TEST_CASE("B200's FP4 ceiling and launch overhead give back the kernel times they were fitted on, by hand") {
+    config::GpuCatalog catalog;
+    const GpuSpec& g = catalog.get("b200");
+    const auto model = make_cost_model("roofline");
+    // cuBLAS MXFP4 8192^3 on B200, 5239 TF (tests/data/validation/gemm-blackwell.yaml): 2 x 8192^3 / 5239 TF = 209.9 us.
+    // 128x256 tiles: 64 x 32 = 2048 tiles in ceil(2048 / 148) = 14 waves, wave_eff 2048 / (14 x 148);
+    // k_eff = 8192 / (8192 + 64); efficiency 0.61 x wave_eff x k_eff = 0.5983.
+    KernelDesc d = nvfp4_gemm(8192, 8192, 8192);
+    d.dtype = DType::mxfp4;
+    d.bytes_read = Bytes::ceil(2.0 * 8192.0 * 8192.0 * 17.0 / 32.0);
+    const KernelCost c = model->cost(g, d, {});
+    const double eff = 0.61 * (2048.0 / (14 * 148)) * (8192.0 / (8192.0 + kGemmK0));
+    CHECK(c.waves == 14);
+    CHECK(c.compute_efficiency == doctest::Approx(eff).epsilon(1e-9));
+    CHECK(c.compute_bound());
+    // In microseconds: doctest's Approx adds its epsilon to 1, so seconds would pass within a microsecond.
+    const double t_us = 5.4 + 2.0 * 8192.0 * 8192.0 * 8192.0 / (9000e12 * eff) * 1e6;
+    CHECK(c.duration.seconds() * 1e6 == doctest::Approx(t_us).epsilon(1e-6));
+    CHECK(c.duration.seconds() * 1e6 == doctest::Approx(209.9).epsilon(0.005));  // the measurement, within 0.5%
+    // A 256^3 BF16 GEMM is its launch overhead and little else: 5.4 us fitted on XLA's sm_100 kernel
+    // times, whose 256^3 BF16 GEMM took 4.96 us (the fit trades the smallest against the mid-size ones).
+    KernelDesc tiny = nvfp4_gemm(256, 256, 256);
+    tiny.dtype = DType::bf16;
+    tiny.bytes_read = Bytes::ceil(2.0 * 256 * 256 * 2.0);
+    const KernelCost ct = model->cost(g, tiny, {});
+    CHECK(ct.launch_overhead.seconds() * 1e6 == doctest::Approx(5.4));
+    const double body_us = std::max({ct.compute_time.seconds(), ct.memory_time.seconds(), ct.l2_time.seconds()}) * 1e6;
+    CHECK(ct.duration.seconds() * 1e6 == doctest::Approx(5.4 + body_us).epsilon(1e-6));
+    CHECK(body_us < 0.5);
+    // GB200 carries both from B200 (the same die; no GB200 kernel time outside Azure's unseen table).
+    const GpuSpec& gb = catalog.get("gb200");
+    CHECK(gb.efficiency.launch_overhead == g.efficiency.launch_overhead);
+    CHECK(gb.gemm_ceiling(DType::nvfp4) == doctest::Approx(0.61));
+    CHECK(gb.gemm_ceiling(DType::mxfp4) == doctest::Approx(0.61));
 }
 
 TEST_CASE("a large BF16 GEMM on B200 reaches its measured ceiling: the L2 rate is the least that allows it") {
