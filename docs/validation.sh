@@ -28,6 +28,7 @@ annotations=tests/data/validation/published-annotations.yaml
 "$bin" validate tests/data/validation/h200-kernels.yaml --format json > "$tmp/h200-kernels.json"
 "$bin" validate tests/data/validation/grouped-fp8-deepgemm.yaml --format json > "$tmp/grouped-fp8-deepgemm.json"
 "$bin" validate tests/data/validation/blackwell.yaml --format json > "$tmp/blackwell.json"
+"$bin" validate tests/data/validation/gemm-blackwell.yaml --format json > "$tmp/gemm-blackwell.json"
 "$bin" validate tests/data/validation/moe-training.yaml --format json > "$tmp/moe-training.json"
 "$bin" validate tests/data/validation/moe-dp-attention.yaml --format json > "$tmp/moe-dp-attention.json"
 
@@ -149,6 +150,19 @@ out.append("|---|---|---|---|---|---|")
 for q in bw["points"]:
     err = "skipped" if q["error"] is None else spct(q["error"])
     out.append(f"| {q['id']} | {q['kind']} | {q['metric']} | {num(q['measured'])} | {num(q['simulated'])} | {err} |")
+
+# The Blackwell kernel points that calibrate the B200 file (docs/hardware-model.md §2.6, "Blackwell GEMMs").
+bwk = json.load(open(f"{tmp}/gemm-blackwell.json"))
+bwk_split = {q["id"]: re.search(r"split: ([a-z-]+)", q.get("notes", "")).group(1)
+             for q in yaml.safe_load(open("tests/data/validation/gemm-blackwell.yaml"))["points"]}
+def bwk_group(q):
+    return {"bf16": "BF16", "fp8": "FP8"}.get(q["id"].split("-")[3], "FP4")
+out.append("\nBlackwell calibration set (`tests/data/validation/gemm-blackwell.yaml`: XLA's sm_100 GEMM table, cuBLAS "
+           "MXFP4 and FlashInfer NVFP4 on B200; kernel points, B200's launch overhead and FP4 ceiling fitted on the fit "
+           "split): " + "; ".join(
+               f"{g} fit {mape([q['error'] for q in bwk['points'] if bwk_group(q) == g and bwk_split[q['id']] == 'fit'])}, "
+               f"held-out {mape([q['error'] for q in bwk['points'] if bwk_group(q) == g and bwk_split[q['id']] == 'held-out'])}"
+               for g in ("BF16", "FP8", "FP4")) + ".")
 
 for name, title in (("published", "Reference set"), ("unseen", "Unseen set")):
     d = sets[name]
