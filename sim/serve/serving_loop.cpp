@@ -116,7 +116,8 @@ void Loop::arrive(std::uint32_t id) {
     const Sequence& s = seqs_[id];
     res_.records[id].replica = static_cast<std::int32_t>(r);
     if (rep.prefix_cached) apply_prefix(id);
-    rep.st.waiting.push_back(id);
+    if (sv_.async_scheduling && rep.busy) rep.deferred_now.push_back(id);  // joins the step after next
+    else rep.st.waiting.push_back(id);
     rep.st.outstanding += s.unfed() + s.output - s.generated;
     ++rep.stats.requests;
     kick(r);
@@ -147,7 +148,7 @@ void Loop::start(std::size_t r) {
         start_engine(r);
         return;
     }
-    if (!schedule_work(rep)) return;
+    if (!schedule_step(rep)) return;
     batch_shape(rep.st, rep.work, sv_.decode_context_bucket, batch_, prefills_);
     rep.start = sim_.now();
     rep.busy = true;
@@ -180,6 +181,29 @@ bool Loop::schedule_work(Replica& rep) {
     }
 }
 
+// The scheduler pass of a step that starts now. With async scheduling vLLM's
+// engine core schedules a step while the GPU still runs the one before it (a
+// queue of two batches: step_with_batch_queue, vllm/v1/engine/core.py,
+// vllm-project/vllm@c3ad791e), and drains newly arrived requests only after
+// that step's result, when the next step is already scheduled: a request that
+// arrives while step N runs joins step N + 2. If nothing else can be
+// scheduled now, the engine had no step in flight (vLLM schedules none when
+// nothing is schedulable) and takes the request at once (docs/serving.md,
+// "Host time of the serving engine").
+bool Loop::schedule_step(Replica& rep) {
+    if (!sv_.async_scheduling) return schedule_work(rep);
+    const auto release = [&rep] {
+        rep.st.waiting.insert(rep.st.waiting.end(), rep.deferred_next.begin(), rep.deferred_next.end());
+        rep.deferred_next.clear();
+    };
+    release();
+    rep.deferred_next.swap(rep.deferred_now);  // deferred_now is empty now
+    if (schedule_work(rep)) return true;
+    if (rep.deferred_next.empty()) return false;
+    release();
+    return schedule_work(rep);
+}
+
 // Data-parallel attention (docs/serving.md, "Data-parallel attention"): each
 // rank of the engine that starts at replica `first` schedules its own batch;
 // the MoE layers' all-to-alls join the ranks in every layer, so the step
@@ -195,7 +219,7 @@ void Loop::start_engine(std::size_t first) {
     bool any = false;
     for (std::size_t m = first; m < first + n; ++m) {
         Replica& rep = reps_[m];
-        if (!schedule_work(rep)) continue;
+        if (!schedule_step(rep)) continue;
         any = true;
         batch_shape(rep.st, rep.work, sv_.decode_context_bucket, batch_, prefills_);
         ++rep.stats.iterations;

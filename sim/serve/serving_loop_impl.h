@@ -38,6 +38,10 @@ struct Replica {
     std::vector<Work> work;              // the iteration in flight
     std::deque<std::uint32_t> incoming;  // decode: handed-off requests waiting for KV blocks here
     std::deque<std::uint32_t> landed;    // decode: caches here, waiting for a place in the batch (max_batch)
+    // Async scheduling: requests that arrived while the step in flight ran
+    // (`deferred_now`) and while the one before it ran (`deferred_next`, for
+    // the next step); Loop::schedule_step.
+    std::vector<std::uint32_t> deferred_now, deferred_next;
     ReplicaStats stats;
     // Pipeline parallelism (pp > 1): up to pp batches in flight, each in a
     // slot; each stage runs one batch at a time, in the order they reach it.
@@ -82,6 +86,7 @@ private:
     void start(std::size_t r);
     void finish(std::size_t r);
     bool schedule_work(Replica& rep);
+    bool schedule_step(Replica& rep);
     void start_engine(std::size_t first);
     void finish_engine(std::size_t first);
     void settle(std::size_t r, const std::vector<Work>& work, Time started);

@@ -168,4 +168,39 @@ TEST_CASE("serving host time with async scheduling: a step takes the longer of t
     }
 }
 
+TEST_CASE("serving with async scheduling: a request that arrives during a step joins the step after next") {
+    // vLLM's engine core schedules step N + 1 while the GPU runs step N, so a
+    // request that arrives during step N joins step N + 2 (docs/serving.md).
+    // 1 s of host time per sequence makes every step exactly 1 s a sequence.
+    // Chunked prefill (vLLM V1's): A arrives at 0 and runs alone in [0, 1)
+    // (its prefill); B arrives at 0.5 s, during that step: step [1, 2) holds
+    // A's first decode only, and B starts at 2 s, A's decode and B's prefill
+    // together, two sequences: [2, 4). Joining the next step, B would start
+    // at 1 s.
+    const std::string overlap =
+        "    scheduler: chunked-prefill\n"
+        "    arrivals: {process: fixed, rate: 2}\n"
+        "    prompt_tokens: {distribution: fixed, value: 64}\n"
+        "    output_tokens: {distribution: fixed, value: 8}\n    requests: 2\n"
+        "    async_scheduling: true\n";
+    const auto run = serve_costed(overlap, Time::us(1000000), {}, {});
+    const auto& a = run.result.records[0];
+    const auto& b = run.result.records[1];
+    REQUIRE(b.request.arrival_s == doctest::Approx(0.5).epsilon(1e-12));
+    CHECK(a.first_token_s == doctest::Approx(1.0).epsilon(1e-12));
+    CHECK(b.first_scheduled_s == doctest::Approx(2.0).epsilon(1e-12));
+    CHECK(b.first_token_s == doctest::Approx(4.0).epsilon(1e-12));
+    // A ends with its only token in [0, 1): the step after it would have had
+    // nothing else, so no step was in flight and B starts at once, at 1 s.
+    const std::string last =
+        "    scheduler: chunked-prefill\n"
+        "    arrivals: {process: fixed, rate: 2}\n"
+        "    prompt_tokens: {distribution: fixed, value: 64}\n"
+        "    output_tokens: {distribution: fixed, value: 1}\n    requests: 2\n"
+        "    async_scheduling: true\n";
+    const auto alone = serve_costed(last, Time::us(1000000), {}, {});
+    CHECK(alone.result.records[1].first_scheduled_s == doctest::Approx(1.0).epsilon(1e-12));
+    CHECK(alone.result.records[1].first_token_s == doctest::Approx(2.0).epsilon(1e-12));
+}
+
 TEST_SUITE_END();
