@@ -3,6 +3,8 @@
 // per kind stays under a regression guard. Nothing was fitted on these points; each guard is
 // the MAPE measured when it was set plus a margin, a regression guard, not a target (the
 // errors, and what they come from, are in the docs). Never loosen a guard to make it pass.
+// One case recomputes the 1 MiB GB200 ring all-reduce by hand, the decomposition
+// docs/network-model.md section 5 gives for the collectives' gap.
 // The last case guards, by split, the B200 kernel times the Blackwell files are fitted on
 // (gemm-blackwell.yaml, docs/hardware-model.md section 2.6, "Blackwell GEMMs").
 #include "sim/config/data_dir.h"
@@ -17,6 +19,7 @@
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 TEST_SUITE_BEGIN("unit");
 
@@ -69,6 +72,26 @@ TEST_CASE("blackwell.yaml: every point simulates, each kind within its guarded M
         REQUIRE(k.mape.has_value());
         CHECK(*k.mape <= g.max_mape);
     }
+}
+
+// The 1 MiB ring all-reduce on 4 x GB200 by hand (docs/network-model.md section 5, "Small ring
+// all-reduces on GB200"): LL is the cheapest protocol; 6 steps of the phase latency (LL's step
+// overhead 0.7 + its NVLink step latency 0.6 us), an NVSwitch route (2 links x 0.6 us) and
+// 262144 B at LL's share of the link, 0.13 x 0.755 x 900 GB/s, plus LL's base latency 6.6 us.
+// The GB200 link rate doubles H100's, as NCCL's Blackwell LL cap (2 x 141 GB/s) doubles
+// Hopper's; the constants are the A100-fitted ones, whatever the generation.
+TEST_CASE("blackwell.yaml: the 4 x GB200 1 MiB ring all-reduce is LL's time by the formula") {
+    auto d = sim::validate::load_dataset(blackwell_path());
+    std::erase_if(d.points, [](const auto& p) { return p.id != "coll-azure-gb200x4-allreduce-ring-1M"; });
+    REQUIRE(d.points.size() == 1);
+    const auto report = sim::validate::validate(d, {});
+    REQUIRE(report.outcomes.size() == 1);
+    REQUIRE(!report.outcomes[0].skipped);
+    const double ll_rate = 0.13 * 0.755 * 900e9;                          // B/s
+    const double step_s = 0.7e-6 + 0.6e-6 + 1.2e-6 + 262144.0 / ll_rate;  // 5.468 us
+    const double t = 6.6e-6 + 6 * step_s;                                 // 39.41 us
+    const double busbw = 2.0 * 3.0 / 4.0 * 1048576.0 / t / 1e9;           // 39.91 GB/s
+    CHECK(report.outcomes[0].simulated == doctest::Approx(busbw).epsilon(1e-4));
 }
 
 // The calibration set of B200 kernel times (docs/hardware-model.md §2.6, "Blackwell GEMMs"): the fit
