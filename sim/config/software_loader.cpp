@@ -44,6 +44,7 @@ const std::vector<std::string> kMlaDecodeWeights = {"per_head", "absorbed"};
 const std::vector<std::string> kMlaQkv = {"fused", "concat"};
 const std::vector<std::string> kMlaPrefillWorkspace = {"layer", "eager"};
 const std::vector<std::string> kMlaRope = {"fused", "unfused"};
+const std::vector<std::string> kPipelineSends = {"async", "blocking"};
 const std::vector<std::string> kFp8GroupedGemms = {"cutlass", "deepgemm"};
 // Files in one chain of `extends:` (a release file over its stack's general
 // file is 2); a longer chain is more likely a generated hostile input than data.
@@ -218,6 +219,9 @@ SoftwareProfile load_profile(const Node& root, const std::string& expected_name,
         p.mla_prefill_eager =
             sourced(r, "mla_prefill_workspace", p.mla_prefill_workspace_from).as_enum(kMlaPrefillWorkspace) == "eager";
     if (r.has("mla_rope")) p.mla_rope_unfused = sourced(r, "mla_rope", p.mla_rope_from).as_enum(kMlaRope) == "unfused";
+    if (r.has("pipeline_sends"))
+        p.pipeline_sends_blocking =
+            sourced(r, "pipeline_sends", p.pipeline_sends_from).as_enum(kPipelineSends) == "blocking";
     if (r.has("fused_moe_chunk_tokens")) {
         // A chunk of more than 2^24 tokens is no engine's batch: a unit slip.
         p.fused_moe_chunk_tokens =

@@ -227,6 +227,15 @@ struct SoftwareProfile {
     // Optional key `mla_rope`.
     bool mla_rope_unfused = false;
     Provenance mla_rope_from;
+    // The pipeline's sends under a schedule of one chunk a rank (1F1B,
+    // GPipe; docs/moe.md section 3m): "async" (the default) lets a stage's
+    // next forward or backward start while its last send is in flight;
+    // "blocking" is Megatron-Core's batched p2p without overlap
+    // (batch_p2p_comm with wait_on_reqs and batch_p2p_sync, which NeMo sets
+    // for vp 1): the next item waits for the send to complete.
+    // Optional key `pipeline_sends`.
+    bool pipeline_sends_blocking = false;
+    Provenance pipeline_sends_from;
     // The Triton fused-MoE kernel's intermediate buffers (docs/moe.md section
     // 7b): for up to this many tokens at a time it holds the experts' up
     // output, its activation and the down output of each (token, expert)

@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <utility>
 
 namespace sim::parallel {
 
@@ -68,6 +69,14 @@ void emit_training(Emitter& em, PlanBuild& out) {
     // fwd_out[vs][mb] / bwd_out[vs][mb]: per member, the task the next stage waits for.
     PerIndex<PerIndex<PerMember>> fwd_out(nv, PerIndex<PerMember>(mbs));
     auto bwd_out = fwd_out;
+    // Blocking sends (SoftwareProfile::pipeline_sends_blocking; docs/moe.md
+    // section 3m): Megatron-Core's non-interleaved 1F1B waits for each batched
+    // send and receive (p2p_communication._communicate: req.wait(), then
+    // torch.cuda.synchronize()) before its next forward or backward, so on a
+    // rank of one chunk the next item also waits for the previous item's send.
+    // [stage]: per member, the send the stage's next item waits for.
+    const bool blocking_sends = sc.profile.pipeline_sends_blocking && chunks == 1;
+    PerIndex<PerMember> stage_send(p);
     // [stage][chunk]: the backward items still to emit that complete weight
     // gradients (all but the input-gradient halves of a zero-bubble split).
     PerIndex<PerIndex<int>> grad_left(p, PerIndex<int>(chunks, 0));
@@ -289,9 +298,10 @@ void emit_training(Emitter& em, PlanBuild& out) {
             }
             act([&, s, vs, mb, chunk = it.chunk](Chain& c) {
                 auto& slot = fwd_out[vs][mb];
-                if (vs + 1 < nv)
+                if (vs + 1 < nv) {
                     slot = em.send(s, rank_of(vs + 1, chunk), Bytes::ceil(boundary), Phase::forward, mb, -1, c.last);
-                else slot = PerMember(width);
+                    if (blocking_sends) stage_send[s] = slot;
+                } else slot = PerMember(width);
                 for (std::size_t i = 0; i < width; ++i)
                     if (vs + 1 == nv) slot[i] = {c.last[i]};
             });
@@ -379,8 +389,10 @@ void emit_training(Emitter& em, PlanBuild& out) {
             if (c.last.front() != kNone) stage_end[s] = c.last;
             if (part == BackwardPart::weight) return;
             auto& slot = bwd_out[vs][mb];
-            if (vs > 0)
+            if (vs > 0) {
                 slot = em.send(s, rank_of(vs - 1, chunk), Bytes::ceil(boundary), Phase::backward, mb, -1, c.last);
+                if (blocking_sends) stage_send[s] = slot;
+            }
         });
         return steps;
     };
@@ -390,6 +402,7 @@ void emit_training(Emitter& em, PlanBuild& out) {
     auto emit_item = [&](int s, const ScheduleItem& it, const PerMember& also) {
         auto steps = item_steps(s, it);
         Chain c{also.empty() ? PerMember(width) : also, std::vector<std::uint32_t>(width, kNone)};
+        if (!stage_send[s].empty()) append(c.pending, std::exchange(stage_send[s], {}));
         for (auto& st : steps) {
             if (st.act) st.act(c);
             else em.emit_ops(s, st.ops, st.phase, it.mb, -1, c.pending, c.last);
