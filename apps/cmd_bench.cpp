@@ -138,35 +138,47 @@ int bench_scale_impl(const std::string& format) {
     std::string out = format == "json" ? "["
                                        : fmt::format("{:<58} {:>8} {:>8} {:>12} {:>12} {:>12}\n", "case", "wall s",
                                                      "CPU s", "events", "events/s", "peak RSS");
-    // One large collective alone, through validate's collective path: its
-    // cost is what limits DP all-reduces at thousands of GPUs (#18). It runs
-    // before the uncollapsed cases, whose footprint would mask its peak RSS.
-    bool ring_done = false;
-    const auto ring_case = [&] {
-        ring_done = true;
-        const auto dataset =
-            sim::validate::load_dataset(root + "/tests/data/validation/bench-allreduce-ring-1024.yaml");
-        const char* label = "1 GiB ring all-reduce, 1024 H100 (validate path)";
-        const double cpu0 = cpu_seconds();
-        const auto t0 = std::chrono::steady_clock::now();
-        const auto report = sim::validate::validate(dataset, {});
-        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        const double cpu = cpu_seconds() - cpu0;
-        if (report.outcomes.empty() || report.outcomes.front().skipped)
-            throw std::runtime_error(fmt::format("bench case '{}' was not simulated", label));
-        const double rss = peak_rss_bytes();
-        if (format == "json")
-            out += fmt::format(
-                ",\n{{\"case\":\"{}\",\"gpus\":1024,\"collapse\":true,\"wall_s\":{},\"cpu_s\":{},"
-                "\"events\":null,\"events_per_s\":null,\"peak_rss_bytes\":{}}}",
-                label, wall, cpu, rss);
-        else
-            out += fmt::format("{:<58} {:>8.3f} {:>8.3f} {:>12} {:>12} {:>12}\n", label, wall, cpu, "-", "-",
-                               sim::format_bytes(rss));
+    // Points simulated through validate's path, timed like the cases. They run
+    // before the uncollapsed cases, whose footprint would mask their peak RSS.
+    // One large collective alone: its cost is what limits DP all-reduces at
+    // thousands of GPUs (#18). DeepSeek-V3 on 1024 H100 at sequence 2048:
+    // direct all-to-alls that pipeline sends often contend with (#16).
+    bool validate_done = false;
+    const auto validate_cases = [&] {
+        validate_done = true;
+        const struct {
+            const char* label;
+            const char* dataset;
+            int gpus;
+        } points[] = {
+            {"1 GiB ring all-reduce, 1024 H100 (validate path)",
+             "/tests/data/validation/bench-allreduce-ring-1024.yaml", 1024},
+            {"DeepSeek-V3, 1024 H100, EP64 direct, seq 2048 (validate)",
+             "/tests/data/validation/bench-deepseek-v3-1024xh100.yaml", 1024},
+        };
+        for (const auto& p : points) {
+            const auto dataset = sim::validate::load_dataset(root + p.dataset);
+            const double cpu0 = cpu_seconds();
+            const auto t0 = std::chrono::steady_clock::now();
+            const auto report = sim::validate::validate(dataset, {});
+            const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            const double cpu = cpu_seconds() - cpu0;
+            if (report.outcomes.empty() || report.outcomes.front().skipped)
+                throw std::runtime_error(fmt::format("bench case '{}' was not simulated", p.label));
+            const double rss = peak_rss_bytes();
+            if (format == "json")
+                out += fmt::format(
+                    ",\n{{\"case\":\"{}\",\"gpus\":{},\"collapse\":true,\"wall_s\":{},\"cpu_s\":{},"
+                    "\"events\":null,\"events_per_s\":null,\"peak_rss_bytes\":{}}}",
+                    p.label, p.gpus, wall, cpu, rss);
+            else
+                out += fmt::format("{:<58} {:>8.3f} {:>8.3f} {:>12} {:>12} {:>12}\n", p.label, wall, cpu, "-", "-",
+                                   sim::format_bytes(rss));
+        }
     };
     for (std::size_t i = 0; i < cases.size(); ++i) {
         const auto& c = cases[i];
-        if (!c.collapse && !ring_done) ring_case();
+        if (!c.collapse && !validate_done) validate_cases();
         std::vector<sim::config::Override> ov;
         for (const auto& s : c.sets) ov.push_back(sim::config::parse_override(s));
         const auto sc = sim::config::load_scenario(root + c.scenario, ov);
@@ -190,7 +202,7 @@ int bench_scale_impl(const std::string& format) {
             out += fmt::format("{:<58} {:>8.3f} {:>8.3f} {:>12} {:>12.0f} {:>12}\n", c.label, wall, cpu,
                                run.metrics.events, events / wall, sim::format_bytes(rss));
     }
-    if (!ring_done) ring_case();
+    if (!validate_done) validate_cases();
     if (format == "json") out += "\n]\n";
     fmt::print("{}", out);
     return 0;

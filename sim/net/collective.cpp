@@ -27,6 +27,10 @@ namespace {
 struct ResolvedPlan {
     CollectivePlan plan;
     std::vector<std::vector<FlowNetwork::StepFlow>> steps;  // per phase
+    // Per phase, the network's kept-step lookup of `steps` (kept plans only:
+    // their steps never change, and each is replayed thousands of times);
+    // a cache, so filled through a const plan.
+    mutable std::vector<FlowNetwork::StepMemo> memos;
 };
 
 struct Instance {
@@ -331,6 +335,7 @@ std::unique_ptr<ResolvedPlan> CollectiveEngine::Impl::resolved_plan(const Collec
     rp->plan.reuse_steps = reuse_steps;
     rp->steps.resize(rp->plan.phases.size());
     for (std::size_t p = 0; p < rp->plan.phases.size(); ++p) resolve_step(rp->plan, p, rp->steps[p]);
+    if (reuse_steps) rp->memos.resize(rp->steps.size());
     return rp;
 }
 
@@ -358,7 +363,7 @@ void CollectiveEngine::Impl::launch(std::uint32_t slot) {
     const PlanPhase& ph = plan.phases[inst.phase];
     const auto done = [this, slot] { phase_done(slot); };
     if (inst.kept) {
-        flows.run_steps(inst.kept->steps[inst.phase], ph.repeat, ph.latency, done, true);
+        flows.run_steps(inst.kept->steps[inst.phase], ph.repeat, ph.latency, done, true, &inst.kept->memos[inst.phase]);
         return;
     }
     if (inst.shared) {

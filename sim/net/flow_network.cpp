@@ -320,8 +320,8 @@ FlowId FlowNetwork::start_on(const std::vector<LinkId>& links, Bytes size, Callb
 }
 
 void FlowNetwork::run_steps(const std::vector<StepFlow>& flows, std::uint32_t repeat, Time gap, Callback on_done,
-                            bool reuse) {
-    impl_->run_steps(flows, repeat, gap, on_done, reuse);
+                            bool reuse, StepMemo* memo) {
+    impl_->run_steps(flows, repeat, gap, on_done, reuse, memo);
 }
 void FlowNetwork::set_skip_repeated_steps(bool on) {
     impl_->settle();
@@ -331,6 +331,7 @@ std::uint64_t FlowNetwork::steps_skipped() const { return impl_->skipped; }
 std::uint64_t FlowNetwork::windows_split() const { return impl_->splits; }
 std::uint64_t FlowNetwork::steps_reused() const { return impl_->reused; }
 std::size_t FlowNetwork::templates_kept() const { return impl_->kept.size(); }
+std::uint64_t FlowNetwork::kept_lookups() const { return impl_->lookups; }
 
 std::size_t FlowNetwork::active_flows() const {
     impl_->settle();

@@ -80,8 +80,23 @@ public:
     // the last step ends. Same times as starting each step's flows by hand.
     // `reuse`: keep a step that ran alone as a template for later calls with
     // the same flows, and replay one kept before (see above).
+    //
+    // `memo` (with reuse; may be null): the caller's record of this flow
+    // list's kept-step lookup, so that a call repeated many times with the
+    // same list skips hashing and comparing its flows, O(flows), and costs
+    // O(1) until a template is kept anywhere (at most kMaxKeptSteps times a
+    // run). The lookup's answer is the one the comparison would give. A memo
+    // serves one network and one list, which must not change while the memo
+    // lives (the collective engine's kept plans).
+    struct StepMemo {
+        const void* network = nullptr;                      // the network it was filled by
+        std::uint64_t hash = 0;                             // the list's key hash
+        std::size_t kept_count = 0;                         // templates kept when `kept` was looked up
+        std::uint32_t kept = 0;                             // the kept template's index, or `none`
+        static constexpr std::uint32_t none = 0xffffffffu;  // no kept template matched
+    };
     void run_steps(const std::vector<StepFlow>& flows, std::uint32_t repeat, Time gap, Callback on_done,
-                   bool reuse = false);
+                   bool reuse = false, StepMemo* memo = nullptr);
     // Off: every step runs flow by flow (tests compare both ways).
     void set_skip_repeated_steps(bool on);
     // How many steps were skipped inside windows, and windows ended early.
@@ -91,6 +106,9 @@ public:
     // how many templates are kept.
     std::uint64_t steps_reused() const;
     std::size_t templates_kept() const;
+    // How many reused calls looked their flows up by hashing and comparing
+    // them (every call without a memo; with one, only after a new template).
+    std::uint64_t kept_lookups() const;
 
     std::size_t active_flows() const;
     // Bytes carried so far by each link, and time each link had at least one flow.

@@ -145,6 +145,7 @@ struct FlowNetwork::Impl {
     std::unordered_multimap<std::uint64_t, std::uint32_t> kept_index;  // hash of the flows -> kept
     std::size_t kept_flows = 0;
     std::uint64_t reused = 0;
+    std::uint64_t lookups = 0;           // find_kept calls
     std::vector<std::int64_t> last_seg;  // split scratch
     std::vector<std::uint32_t> bfs;      // mark_contended scratch
     std::uint32_t label_epoch = 0;
@@ -162,11 +163,14 @@ struct FlowNetwork::Impl {
     std::uint32_t alloc_slot();
     void schedule_activation(std::uint32_t slot, Time at);
     void schedule_completion(std::uint32_t slot, Time at);
-    void run_steps(const std::vector<StepFlow>& step, std::uint32_t repeat, Time gap, Callback on_done, bool reuse);
+    void run_steps(const std::vector<StepFlow>& step, std::uint32_t repeat, Time gap, Callback on_done, bool reuse,
+                   StepMemo* memo);
     void launch_step(std::uint32_t g);
     static std::uint64_t step_hash(const std::vector<StepFlow>& step);
     // The kept template of `step`, or nullptr.
     const flow_detail::KeptStep* find_kept(const std::vector<StepFlow>& step, std::uint64_t hash) const;
+    // find_kept's answer for `step`, through `memo` when given (run_steps).
+    const flow_detail::KeptStep* lookup_kept(const std::vector<StepFlow>& step, StepMemo* memo);
     void keep(const Group& g);
     // A group's flows, distinct links and template: its own, or those of the
     // kept step it replays.

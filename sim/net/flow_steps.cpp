@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
 #include <optional>
 
 namespace sim::net {
@@ -56,7 +57,7 @@ void FlowNetwork::Impl::mark_contended() {
 }
 
 void FlowNetwork::Impl::run_steps(const std::vector<StepFlow>& step, std::uint32_t repeat, Time gap, Callback on_done,
-                                  bool reuse) {
+                                  bool reuse, StepMemo* memo) {
     check(repeat >= 1 && !step.empty(), "flow network: repeated steps need flows and at least one step");
     std::uint32_t g;
     if (!free_groups.empty()) {
@@ -76,8 +77,7 @@ void FlowNetwork::Impl::run_steps(const std::vector<StepFlow>& step, std::uint32
     G.reuse = reuse;
     G.keep = false;
     if (reuse) {
-        const std::uint64_t hash = step_hash(step);
-        const KeptStep* k = find_kept(step, hash);
+        const KeptStep* k = lookup_kept(step, memo);
         if (!k) {
             G.keep = kept.size() < kMaxKeptSteps && kept_flows + step.size() <= kMaxKeptFlows;
         } else if (skip_steps && !sampling) {
@@ -126,6 +126,29 @@ std::uint64_t FlowNetwork::Impl::step_hash(const std::vector<StepFlow>& step) {
         mix(std::bit_cast<std::uint64_t>(f.efficiency));
     }
     return h;
+}
+
+// kept only grows, and find_kept's answer for a list depends only on the
+// list and on kept: while kept.size() is what it was at the memo's lookup,
+// the memo's answer is the one find_kept would give now.
+const KeptStep* FlowNetwork::Impl::lookup_kept(const std::vector<StepFlow>& step, StepMemo* memo) {
+    if (!memo) {
+        ++lookups;
+        return find_kept(step, step_hash(step));
+    }
+    if (memo->network != this) {
+        *memo = StepMemo{};
+        memo->network = this;
+        memo->hash = step_hash(step);
+        memo->kept_count = std::numeric_limits<std::size_t>::max();
+    }
+    if (memo->kept_count != kept.size()) {
+        ++lookups;
+        const KeptStep* k = find_kept(step, memo->hash);
+        memo->kept = k ? static_cast<std::uint32_t>(k - kept.data()) : StepMemo::none;
+        memo->kept_count = kept.size();
+    }
+    return memo->kept == StepMemo::none ? nullptr : &kept[memo->kept];
 }
 
 const KeptStep* FlowNetwork::Impl::find_kept(const std::vector<StepFlow>& step, std::uint64_t hash) const {

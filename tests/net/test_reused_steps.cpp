@@ -3,7 +3,8 @@
 // same flows replay it, first step included. Times, busy times and the
 // largest load must equal running every step flow by flow; link bytes agree
 // to rounding. Also the deepep exchange through the collective engine,
-// which asks for reuse.
+// which asks for reuse, and the lookup memo (FlowNetwork::StepMemo) that
+// spares each replayed call hashing and comparing its flows.
 #include "net_fixtures.h"
 
 #include "sim/core/simulation.h"
@@ -36,19 +37,20 @@ using Step = std::vector<FlowNetwork::StepFlow>;
 // set). Returns every completion time in order.
 struct Back2Back {
     std::vector<Time> done;
-    std::uint64_t reused = 0, splits = 0, skipped = 0;
+    std::uint64_t reused = 0, splits = 0, skipped = 0, lookups = 0;
     std::size_t kept = 0;
     double bytes = 0;
     Time busy;
 };
 
 Back2Back back_to_back(const Topology& t, const Step& step, int calls, std::uint32_t repeat, Time gap, bool skip,
-                       std::optional<Time> extra_at = std::nullopt) {
+                       std::optional<Time> extra_at = std::nullopt, bool memo = false) {
     Simulation sim;
     FlowNetwork net(sim, t);
     net.set_skip_repeated_steps(skip);
     Back2Back out;
     int left = calls;
+    FlowNetwork::StepMemo step_memo;
     std::function<void()> next = [&] {
         net.run_steps(
             step, repeat, gap,
@@ -56,7 +58,7 @@ Back2Back back_to_back(const Topology& t, const Step& step, int calls, std::uint
                 out.done.push_back(sim.now());
                 if (--left > 0) next();
             },
-            true);
+            true, memo ? &step_memo : nullptr);
     };
     next();
     if (extra_at)
@@ -66,6 +68,7 @@ Back2Back back_to_back(const Topology& t, const Step& step, int calls, std::uint
     out.splits = net.windows_split();
     out.skipped = net.steps_skipped();
     out.kept = net.templates_kept();
+    out.lookups = net.kept_lookups();
     out.bytes = net.link_bytes(t.route(0, 1)[0]);
     out.busy = net.link_busy_time(t.route(0, 1)[0]);
     return out;
@@ -188,7 +191,8 @@ CollectiveRequest exchange(int gpus, Bytes size) {
 struct EngineRun {
     std::vector<Time> done;
     LinkRecord links;
-    std::uint64_t reused = 0, splits = 0;
+    std::uint64_t reused = 0, splits = 0, lookups = 0;
+    std::size_t kept = 0;
 };
 
 // `n` deepep exchanges over 16 GPUs on 2 nodes, each of one of two sizes,
@@ -214,6 +218,8 @@ EngineRun engine_run(const Topology& t, int n, bool background, bool skip) {
     out.links = record_links(net, t);
     out.reused = net.steps_reused();
     out.splits = net.windows_split();
+    out.lookups = net.kept_lookups();
+    out.kept = net.templates_kept();
     return out;
 }
 
@@ -232,6 +238,41 @@ TEST_CASE("reused steps: deepep exchanges replayed give the same times as flow b
         // traffic some windows end early, as a newcomer reaches their links.
         CHECK(fast.reused == 38u);
         CHECK((fast.splits > 0) == background);
+    }
+}
+
+TEST_CASE("reused steps: a memo looks a call's flows up once per new template, with the same times") {
+    const Topology t = mesh2();
+    const Step step{{&t.route(0, 1), Time::us(1), Bytes{1'000'000}, 1.0}};
+    const auto plain = back_to_back(t, step, 6, 1, Time::us(2), true);
+    const auto memo = back_to_back(t, step, 6, 1, Time::us(2), true, std::nullopt, true);
+    // Without a memo every call hashes and compares its flows. With one: the
+    // first call (nothing kept), then the second (a template was kept since);
+    // the other four read the memo.
+    CHECK(plain.lookups == 6u);
+    CHECK(memo.lookups == 2u);
+    CHECK(memo.done == plain.done);
+    CHECK(memo.reused == plain.reused);
+    CHECK(memo.busy == plain.busy);
+    CHECK(memo.bytes == plain.bytes);
+}
+
+TEST_CASE("reused steps: the collective engine's kept plans look their flows up once per new template") {
+    // 40 exchanges of two sizes, big first, then small: each plan's memo is
+    // filled at its first call and again once after the other's template is
+    // kept (4 lookups, not 40). With traffic, a call whose step shared its
+    // links is not kept, and the memo keeps the answer "none" until a
+    // template is kept: at most (templates + 1) lookups a plan.
+    const Topology t = eight_gpu_nodes(16);
+    for (const bool background : {false, true}) {
+        CAPTURE(background);
+        const EngineRun r = engine_run(t, 40, background, true);
+        if (!background) {
+            CHECK(r.kept == 2u);
+            CHECK(r.lookups == 4u);
+        } else {
+            CHECK(r.lookups <= 2 * (r.kept + 1));
+        }
     }
 }
 
